@@ -1,0 +1,75 @@
+"""How results reach people (rich tables on a terminal) and pipelines (`--output json`)."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _fmt_tokens(n: int) -> str:
+    for unit, size in (("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if n >= size:
+            return f"{n:,} ({n / size:g} {unit})"
+    return f"{n:,}"
+
+
+def show_plan(plan: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    model = plan["model"]
+    fw = plan["framework"]
+    t = Table(title=f"Plan for {plan['spec_file']}", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    rows = [
+        ("job name", plan["job_name"]),
+        ("region", plan["region"] or "not set (cluster.region, AWS_REGION or a profile)"),
+        ("role", plan["role"] or "not set (role: in the spec, or SMP_LAUNCH_ROLE)"),
+        ("instances", f"{plan['instance_count']} x {plan['instance_type']} "
+                      f"({plan['gpus_per_instance']} GPUs each)"),
+        ("world size", f"{plan['world_size']} GPUs"),
+        ("data-parallel degree", str(plan["data_parallel_degree"])),
+        ("model", f"{model['preset'] or model['type']}: {model['parameters'] / 1e9:.2f}B parameters, "
+                  f"{model['num_layers']} layers, hidden {model['hidden_width']}, seq {model['seq_length']}"),
+        ("global batch", f"{plan['global_batch_sequences']:,} sequences, "
+                         f"{_fmt_tokens(plan['global_batch_tokens'])} tokens"),
+        ("framework", f"PyTorch {fw['pytorch_version']} / {fw['py_version']} (SMP {fw['smp_version']})"),
+        ("image", fw["image_uri"] or "unknown until a region is set"),
+    ]
+    mem = plan.get("memory")
+    if mem:
+        verdict = "fits" if mem["fits"] else "DOES NOT FIT"
+        rows.append(("GPU memory", f"{mem['per_gpu_gb']:.1f} of {mem['capacity_gb']:.0f} GB per GPU ({verdict})"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    console.print("[bold]distribution[/bold] " + json.dumps(plan["distribution"]))
+    if mem:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in mem["breakdown"].items())
+        console.print(f"[bold]memory breakdown (GB)[/bold] {parts}")
+    show_advisories(plan["advisories"], console)
+
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def show_advisories(advisories: list[dict[str, Any]], console=None) -> None:
+    console = console or _console()
+    if not advisories:
+        console.print("[green]no advisories[/green]")
+        return
+    for a in advisories:
+        style = _STYLE.get(a["severity"], "")
+        console.print(f"[{style}]{a['severity']:7}[/{style}] {a['rule']} {a['message']}", markup=True)

@@ -1,0 +1,186 @@
+"""The Plan: everything a submit will do, computed from a spec with no side effects.
+
+`plan`, `render`, `submit --dry-run` and `submit` all build the same Plan and differ only in what
+they do with it (design.md). Building one makes no AWS call and writes nothing.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from launcher import __version__, progress
+from launcher.catalog import FRAMEWORKS, INSTANCES, smp_image_uri
+from launcher.errors import UsageError
+from launcher.spec.loader import LoadedSpec
+
+SMP_PARAMETER_KEYS = (
+    "hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+    "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
+    "context_parallel_degree", "expert_parallel_degree", "random_seed",
+)
+MANAGED_TAG = "smp-launch:managed"
+CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+ENTRY_POINT = "train.py"
+
+
+def resolve_region(spec_region: str | None, env: Mapping[str, str]) -> str | None:
+    """The spec's region, else the environment's, else the AWS profile's (read from disk, no network)."""
+    if spec_region:
+        return spec_region
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if env.get(var):
+            return env[var]
+    import botocore.session  # only when neither the spec nor the environment names a region
+
+    return botocore.session.Session(profile=env.get("AWS_PROFILE") or None).get_config_variable("region")
+
+
+def job_name(base: str, now: datetime) -> str:
+    """`<name>-YYYYMMDD-HHMMSS` in UTC: unique per second, at most 63 characters (names are <= 47)."""
+    return f"{base}-{now.astimezone(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def spec_hash(loaded: LoadedSpec) -> str:
+    canonical = json.dumps(loaded.spec.model_dump(mode="json", exclude={"extends"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def distribution(loaded: LoadedSpec) -> dict[str, Any]:
+    """The SMP v2 `distribution` dict, exactly as the Estimator gets it (smp_v2.md section 1.1).
+
+    `enabled` must be the bool True: the SDK forwards `parameters` only on an identity check.
+    """
+    smp = loaded.spec.smp
+    params: dict[str, Any] = {}
+    for key in SMP_PARAMETER_KEYS:
+        value = getattr(smp, key)
+        if value is not None:
+            params[key] = value
+    return {
+        "torch_distributed": {"enabled": True},
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": params}},
+    }
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec_file: str
+    spec_hash: str
+    job_name: str
+    base_job_name: str
+    region: str | None
+    role: str | None
+    instance_type: str
+    instance_count: int
+    gpus_per_instance: int
+    world_size: int
+    data_parallel_degree: int
+    global_batch_sequences: int
+    global_batch_tokens: int
+    model: dict[str, Any]
+    framework: dict[str, Any]
+    distribution: dict[str, Any]
+    estimator: dict[str, Any]
+    advisories: list[dict[str, Any]] = field(default_factory=list)
+    memory: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines)."""
+        return copy.deepcopy({
+            "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
+            "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
+            "instance_type": self.instance_type, "instance_count": self.instance_count,
+            "gpus_per_instance": self.gpus_per_instance, "world_size": self.world_size,
+            "data_parallel_degree": self.data_parallel_degree,
+            "global_batch_sequences": self.global_batch_sequences,
+            "global_batch_tokens": self.global_batch_tokens, "model": self.model,
+            "framework": self.framework, "distribution": self.distribution,
+            "estimator": self.estimator, "advisories": self.advisories, "memory": self.memory,
+        })
+
+
+def build_plan(loaded: LoadedSpec, now: datetime | None = None,
+               env: Mapping[str, str] | None = None) -> Plan:
+    """Compute the frozen Plan for a validated spec. Pure: no network, no files written."""
+    env = os.environ if env is None else env
+    spec = loaded.spec
+    now = now or datetime.now(timezone.utc)
+    name = job_name(spec.name, now)
+    region = resolve_region(spec.cluster.region, env)
+    role = spec.role or env.get("SMP_LAUNCH_ROLE") or None
+    instance = INSTANCES[spec.cluster.instance_type]
+    world = spec.cluster.instance_count * instance.gpus
+    smp = spec.smp
+    dp = max(1, world // (smp.tensor_parallel_degree * smp.context_parallel_degree))
+    sequences = dp * spec.training.batch_size
+    arch = spec.model.architecture()
+    fw = FRAMEWORKS[spec.framework.pytorch_version]
+    image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
+    dist = distribution(loaded)
+    digest = spec_hash(loaded)
+
+    output = spec.output.path.rstrip("/")
+    checkpoint_uri = spec.output.checkpoint_path or f"{output}/checkpoints/{name}"
+    tags = [{"Key": k, "Value": v} for k, v in spec.tags.items()] + [
+        {"Key": MANAGED_TAG, "Value": "true"},
+        {"Key": "smp-launch:version", "Value": __version__},
+        {"Key": "smp-launch:spec-hash", "Value": digest},
+    ]
+    estimator: dict[str, Any] = {
+        "entry_point": ENTRY_POINT,
+        "source_dir": None,  # the rendered source dir; filled in when the files are written
+        "role": role,
+        "framework_version": fw.pytorch,
+        "py_version": fw.python,
+        "instance_type": instance.name,
+        "instance_count": spec.cluster.instance_count,
+        "volume_size": spec.cluster.volume_size_gb,
+        "max_run": spec.cluster.max_run,
+        "use_spot_instances": spec.cluster.spot,
+        "checkpoint_s3_uri": checkpoint_uri,
+        "checkpoint_local_path": CHECKPOINT_LOCAL_PATH,
+        "output_path": output,
+        "code_location": spec.output.code_path or f"{output}/code",
+        "base_job_name": spec.name,
+        "distribution": dist,
+        "hyperparameters": dict(spec.hyperparameters),
+        "environment": dict(spec.environment),
+        "metric_definitions": progress.metric_definitions(),
+        "tags": tags,
+        "debugger_hook_config": False,
+        "disable_profiler": True,
+    }
+    if spec.framework.image_uri:
+        estimator["image_uri"] = spec.framework.image_uri
+    if spec.cluster.spot:
+        estimator["max_wait"] = spec.cluster.max_wait or spec.cluster.max_run
+    if spec.cluster.subnets:
+        estimator["subnets"] = list(spec.cluster.subnets)
+        estimator["security_group_ids"] = list(spec.cluster.security_group_ids)
+    if spec.cluster.kms_key_id:
+        estimator["volume_kms_key"] = spec.cluster.kms_key_id
+        estimator["output_kms_key"] = spec.cluster.kms_key_id
+
+    return Plan(
+        spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
+        region=region, role=role, instance_type=instance.name,
+        instance_count=spec.cluster.instance_count, gpus_per_instance=instance.gpus,
+        world_size=world, data_parallel_degree=dp, global_batch_sequences=sequences,
+        global_batch_tokens=sequences * spec.model.seq_length,
+        model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
+        framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
+                   "image_uri": image},
+        distribution=dist, estimator=estimator,
+    )
+
+
+def require_region(plan: Plan) -> str:
+    if not plan.region:
+        raise UsageError("no AWS region: set cluster.region in the spec, or AWS_REGION, or a profile region")
+    return plan.region

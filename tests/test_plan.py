@@ -1,0 +1,181 @@
+"""The plan: topology arithmetic, the distribution dict, Estimator arguments, the image, no side effects."""
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from launcher.plan import build_plan, job_name
+from launcher.spec import load_spec
+from tests.conftest import JOBS, MINIMAL, REPO
+
+NOW = datetime(2026, 11, 30, 9, 15, 7, tzinfo=timezone.utc)
+SMP_KEYS = {"hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+            "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
+            "context_parallel_degree", "expert_parallel_degree", "random_seed"}
+
+
+def plan_of(path, *overrides):
+    return build_plan(load_spec(path, overrides), now=NOW)
+
+
+SEED_TABLE = [  # the seed's reference configurations (seed README, "Reference configurations")
+    ("llama7b.yaml", "llama2-7b", 1, 8, 1, True, False, 4),
+    ("llama70b.yaml", "llama2-70b", 32, 256, 1, True, False, 2),
+    ("llama175b.yaml", "llama-175b", 64, 128, 4, True, True, 6),
+]
+
+
+@pytest.mark.parametrize("file,preset,instances,hsd,tp,ac,offload,batch", SEED_TABLE)
+def test_example_jobs_reproduce_the_seed_table(file, preset, instances, hsd, tp, ac, offload, batch):
+    spec = load_spec(JOBS / file).spec
+    assert spec.model.preset == preset and spec.model.seq_length == 4096
+    assert spec.cluster.instance_type == "ml.p4d.24xlarge" and spec.cluster.instance_count == instances
+    assert (spec.smp.hybrid_shard_degree, spec.smp.tensor_parallel_degree) == (hsd, tp)
+    assert (spec.smp.activation_checkpointing, spec.smp.activation_offloading) == (ac, offload)
+    assert spec.training.batch_size == batch and spec.training.precision == "bf16"
+
+
+def test_distribution_dict_shape_and_types():
+    plan = plan_of(JOBS / "llama175b.yaml")
+    dist = plan.distribution
+    assert set(dist) == {"torch_distributed", "smdistributed"}
+    assert dist["torch_distributed"] == {"enabled": True}
+    mp = dist["smdistributed"]["modelparallel"]
+    assert set(mp) == {"enabled", "parameters"} and mp["enabled"] is True
+    params = mp["parameters"]
+    assert set(params) <= SMP_KEYS
+    assert params["hybrid_shard_degree"] == 128 and type(params["hybrid_shard_degree"]) is int
+    assert params["tensor_parallel_degree"] == 4 and type(params["tensor_parallel_degree"]) is int
+    assert params["sm_activation_offloading"] is True and params["allow_empty_shards"] is False
+    assert plan.estimator["distribution"] == dist
+
+
+def test_topology_and_global_batch():
+    plan = plan_of(JOBS / "llama175b.yaml")
+    assert plan.world_size == 512 and plan.data_parallel_degree == 128
+    assert plan.global_batch_sequences == 128 * 6
+    assert plan.global_batch_tokens == 128 * 6 * 4096
+
+
+def test_seed_worked_example_global_batch(write_spec):
+    p = write_spec(MINIMAL + "training:\n  batch_size: 1\n")
+    flat = plan_of(p, "cluster.instance_count=256")
+    assert flat.global_batch_tokens == 8 * 2**20
+    tp2 = plan_of(p, "cluster.instance_count=256", "smp.tensor_parallel_degree=2")
+    assert tp2.global_batch_tokens == 4 * 2**20
+
+
+def test_job_name_is_timestamped_valid_and_short():
+    name = job_name("a" * 47, NOW)
+    assert name == "a" * 47 + "-20261130-091507" and len(name) == 63
+
+
+def test_estimator_arguments(write_spec):
+    p = write_spec("""
+        name: demo
+        model: {preset: llama2-7b}
+        output: {path: s3://my-bucket/smp}
+        cluster:
+          region: us-west-2
+          spot: true
+          max_run: 2h
+          max_wait: 1d
+          subnets: [subnet-0123456789abcdef0]
+          security_group_ids: [sg-0123456789abcdef0]
+          kms_key_id: alias/smp
+        role: SMPRole
+        tags: {team: nlp}
+        environment: {A: b}
+        hyperparameters: {foo: 1}
+        """)
+    est = plan_of(p).estimator
+    assert est["entry_point"] == "train.py" and est["framework_version"] == "2.4.1" and est["py_version"] == "py311"
+    assert est["instance_type"] == "ml.p4d.24xlarge" and est["instance_count"] == 1 and est["volume_size"] == 400
+    assert est["max_run"] == 7200 and est["use_spot_instances"] is True and est["max_wait"] == 86400
+    assert est["checkpoint_s3_uri"] == "s3://my-bucket/smp/checkpoints/demo-20261130-091507"
+    assert est["output_path"] == "s3://my-bucket/smp" and est["code_location"] == "s3://my-bucket/smp/code"
+    assert est["subnets"] == ["subnet-0123456789abcdef0"] and est["security_group_ids"] == ["sg-0123456789abcdef0"]
+    assert est["volume_kms_key"] == est["output_kms_key"] == "alias/smp"
+    assert est["role"] == "SMPRole" and est["environment"] == {"A": "b"} and est["hyperparameters"] == {"foo": 1}
+    assert est["debugger_hook_config"] is False and est["disable_profiler"] is True
+    tags = {t["Key"]: t["Value"] for t in est["tags"]}
+    assert tags["team"] == "nlp" and tags["smp-launch:managed"] == "true" and len(tags["smp-launch:spec-hash"]) == 16
+    assert {m["Name"] for m in est["metric_definitions"]} >= {"train:loss", "train:tokens_per_second"}
+
+
+def test_role_from_environment(write_spec, monkeypatch):
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "arn:aws:iam::123456789012:role/FromEnv")
+    assert plan_of(write_spec(MINIMAL)).role == "arn:aws:iam::123456789012:role/FromEnv"
+
+
+def test_region_from_environment_when_the_spec_has_none(write_spec, monkeypatch):
+    p = write_spec(MINIMAL.replace("cluster:\n  region: us-west-2\n", ""))
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    plan = plan_of(p)
+    assert plan.region == "eu-west-1" and ".eu-west-1." in plan.framework["image_uri"]
+
+
+@pytest.mark.parametrize("pt,instance", [("2.0.1", "ml.p4d.24xlarge"), ("2.0.1", "ml.p5.48xlarge"),
+                                         ("2.2.0", "ml.p4de.24xlarge"), ("2.3.1", "ml.p4d.24xlarge"),
+                                         ("2.4.1", "ml.p5.48xlarge"), ("2.5.1", "ml.p4d.24xlarge")])
+def test_image_uri_matches_the_sdk(write_spec, pt, instance):
+    from sagemaker import image_uris
+
+    plan = plan_of(write_spec(MINIMAL), f"framework.pytorch_version={pt!r}", f"cluster.instance_type={instance}")
+    sdk = image_uris.get_training_image_uri(
+        "us-west-2", "pytorch", framework_version=pt, py_version=plan.framework["py_version"],
+        instance_type=instance, distribution=plan.distribution)
+    assert plan.framework["image_uri"] == sdk
+
+
+def test_spec_values_are_independent_of_the_plan_dict():
+    plan = plan_of(JOBS / "llama7b.yaml")
+    d = plan.as_dict()
+    d["distribution"]["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] = 99
+    assert plan.distribution["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] == 8
+
+
+def test_plan_json_contract(run_cli):
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--output", "json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    for key in ("job_name", "world_size", "global_batch_tokens", "model", "distribution", "estimator",
+                "advisories", "memory"):
+        assert key in data
+    assert data["model"]["parameters"] == 6738415616 and data["world_size"] == 8
+    assert data["global_batch_tokens"] == 8 * 4 * 4096
+
+
+def test_plan_table_for_people(run_cli):
+    r = run_cli("plan", str(JOBS / "llama70b.yaml"))
+    assert r.code == 0 and "256 GPUs" in r.out and "llama2-70b" in r.out
+
+
+def test_validate_many_specs_at_once(run_cli, write_spec):
+    good = [str(JOBS / f) for f in ("llama7b.yaml", "llama70b.yaml", "llama175b.yaml")]
+    r = run_cli("validate", *good)
+    assert r.code == 0 and r.out.count(": ok") == 3
+    bad = write_spec(MINIMAL + "smp: {backend: mpi}\n")
+    r = run_cli("validate", *good, str(bad), "--output", "json")
+    assert r.code == 2
+    results = json.loads(r.out)
+    assert [x["valid"] for x in results] == [True, True, True, False]
+
+
+def test_plan_and_validate_never_import_sagemaker():
+    code = ("import sys; from launcher.cli import main\n"
+            "try:\n    main(['plan', sys.argv[1], '--output', 'json'])\nexcept SystemExit:\n    pass\n"
+            "try:\n    main(['validate', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('sagemaker', 'torch', 'pandas')]\n"
+            "sys.stderr.write('IMPORTED ' + ','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code, str(JOBS / "llama7b.yaml")], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stderr.strip().endswith("IMPORTED"), out.stderr[-500:]
+
+
+def test_building_a_plan_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan_of(JOBS / "llama7b.yaml")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,85 @@
+"""Presets match published sizes; extends, --set and ${VAR} behave as documented."""
+import pytest
+
+from launcher.spec import load_spec
+from launcher.spec.durations import parse_duration
+from launcher.spec.presets import PRESETS
+from tests.conftest import MINIMAL
+
+EXPECTED = {"llama2-7b", "llama2-13b", "llama2-70b", "llama-175b", "llama3-8b", "llama3-70b",
+            "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"}
+
+
+def test_preset_names_are_exactly_the_documented_ones():
+    assert set(PRESETS) == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_parameter_count_within_two_percent_of_published(name):
+    preset = PRESETS[name]
+    counted = preset.architecture.parameters
+    assert abs(counted - preset.published_parameters) / preset.published_parameters < 0.02, counted
+
+
+def test_known_exact_counts():
+    assert PRESETS["llama2-7b"].architecture.parameters == 6_738_415_616
+    assert PRESETS["mixtral-8x7b"].architecture.parameters == 46_702_792_704
+    assert PRESETS["mixtral-8x7b"].architecture.active_parameters < 13.0e9
+
+
+def test_explicit_dimensions_override_the_preset(write_spec):
+    p = write_spec(MINIMAL.replace("  preset: llama2-7b\n", "  preset: llama2-7b\n  num_layers: 16\n"))
+    arch = load_spec(p).spec.model.architecture()
+    assert arch.num_layers == 16 and arch.hidden_width == 4096
+    assert arch.parameters < PRESETS["llama2-7b"].architecture.parameters
+
+
+def test_type_with_dimensions_without_a_preset(write_spec):
+    p = write_spec(MINIMAL.replace("  preset: llama2-7b\n", "  type: llama\n  num_layers: 2\n  hidden_width: 64\n"
+                                   "  num_heads: 4\n  intermediate_size: 128\n  vocab_size: 256\n"))
+    arch = load_spec(p).spec.model.architecture()
+    assert arch.type == "llama" and arch.num_key_value_heads == 4
+
+
+def test_extends_deep_merges_and_the_child_wins(write_spec):
+    write_spec("cluster: {instance_count: 4, region: eu-west-1}\ntags: {team: a, cost: b}\n", "base/b.yaml")
+    p = write_spec("extends: base/b.yaml\n" + MINIMAL + "tags: {team: c}\n")
+    spec = load_spec(p).spec
+    assert spec.cluster.instance_count == 4 and spec.cluster.region == "us-west-2"
+    assert spec.tags == {"team": "c", "cost": "b"}
+
+
+def test_extends_chain_of_three(write_spec):
+    write_spec("smp: {tensor_parallel_degree: 2}\n", "a.yaml")
+    write_spec("extends: a.yaml\nsmp: {hybrid_shard_degree: 4}\n", "b.yaml")
+    p = write_spec("extends: b.yaml\n" + MINIMAL)
+    loaded = load_spec(p)
+    assert (loaded.spec.smp.tensor_parallel_degree, loaded.spec.smp.hybrid_shard_degree) == (2, 4)
+    assert [f.rsplit("/", 1)[-1] for f in loaded.files] == ["job.yaml", "b.yaml", "a.yaml"]
+
+
+def test_set_is_typed_as_yaml_and_applied_after_extends(write_spec):
+    write_spec("cluster: {instance_count: 4}\n", "base.yaml")
+    p = write_spec("extends: base.yaml\n" + MINIMAL)
+    spec = load_spec(p, ["cluster.instance_count=16", "smp.activation_offloading=true",
+                         "tags={x: y}", "training.learning_rate=3e-4"]).spec
+    assert spec.cluster.instance_count == 16 and spec.smp.activation_offloading is True
+    assert spec.tags == {"x": "y"} and spec.training.learning_rate == pytest.approx(3e-4)
+
+
+def test_environment_variables_expand_with_defaults_and_escapes(write_spec):
+    p = write_spec(MINIMAL.replace("s3://my-bucket/smp", "s3://${BKT}/${PREFIX:-runs}")
+                   + "environment: {PRICE: $$5}\n")
+    spec = load_spec(p, env={"BKT": "team-bucket"}).spec
+    assert spec.output.path == "s3://team-bucket/runs" and spec.environment == {"PRICE": "$5"}
+
+
+@pytest.mark.parametrize("text,seconds", [("1d", 86400), ("12h", 43200), ("1h30m", 5400), ("90", 90), (3600, 3600)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["1 day", "-5", "0", "h", True])
+def test_bad_durations(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)

@@ -1,0 +1,163 @@
+"""Every kind of bad input is one line FILE:LINE:COL: path: message, exit code 2, no traceback."""
+import re
+
+import pytest
+
+from tests.conftest import MINIMAL
+
+LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
+
+
+def one_error(result):
+    assert result.code == 2, result
+    assert "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    m = LINE.match(lines[0])
+    assert m, lines[0]
+    return m
+
+
+def test_unknown_key_points_at_the_key_and_suggests(run_cli, write_spec):
+    p = write_spec(MINIMAL + "smp:\n  hybrid_shard_degre: 8\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert (m["line"], m["col"], m["path"]) == ("9", "3", "smp.hybrid_shard_degre")
+    assert "did you mean 'hybrid_shard_degree'" in m["msg"]
+
+
+def test_unknown_top_level_key(run_cli, write_spec):
+    p = write_spec(MINIMAL + "clustr:\n  instance_count: 2\n")
+    m = one_error(run_cli("plan", str(p)))
+    assert m["path"] == "clustr" and "did you mean 'cluster'" in m["msg"]
+
+
+def test_misspelt_enum_value_suggests(run_cli, write_spec):
+    p = write_spec(MINIMAL + "training:\n  precision: bf61\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "training.precision" and m["line"] == "9" and m["col"] == "14"
+    assert "did you mean 'bf16'" in m["msg"]
+
+
+def test_misspelt_preset_suggests(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("llama2-7b", "llama2-7B"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "model.preset" and "did you mean 'llama2-7b'" in m["msg"]
+
+
+def test_wrong_type(run_cli, write_spec):
+    p = write_spec(MINIMAL + "cluster:\n  instance_count: \"4\"\n".replace("cluster:\n", ""), )
+    p = write_spec(MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  instance_count: '4'\n"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "cluster.instance_count" and "integer" in m["msg"]
+
+
+def test_out_of_range(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  instance_count: 0\n"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "cluster.instance_count" and "greater than or equal to 1" in m["msg"]
+
+
+def test_missing_required_key(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("output:\n  path: s3://my-bucket/smp\n", ""))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "output" and "required" in m["msg"]
+
+
+def test_yaml_syntax_error(run_cli, write_spec):
+    p = write_spec("name: demo\nmodel: {preset: llama2-7b\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "yaml" and m["file"].endswith("job.yaml")
+
+
+def test_duplicate_key(run_cli, write_spec):
+    p = write_spec(MINIMAL + "name: again\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "name" and m["msg"] == "duplicate key" and m["line"] == "8"
+
+
+def test_unreadable_extends(run_cli, write_spec):
+    p = write_spec("extends: nowhere.yaml\n" + MINIMAL)
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "extends" and "cannot read" in m["msg"] and m["line"] == "1"
+
+
+def test_cyclic_extends(run_cli, write_spec):
+    write_spec("extends: b.yaml\nname: a\n", "a.yaml")
+    b = write_spec("extends: a.yaml\n", "b.yaml")
+    m = one_error(run_cli("validate", str(b)))
+    assert m["path"] == "extends" and "cycle" in m["msg"]
+
+
+def test_bad_set_syntax(run_cli, write_spec):
+    p = write_spec(MINIMAL)
+    m = one_error(run_cli("validate", str(p), "--set", "cluster.instance_count"))
+    assert m["file"] == "--set" and "KEY.PATH=VALUE" in m["msg"]
+
+
+def test_bad_set_value_type_points_at_the_flag(run_cli, write_spec):
+    p = write_spec(MINIMAL)
+    m = one_error(run_cli("validate", str(p), "--set", "smp.tensor_parallel_degree=two"))
+    assert m["file"] == "--set" and m["path"] == "smp.tensor_parallel_degree"
+
+
+def test_set_into_a_scalar(run_cli, write_spec):
+    p = write_spec(MINIMAL)
+    m = one_error(run_cli("validate", str(p), "--set", "name.first=x"))
+    assert "cannot set a key inside name" in m["msg"]
+
+
+def test_unset_environment_variable_is_named(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("s3://my-bucket/smp", "s3://${SMP_TEST_UNSET_BUCKET}/smp"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "output.path" and "SMP_TEST_UNSET_BUCKET" in m["msg"] and m["line"] == "7"
+
+
+def test_empty_and_non_mapping_specs(run_cli, write_spec):
+    one_error(run_cli("validate", str(write_spec("", "empty.yaml"))))
+    m = one_error(run_cli("validate", str(write_spec("- a\n- b\n", "list.yaml"))))
+    assert "mapping" in m["msg"]
+
+
+def test_missing_file(run_cli, tmp_path):
+    m = one_error(run_cli("validate", str(tmp_path / "absent.yaml")))
+    assert "cannot read" in m["msg"]
+
+
+def test_error_in_a_base_file_names_that_file(run_cli, write_spec):
+    write_spec("smp:\n  backend: smdp\n", "base.yaml")
+    p = write_spec("extends: base.yaml\n" + MINIMAL)
+    m = one_error(run_cli("validate", str(p)))
+    assert m["file"].endswith("base.yaml") and m["line"] == "2" and "did you mean 'smddp'" in m["msg"]
+
+
+def test_model_without_preset_or_type(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("  preset: llama2-7b\n", "  seq_length: 2048\n"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "model" and "preset" in m["msg"]
+
+
+def test_spot_settings_are_checked(run_cli, write_spec):
+    p = write_spec(MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  max_wait: 2h\n"))
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "cluster" and "spot" in m["msg"]
+
+
+def test_reserved_tag_prefix(run_cli, write_spec):
+    p = write_spec(MINIMAL + "tags:\n  'aws:team': x\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "tags" and "reserved" in m["msg"]
+
+
+def test_many_problems_one_line_each(run_cli, write_spec):
+    p = write_spec(MINIMAL + "smp:\n  tensor_parallel_degre: 2\ntraining:\n  batch_size: -1\n")
+    r = run_cli("validate", str(p))
+    assert r.code == 2
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 2 and all(LINE.match(x) for x in lines)
+
+
+@pytest.mark.parametrize("value", ["2.4", "2.6.0"])
+def test_unsupported_pytorch_version(run_cli, write_spec, value):
+    p = write_spec(MINIMAL + f"framework:\n  pytorch_version: {value}\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "framework.pytorch_version" and "2.4.1" in m["msg"]
