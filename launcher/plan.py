@@ -17,6 +17,7 @@ from typing import Any
 from launcher import __version__, progress
 from launcher.catalog import FRAMEWORKS, INSTANCES, smp_image_uri
 from launcher.errors import UsageError
+from launcher.rules.decisions import decide
 from launcher.spec.loader import LoadedSpec
 
 SMP_PARAMETER_KEYS = (
@@ -87,6 +88,7 @@ class Plan:
     framework: dict[str, Any]
     distribution: dict[str, Any]
     estimator: dict[str, Any]
+    decisions: dict[str, Any] = field(default_factory=dict)
     advisories: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] | None = None
 
@@ -101,7 +103,8 @@ class Plan:
             "global_batch_sequences": self.global_batch_sequences,
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
-            "estimator": self.estimator, "advisories": self.advisories, "memory": self.memory,
+            "estimator": self.estimator, "decisions": self.decisions, "advisories": self.advisories,
+            "memory": self.memory,
         })
 
 
@@ -176,7 +179,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
         framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
                    "image_uri": image},
-        distribution=dist, estimator=estimator,
+        distribution=dist, estimator=estimator, decisions=decide(spec).as_dict(),
     )
 
 
