@@ -17,7 +17,7 @@ from typing import Any
 from launcher import __version__, progress
 from launcher.catalog import FRAMEWORKS, INSTANCES, smp_image_uri
 from launcher.errors import UsageError
-from launcher.rules.decisions import decide
+from launcher.rules import evaluate
 from launcher.spec.loader import LoadedSpec
 
 SMP_PARAMETER_KEYS = (
@@ -125,6 +125,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     arch = spec.model.architecture()
     fw = FRAMEWORKS[spec.framework.pytorch_version]
     image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
+    advisories, ctx = evaluate(spec, region)
     dist = distribution(loaded)
     digest = spec_hash(loaded)
 
@@ -179,7 +180,8 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
         framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
                    "image_uri": image},
-        distribution=dist, estimator=estimator, decisions=decide(spec).as_dict(),
+        distribution=dist, estimator=estimator, decisions=ctx.decisions.as_dict(),
+        advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
     )
 
 

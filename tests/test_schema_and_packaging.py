@@ -49,3 +49,13 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "requirements.txt.j2" in out.stdout
+
+
+def test_setup_cfg_lists_every_package():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "launcher").rglob("__init__.py")}
+    assert found <= listed, f"add to setup.cfg [options] packages: {sorted(found - listed)}"

@@ -1,0 +1,105 @@
+"""The rule registry and how rules run: each rule is one small function over a Context."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from launcher.architecture import Architecture
+from launcher.catalog import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
+from launcher.memory import Estimate, Layout, estimate
+from launcher.rules.decisions import Decisions, decide
+from launcher.spec.models import JobSpec
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    message: str
+    field: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    title: str
+    source: str
+    check: Callable[[Context], Iterable[Finding]]
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, severity: str, title: str, source: str):
+    """Register a check; ids are unique and severities fixed, so docs/rules.md can list them."""
+    assert severity in SEVERITIES
+    assert all(r.id != rule_id for r in RULES), rule_id
+
+    def register(fn: Callable[[Context], Iterable[Finding]]):
+        RULES.append(Rule(rule_id, severity, title, source, fn))
+        return fn
+
+    return register
+
+
+class Context:
+    """A validated spec and what follows from it, computed once and shared by every rule."""
+
+    def __init__(self, spec: JobSpec, region: str | None):
+        self.spec = spec
+        self.region = region
+        self.smp = spec.smp
+        self.arch: Architecture = spec.model.architecture()
+        self.instance: InstanceType = INSTANCES[spec.cluster.instance_type]
+        self.framework: FrameworkVersion = FRAMEWORKS[spec.framework.pytorch_version]
+        self.decisions: Decisions = decide(spec)
+        self.world = self.decisions.world_size
+        self.shard = self.decisions.hybrid_shard_degree
+        self.seq = spec.model.seq_length
+
+    def layout(self, **changes) -> Layout:
+        base = dict(instance_type=self.instance.name, shard_degree=self.shard,
+                    tensor_parallel=self.smp.tensor_parallel_degree,
+                    context_parallel=self.smp.context_parallel_degree,
+                    expert_parallel=self.smp.expert_parallel_degree,
+                    batch_size=self.spec.training.batch_size, seq_length=self.seq,
+                    activation_checkpointing=self.smp.activation_checkpointing,
+                    activation_offloading=self.smp.activation_offloading,
+                    loading_horizon=self.smp.activation_loading_horizon)
+        base.update(changes)
+        return Layout(**base)
+
+    @cached_property
+    def memory(self) -> Estimate:
+        return estimate(self.arch, self.layout())
+
+    @property
+    def topology_ok(self) -> bool:
+        s = self.smp
+        degrees = (s.tensor_parallel_degree, s.context_parallel_degree, s.expert_parallel_degree, self.shard)
+        return (all(d <= self.world and self.world % d == 0 for d in degrees)
+                and self.world % (self.shard * s.tensor_parallel_degree * s.expert_parallel_degree) == 0)
+
+    def global_tokens(self, tp: int | None = None, batch: int | None = None) -> int:
+        tp = tp or self.smp.tensor_parallel_degree
+        batch = batch or self.spec.training.batch_size
+        return self.world // (tp * self.smp.context_parallel_degree) * batch * self.seq
+
+
+def evaluate(spec: JobSpec, region: str | None) -> tuple[list[dict], Context]:
+    """Run every rule; return advisories (errors first) and the context they saw."""
+    ctx = Context(spec, region)
+    found: list[dict] = []
+    for r in RULES:
+        for f in _run(r, ctx):
+            found.append({"rule": r.id, "severity": r.severity, "message": f.message, "field": f.field,
+                          "source": r.source})
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    found.sort(key=lambda a: (order[a["severity"]], a["rule"]))
+    return found, ctx
+
+
+def _run(r: Rule, ctx: Context) -> Iterator[Finding]:
+    yield from r.check(ctx) or ()

@@ -1,0 +1,81 @@
+"""The memory model, term by term, and the seed's reference configurations."""
+import pytest
+
+from launcher.memory import GIB, Layout, activations, estimate, gathered_units, logits, model_states
+from launcher.plan import build_plan
+from launcher.spec import load_spec
+from launcher.spec.presets import PRESETS
+from tests.conftest import JOBS
+
+L7 = PRESETS["llama2-7b"].architecture
+P4D = "ml.p4d.24xlarge"
+
+
+def test_model_states_are_16_bytes_per_parameter_sharded_over_shard_and_tp():
+    assert model_states(L7, Layout(P4D, 1)) == 16 * L7.parameters
+    assert model_states(L7, Layout(P4D, 8)) == pytest.approx(16 * L7.parameters / 8)
+    assert model_states(L7, Layout(P4D, 4, tensor_parallel=2)) == pytest.approx(16 * L7.parameters / 8)
+
+
+def test_expert_parallelism_splits_only_the_experts():
+    mix = PRESETS["mixtral-8x7b"].architecture
+    plain, ep = model_states(mix, Layout(P4D, 8)), model_states(mix, Layout(P4D, 8, expert_parallel=2))
+    assert plain / 2 < ep < plain
+
+
+def test_gathered_units_are_two_layers_one_gradient_and_the_root_in_16_bit():
+    lay = Layout(P4D, 8)
+    expected = 2 * (3 * L7.layer_parameters() + L7.embedding_parameters + L7.hidden_width)
+    assert gathered_units(L7, lay) == pytest.approx(expected)
+    assert gathered_units(L7, Layout(P4D, 1)) == 0
+    assert gathered_units(L7, Layout(P4D, 4, tensor_parallel=2)) == pytest.approx(expected / 2)
+
+
+def test_activations_follow_korthikanti_with_and_without_checkpointing():
+    s, b, h, n = 4096, 4, L7.hidden_width, L7.num_layers
+    sbh = s * b * h
+    full = activations(L7, Layout(P4D, 8, batch_size=b, activation_checkpointing=False))
+    assert full == pytest.approx(n * 34 * sbh)
+    ckpt = activations(L7, Layout(P4D, 8, batch_size=b))
+    assert ckpt == pytest.approx(n * 2 * sbh + 34 * sbh)
+    offload = activations(L7, Layout(P4D, 8, batch_size=b, activation_offloading=True, loading_horizon=2))
+    assert offload == pytest.approx(2 * 2 * sbh + 34 * sbh)
+    tp_cp = activations(L7, Layout(P4D, 2, tensor_parallel=2, context_parallel=2, batch_size=b))
+    assert tp_cp == pytest.approx(ckpt / 4)
+
+
+def test_logits_are_14_bytes_each_split_over_tp_and_cp():
+    assert logits(L7, Layout(P4D, 8, batch_size=2)) == 14 * 2 * 4096 * 32000
+    assert logits(L7, Layout(P4D, 8, batch_size=2, tensor_parallel=2)) == 14 * 2 * 4096 * 32000 / 2
+
+
+def test_framework_overhead_is_context_plus_fragmentation():
+    e = estimate(L7, Layout(P4D, 8, batch_size=4))
+    transient = e.breakdown["gathered_params"] + e.breakdown["activations"] + e.breakdown["logits_and_loss"]
+    assert e.breakdown["framework"] == pytest.approx(1.1 + 0.1 * transient)
+    assert e.per_gpu_gb == pytest.approx(sum(e.breakdown.values()))
+    assert e.breakdown["model_states"] == pytest.approx(16 * L7.parameters / 8 / GIB)
+
+
+@pytest.mark.parametrize("job", ["llama7b.yaml", "llama70b.yaml", "llama175b.yaml"])
+def test_the_seeds_reference_configurations_fit_on_p4d(job):
+    plan = build_plan(load_spec(JOBS / job))
+    assert plan.memory["fits"] and plan.memory["capacity_gb"] == 40
+    assert 5 < plan.memory["per_gpu_gb"] < 40
+    assert set(plan.memory["breakdown"]) == {"model_states", "gathered_params", "activations",
+                                             "logits_and_loss", "framework"}
+
+
+def test_70b_on_one_p4d_does_not_fit():
+    e = estimate(PRESETS["llama2-70b"].architecture, Layout(P4D, 8, batch_size=1))
+    assert not e.fits and e.breakdown["model_states"] > 100
+
+
+def test_7b_at_batch_64_without_checkpointing_does_not_fit():
+    e = estimate(L7, Layout(P4D, 8, batch_size=64, activation_checkpointing=False))
+    assert not e.fits and e.breakdown["activations"] > 500
+
+
+def test_80gb_instances_have_twice_the_room():
+    assert estimate(L7, Layout("ml.p4de.24xlarge", 8)).capacity_gb == 80
+    assert estimate(L7, Layout("ml.p5.48xlarge", 8)).capacity_gb == 80
