@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 JOB ?= jobs/llama7b.yaml
 PIP := $(BIN)/pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo schema validate plan
+.PHONY: venv test lint bench demo schema docs validate plan
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,9 @@ demo: venv
 
 schema: venv
 	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
+
+docs: venv
+	$(BIN)/smp-launch rules > docs/rules.md
 
 validate: venv
 	$(BIN)/smp-launch validate $(JOB)

@@ -50,6 +50,19 @@ def plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 
 
 @cli.command()
+@click.option("--output", "output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+def rules(output: str) -> None:
+    """List the advisor's rules (ids, severities, sources)."""
+    from launcher.output import emit_json
+    from launcher.rules.docs import as_json, markdown
+
+    if output == "json":
+        emit_json(as_json())
+    else:
+        sys.stdout.write(markdown())
+
+
+@cli.command()
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
               help="Write the schema to this file instead of printing it.")
 def schema(write_to: str | None) -> None:
