@@ -50,6 +50,28 @@ def plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 
 
 @cli.command()
+@click.option("--model", "model", required=True, metavar="PRESET", help="A model preset, e.g. llama2-13b.")
+@click.option("--instances", type=click.IntRange(1, 1024), default=None,
+              help="Instance count; omit to derive it from --global-batch-tokens.")
+@click.option("--seq-length", type=click.IntRange(1), default=4096, show_default=True)
+@click.option("--instance-type", default="ml.p4d.24xlarge", show_default=True)
+@click.option("--global-batch-tokens", "global_batch", default=None, metavar="N",
+              help="Required tokens per step, e.g. 4M (binary: 4M = 4,194,304).")
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True)
+@click.option("--top", type=click.IntRange(1), default=10, show_default=True, help="Rows shown in the table.")
+@click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
+              help="Write a ready job spec for the best configuration.")
+@OUTPUT
+def advise(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
+           precision: str, top: int, write_to: str | None, output: str) -> None:
+    """Recommend SMP v2 configurations for a model, ranked the seed's way."""
+    from launcher.commands import advise_command
+
+    sys.exit(advise_command(model, instances, seq_length, instance_type, global_batch, precision, top,
+                            write_to, output))
+
+
+@cli.command()
 @click.option("--output", "output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 def rules(output: str) -> None:
     """List the advisor's rules (ids, severities, sources)."""

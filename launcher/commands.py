@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launcher.errors import EXIT_INVALID, EXIT_OK, LauncherError, SpecError
+from launcher.errors import EXIT_INVALID, EXIT_OK, LauncherError, SpecError, UsageError
 from launcher.output import emit_json
 
 
@@ -38,6 +38,27 @@ def validate_specs(specs: Sequence[str], overrides: Sequence[str], output: str) 
             for line in r["errors"]:
                 click.echo(line, err=True)
     return EXIT_OK if all(r["valid"] for r in results) else EXIT_INVALID
+
+
+def advise_command(model: str, instances: int | None, seq_length: int, instance_type: str,
+                   global_batch: str | None, precision: str, top: int, write_to: str | None, output: str) -> int:
+    """Rank feasible configurations; optionally write the best as a spec."""
+    from launcher import advise as adv
+    from launcher import output as out
+
+    target = adv.parse_tokens(global_batch) if global_batch else None
+    ranked = adv.advise(model, instance_type, instances, seq_length, target, precision)
+    if not ranked:
+        raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
+                         f"{seq_length}; add instances or use an 80 GB instance type")
+    if write_to:
+        with open(write_to, "w", encoding="utf-8") as f:
+            f.write(adv.spec_yaml(model, instance_type, seq_length, precision, ranked[0]))
+    if output == "json":
+        emit_json([c.as_dict() for c in ranked])
+    else:
+        out.show_advice(model, instance_type, seq_length, ranked, top, write_to)
+    return EXIT_OK
 
 
 def show_plan(spec: str, overrides: Sequence[str], output: str) -> int:

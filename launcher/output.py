@@ -73,3 +73,29 @@ def show_advisories(advisories: list[dict[str, Any]], console=None) -> None:
     for a in advisories:
         style = _STYLE.get(a["severity"], "")
         console.print(f"[{style}]{a['severity']:7}[/{style}] {a['rule']} {a['message']}", markup=True)
+
+
+def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, top: int,
+                written: str | None) -> None:
+    from rich.table import Table
+
+    console = _console()
+    n = ranked[0].instances
+    t = Table(title=f"{model} on {n} x {instance_type}, sequence {seq_length}: {len(ranked)} feasible, best first",
+              title_justify="left")
+    for col in ("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note"):
+        t.add_column(col, justify="right" if col != "note" else "left")
+    for i, c in enumerate(ranked[:top], start=1):
+        note = "seed reference" if c.reference else ("warnings" if c.warnings else "")
+        t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
+                  "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
+                  f"{c.global_tokens:,}", note)
+    console.print(t)
+    console.print("[bold]why #1[/bold]")
+    for reason in ranked[0].reasons:
+        console.print(f"  - {reason}")
+    ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
+    if ref and ref > top:
+        console.print(f"the seed's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)")
+    if written:
+        console.print(f"wrote {written}")

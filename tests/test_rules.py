@@ -53,7 +53,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP027": (["smp.activation_checkpointing=false"], []),
     "SMP028": (["smp.activation_checkpointing=false", "smp.activation_offloading=true"],
                ["smp.activation_offloading=true"]),
-    "SMP029": (["smp.activation_loading_horizon=4"], ["smp.activation_loading_horizon=4", "smp.activation_offloading=true"]),
+    "SMP029": (["smp.activation_loading_horizon=4"],
+               ["smp.activation_loading_horizon=4", "smp.activation_offloading=true"]),
     "SMP040": (["cluster.instance_count=256", "training.batch_size=1"],
                ["cluster.instance_count=256", "training.batch_size=1", "smp.tensor_parallel_degree=2"]),
     "SMP041": (["model.seq_length=8192", "training.batch_size=1"],
@@ -68,7 +69,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
     "SMP061": (["cluster.instance_count=4", "smp.hybrid_shard_degree=32", "training.batch_size=1"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
-    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=6"], ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
+    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=6"],
+               ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
 }
 
 
@@ -107,7 +109,8 @@ def test_seed_worked_example(fired):
     flat = fired(["cluster.instance_count=256", "training.batch_size=1"])["SMP040"]
     assert "8,388,608 tokens (8 Mi)" in flat["message"] and "raise tensor_parallel_degree to 2" in flat["message"]
     assert "4,194,304 tokens (4 Mi)" in flat["message"]
-    assert "SMP040" not in fired(["cluster.instance_count=256", "training.batch_size=1", "smp.tensor_parallel_degree=2"])
+    tp2 = ["cluster.instance_count=256", "training.batch_size=1", "smp.tensor_parallel_degree=2"]
+    assert "SMP040" not in fired(tp2)
 
 
 def test_global_batch_fix_prefers_a_smaller_batch_when_one_exists(fired):

@@ -46,9 +46,10 @@ def product_divides_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     product = ctx.shard * s.tensor_parallel_degree * s.expert_parallel_degree
     if ctx.world % product:
+        most = ctx.world // (s.tensor_parallel_degree * s.expert_parallel_degree)
         yield Finding(f"hybrid_shard_degree x tensor_parallel_degree x expert_parallel_degree = {ctx.shard} x "
                       f"{s.tensor_parallel_degree} x {s.expert_parallel_degree} = {product} must divide the world "
-                      f"size {ctx.world}; lower hybrid_shard_degree to {ctx.world // (s.tensor_parallel_degree * s.expert_parallel_degree)} or less",
+                      f"size {ctx.world}; lower hybrid_shard_degree to a divisor of {most}",
                       "smp.hybrid_shard_degree")
 
 
@@ -100,7 +101,8 @@ def cp_seq(ctx: Context) -> Iterator[Finding]:
                       "(each rank takes two load-balanced chunks)", "model.seq_length")
 
 
-@rule("SMP009", "error", "Attention heads divide by the tensor parallel degree", "smp_v2.md 3.1 point 4 (TP splits heads)")
+@rule("SMP009", "error", "Attention heads divide by the tensor parallel degree",
+      "smp_v2.md 3.1 point 4 (TP splits heads)")
 def tp_heads(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
     if tp > 1 and (ctx.arch.num_heads % tp or ctx.arch.num_key_value_heads % tp):
@@ -342,7 +344,8 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
                   f"{ctx.instance.gpu} ({parts}); in the seed's order: {fix}", "training.batch_size")
 
 
-@rule("SMP061", "info", "A lower sharding degree would communicate less", "seed: starting points 1 (lowest degree that fits)")
+@rule("SMP061", "info", "A lower sharding degree would communicate less",
+      "seed: starting points 1 (lowest degree that fits)")
 def shard_lower(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or not ctx.memory.fits or ctx.memory.utilisation >= 0.5 or ctx.shard <= ctx.instance.gpus:
         return

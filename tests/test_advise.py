@@ -1,0 +1,92 @@
+"""`advise`: the seed's table, the seed's ranking, derived cluster sizes, and the written spec."""
+import json
+
+import pytest
+
+from launcher.advise import advise, parse_tokens
+from launcher.errors import UsageError
+from launcher.spec import load_spec
+
+SEED = [("llama2-7b", 1, (8, 1, True, False, 4)), ("llama2-70b", 32, (256, 1, True, False, 2)),
+        ("llama-175b", 64, (128, 4, True, True, 6))]
+
+
+@pytest.mark.parametrize("preset,instances,ref", SEED)
+def test_the_seeds_reference_is_feasible_and_the_best_says_why_it_differs(preset, instances, ref):
+    ranked = advise(preset, instances=instances)
+    layouts = [(c.shard, c.tp, c.checkpointing, c.offloading, c.batch) for c in ranked]
+    assert ref in layouts
+    assert ranked[layouts.index(ref)].reference
+    best = ranked[0]
+    if (best.shard, best.tp, best.checkpointing, best.offloading, best.batch) != ref:
+        assert any("ranks above the seed's reference" in r for r in best.reasons)
+
+
+def test_lowest_sharding_degree_that_fits_comes_first():
+    ranked = advise("llama2-7b", instances=1)
+    best = ranked[0]
+    assert best.tp == 1 and best.checkpointing and not best.offloading
+    assert best.shard == min(c.shard for c in ranked if c.tp == 1 and not c.warnings)
+    assert any("communicates less" in r for r in best.reasons)
+
+
+def test_offloading_before_more_sharding():
+    ranked = advise("llama2-7b", global_batch_tokens=parse_tokens("4M"), instances=16)
+    first_offload = next(i for i, c in enumerate(ranked) if c.offloading)
+    more_shard = [i for i, c in enumerate(ranked) if not c.offloading and c.shard > ranked[first_offload].shard]
+    assert all(i > first_offload for i in more_shard)
+
+
+def test_long_context_prefers_tensor_parallelism():
+    ranked = advise("llama2-13b", instances=4, seq_length=8192)
+    assert ranked[0].tp >= 2 and not ranked[0].warnings
+    assert any(c.tp == 1 for c in ranked)
+
+
+def test_world_size_is_derived_from_the_largest_batch_and_the_global_batch():
+    ranked = advise("llama2-7b", global_batch_tokens=4 * 2**20)
+    best = ranked[0]
+    assert best.global_tokens == 4 * 2**20
+    world = best.instances * 8
+    assert world // best.tp * best.batch * 4096 == 4 * 2**20
+    assert not advise("llama2-7b", instances=best.instances // 2, global_batch_tokens=4 * 2**20)
+
+
+def test_every_candidate_fits_and_passes_the_rules():
+    for c in advise("llama2-70b", instances=32):
+        assert c.memory.fits and c.global_tokens <= 4 * 2**20
+
+
+def test_json_output_has_the_spec_keys(run_cli):
+    r = run_cli("advise", "--model", "llama2-13b", "--instances", "4", "--seq-length", "8192", "--output", "json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)
+    assert {"smp", "training", "memory", "global_batch_tokens"} <= set(rows[0])
+    assert {"hybrid_shard_degree", "tensor_parallel_degree"} <= set(rows[0]["smp"])
+    assert rows[0]["memory"]["fits"] is True
+
+
+def test_write_produces_a_valid_spec(run_cli, tmp_path):
+    out = tmp_path / "best.yaml"
+    r = run_cli("advise", "--model", "llama2-70b", "--instances", "32", "--write", str(out))
+    assert r.code == 0 and out.exists() and "why #1" in r.out
+    spec = load_spec(out, env={}).spec
+    assert spec.cluster.instance_count == 32 and spec.model.preset == "llama2-70b"
+    assert run_cli("validate", str(out)).code == 0
+
+
+def test_bad_model_and_impossible_layouts_are_one_line_errors(run_cli):
+    r = run_cli("advise", "--model", "llama2-7", "--instances", "1")
+    assert r.code == 2 and "did you mean 'llama2-7b'" in r.err and len(r.err.strip().splitlines()) == 1
+    r = run_cli("advise", "--model", "llama2-70b", "--instances", "1")
+    assert r.code == 2 and "no configuration" in r.err
+
+
+@pytest.mark.parametrize("text,tokens", [("4M", 4194304), ("4Mi", 4194304), ("512K", 524288), ("1000", 1000)])
+def test_token_counts(text, tokens):
+    assert parse_tokens(text) == tokens
+
+
+def test_bad_token_count():
+    with pytest.raises(UsageError):
+        parse_tokens("lots")
