@@ -43,8 +43,22 @@ def resolve_region(spec_region: str | None, env: Mapping[str, str]) -> str | Non
 
 
 def job_name(base: str, now: datetime) -> str:
-    """`<name>-YYYYMMDD-HHMMSS` in UTC: unique per second, at most 63 characters (names are <= 47)."""
-    return f"{base}-{now.astimezone(timezone.utc):%Y%m%d-%H%M%S}"
+    """`<name>-YYYYMMDD-HHMMSS-mmm` in UTC: unique per millisecond, at most 63 characters (names <= 43)."""
+    t = now.astimezone(timezone.utc)
+    return f"{base}-{t:%Y%m%d-%H%M%S}-{t.microsecond // 1000:03d}"
+
+
+def git_commit(path: str) -> str | None:
+    """The commit of the git repository holding the spec, for provenance; None outside a repository."""
+    import subprocess
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        out = subprocess.run(["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and len(commit) == 40 else None
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
@@ -69,6 +83,16 @@ def distribution(loaded: LoadedSpec) -> dict[str, Any]:
     }
 
 
+def input_channels(loaded: LoadedSpec) -> dict[str, str]:
+    """SageMaker input channels: the data sources that live in S3 (synthetic data needs none)."""
+    data = loaded.spec.data
+    out = {} if data.train == "synthetic" else {"train": data.train}
+    if data.validation:
+        out["validation"] = data.validation
+    out.update(data.channels)
+    return out
+
+
 @dataclass(frozen=True)
 class Plan:
     spec_file: str
@@ -88,6 +112,7 @@ class Plan:
     framework: dict[str, Any]
     distribution: dict[str, Any]
     estimator: dict[str, Any]
+    channels: dict[str, str] = field(default_factory=dict)
     decisions: dict[str, Any] = field(default_factory=dict)
     advisories: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] | None = None
@@ -103,7 +128,7 @@ class Plan:
             "global_batch_sequences": self.global_batch_sequences,
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
-            "estimator": self.estimator, "decisions": self.decisions, "advisories": self.advisories,
+            "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions, "advisories": self.advisories,
             "memory": self.memory,
         })
 
@@ -136,6 +161,9 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         {"Key": "smp-launch:version", "Value": __version__},
         {"Key": "smp-launch:spec-hash", "Value": digest},
     ]
+    commit = git_commit(loaded.file)
+    if commit:
+        tags.append({"Key": "smp-launch:git-commit", "Value": commit})
     estimator: dict[str, Any] = {
         "entry_point": ENTRY_POINT,
         "source_dir": None,  # the rendered source dir; filled in when the files are written
@@ -180,7 +208,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
         framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
                    "image_uri": image},
-        distribution=dist, estimator=estimator, decisions=ctx.decisions.as_dict(),
+        distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
         advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
     )
 

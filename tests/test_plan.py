@@ -68,8 +68,8 @@ def test_seed_worked_example_global_batch(write_spec):
 
 
 def test_job_name_is_timestamped_valid_and_short():
-    name = job_name("a" * 47, NOW)
-    assert name == "a" * 47 + "-20261130-091507" and len(name) == 63
+    name = job_name("a" * 43, NOW.replace(microsecond=42_000))
+    assert name == "a" * 43 + "-20261130-091507-042" and len(name) == 63
 
 
 def test_estimator_arguments(write_spec):
@@ -94,7 +94,7 @@ def test_estimator_arguments(write_spec):
     assert est["entry_point"] == "train.py" and est["framework_version"] == "2.4.1" and est["py_version"] == "py311"
     assert est["instance_type"] == "ml.p4d.24xlarge" and est["instance_count"] == 1 and est["volume_size"] == 400
     assert est["max_run"] == 7200 and est["use_spot_instances"] is True and est["max_wait"] == 86400
-    assert est["checkpoint_s3_uri"] == "s3://my-bucket/smp/checkpoints/demo-20261130-091507"
+    assert est["checkpoint_s3_uri"] == "s3://my-bucket/smp/checkpoints/demo-20261130-091507-000"
     assert est["output_path"] == "s3://my-bucket/smp" and est["code_location"] == "s3://my-bucket/smp/code"
     assert est["subnets"] == ["subnet-0123456789abcdef0"] and est["security_group_ids"] == ["sg-0123456789abcdef0"]
     assert est["volume_kms_key"] == est["output_kms_key"] == "alias/smp"

@@ -222,7 +222,7 @@ class JobSpec(_Section):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="smp-launch job spec")
 
     schema_version: Literal[1] = 1
-    name: Annotated[str, Field(max_length=47, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")] = Field(
+    name: Annotated[str, Field(max_length=43, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")] = Field(
         description="Job base name; the job name adds a UTC timestamp.")
     description: Optional[StrictStr] = None
     extends: Optional[StrictStr] = Field(None, description="A spec this one builds on, relative to this file.")

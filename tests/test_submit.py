@@ -1,0 +1,259 @@
+"""Submit against moto in-process: the role preflight, the request contract, uploads, errors."""
+import io
+import tarfile
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError, NoCredentialsError
+
+from launcher import emulator
+from launcher.aws import AwsError, Clients, QuotaError, explain
+from launcher.errors import SpecError, UsageError
+from launcher.iam import FAIL, PASS, UNKNOWN, RoleRefused, check_role
+from launcher.plan import build_plan
+from launcher.render import render_source
+from launcher.spec import load_spec
+from launcher.submit import submit
+from tests.aws_setup import BUCKET, create_world
+from tests.conftest import JOBS
+
+NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def aws(monkeypatch, tmp_path):
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with emulator.mocked():
+        session = boto3.Session(region_name="us-west-2")
+        arns = create_world(session)
+        yield SimpleNamespace(session=session, arns=arns)
+
+
+def spec(*overrides, role="Good", job="llama7b.yaml"):
+    return load_spec(JOBS / job, [f"role={role}", *overrides])
+
+
+def run(loaded, **kw):
+    clients = Clients(region="us-west-2")
+    captured = {}
+    clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+                                    lambda params, **_: captured.update(params))
+    result = submit(loaded, clients, now=kw.pop("now", NOW), warn=lambda m: None, **kw)
+    return result, captured
+
+
+VARIANTS = {
+    "reference": [],
+    "spot-kms-vpc-channels": ["cluster.spot=true", "cluster.max_wait=2d", "cluster.kms_key_id=alias/smp",
+                              "cluster.subnets=[subnet-0123456789abcdef0]",
+                              "cluster.security_group_ids=[sg-0123456789abcdef0]",
+                              f"data.train=s3://{BUCKET}/data/train", f"data.validation=s3://{BUCKET}/data/val",
+                              "hyperparameters={lr_hint: 0.5, tag: x, flag: true}", "environment={A: b}"],
+    "p5-pinned": ["cluster.instance_type=ml.p5.48xlarge", "framework.pytorch_version='2.5.1'"],
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_sdk_sends_exactly_the_predicted_request(aws, variant):
+    result, sent = run(spec(*VARIANTS[variant]), skip_role_check=True)
+    predicted = result.request
+    assert sent, "CreateTrainingJob was not called"
+    assert set(sent) == set(predicted)
+    for key in predicted:
+        assert sent[key] == predicted[key], key
+    assert "smdistributed-modelparallel" in sent["AlgorithmSpecification"]["TrainingImage"]
+
+
+def test_first_and_repeated_submit(aws):
+    first, _ = run(spec())
+    second, _ = run(spec(), now=NOW.replace(second=30))
+    assert first.uploaded and not second.uploaded
+    assert first.source_uri == second.source_uri and first.job_name != second.job_name
+    assert "s3.PutObject" in first.aws_calls and "s3.PutObject" not in second.aws_calls
+    assert first.aws_calls.count("sagemaker.CreateTrainingJob") == 1
+    assert second.aws_calls.count("sagemaker.CreateTrainingJob") == 1
+    names = [j["TrainingJobName"] for j in aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    assert sorted(names) == sorted([first.job_name, second.job_name])
+
+
+def test_the_uploaded_tarball_is_the_rendered_source(aws):
+    loaded = spec()
+    result, _ = run(loaded)
+    bucket, key = result.source_uri[5:].split("/", 1)
+    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        script = tar.extractfile("train.py").read().decode()
+    assert script == render_source(loaded, build_plan(loaded, now=NOW))["train.py"]
+
+
+def test_dry_run_writes_nothing(aws):
+    result, sent = run(spec(), dry_run=True)
+    assert not sent and not result.uploaded
+    assert not any(c in result.aws_calls for c in ("s3.PutObject", "sagemaker.CreateTrainingJob"))
+    assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role["verdict"] == PASS
+    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
+    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def role_check(role, *overrides):
+    plan = build_plan(spec(*overrides, role=role))
+    clients = Clients(region="us-west-2")
+    return check_role(plan, clients.iam, clients.sts)
+
+
+def test_a_good_role_passes(aws):
+    check = role_check("Good")
+    assert check.verdict == PASS and check.role_arn == aws.arns["Good"] and check.checked >= 10
+
+
+def test_a_role_sagemaker_cannot_assume_fails(aws):
+    check = role_check("NoTrust")
+    assert check.verdict == FAIL and any("trust policy" in p for p in check.problems)
+
+
+def test_missing_permissions_are_listed_with_their_resources(aws):
+    check = role_check(aws.arns["NoPerms"])
+    assert check.verdict == FAIL
+    missing = {(m["action"], m["resource"]) for m in check.missing}
+    assert ("ecr:BatchGetImage",
+            "arn:aws:ecr:us-west-2:658645717510:repository/smdistributed-modelparallel") in missing
+    assert any(a.startswith("logs:") for a, _ in missing)
+    assert not any(a.startswith("s3:") for a, _ in missing)
+
+
+def test_kms_and_vpc_actions_are_checked_when_configured(aws):
+    check = role_check("Good", *VARIANTS["spot-kms-vpc-channels"])
+    actions = {m["action"] for m in check.missing}
+    assert check.verdict == FAIL and {"kms:Decrypt", "ec2:CreateNetworkInterface"} <= actions
+    assert role_check("Good").verdict == PASS
+
+
+def test_a_missing_role_fails(aws):
+    check = role_check("Nope")
+    assert check.verdict == FAIL and "does not exist" in check.problems[0]
+
+
+def test_a_caller_without_pass_role_fails(aws):
+    aws.session.client("iam").delete_user_policy(UserName="moto", PolicyName="pass")
+    check = role_check("Good")
+    assert check.verdict == FAIL and check.missing[0]["action"] == "iam:PassRole (caller)"
+
+
+class DenySimulation:
+    """An IAM client whose caller may not simulate (AccessDenied), everything else real."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def simulate_principal_policy(self, **_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "SimulatePrincipalPolicy")
+
+
+def test_cannot_tell_when_the_caller_may_not_simulate(aws):
+    plan = build_plan(spec())
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, DenySimulation(clients.iam), clients.sts)
+    assert check.verdict == UNKNOWN and check.unknowns and not check.missing
+
+
+def test_submit_goes_on_when_the_role_check_cannot_tell(aws):
+    clients = Clients(region="us-west-2", overrides={"iam": DenySimulation(boto3.client("iam"))})
+    warned = []
+    result = submit(spec(), clients, now=NOW, warn=warned.append)
+    assert warned and "cannot tell" in warned[0] and result.job_name
+
+
+def test_a_failed_role_check_blocks_and_creates_nothing(aws):
+    with pytest.raises(RoleRefused) as err:
+        run(spec(role="NoPerms"))
+    assert err.value.exit_code == 3 and "missing ecr:BatchGetImage" in str(err.value)
+    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
+
+
+def test_skip_role_check_resolves_a_role_name(aws):
+    result, sent = run(spec(role="NoPerms"), skip_role_check=True)
+    assert sent["RoleArn"] == aws.arns["NoPerms"] and result.role is None
+
+
+def test_advisor_errors_block_before_any_aws_call(aws):
+    clients = Clients(region="us-west-2")
+    calls = []
+    clients.session.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
+    with pytest.raises(SpecError) as err:
+        submit(spec("model.preset=llama2-70b"), clients, now=NOW)
+    assert "SMP060" in str(err.value) and calls == []
+
+
+def test_no_role_is_a_usage_error(aws, monkeypatch):
+    loaded = load_spec(JOBS / "llama7b.yaml")
+    with pytest.raises(UsageError) as err:
+        submit(loaded, Clients(region="us-west-2"), now=NOW)
+    assert "SMP_LAUNCH_ROLE" in str(err.value)
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
+    assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role["verdict"] == PASS
+
+
+def test_missing_bucket(aws):
+    with pytest.raises(AwsError) as err:
+        run(spec("output.path=s3://no-such-bucket-here/x"))
+    assert "no-such-bucket-here does not exist" in str(err.value) and err.value.exit_code == 4
+
+
+def test_bucket_in_another_region(aws):
+    aws.session.client("s3", region_name="eu-west-1").create_bucket(
+        Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    with pytest.raises(AwsError) as err:
+        run(spec("output.path=s3://eu-bucket/x"))
+    assert "is in eu-west-1 but the job runs in us-west-2" in str(err.value)
+
+
+def failing_start(code, message):
+    def start(*_args, **_kw):
+        raise ClientError({"Error": {"Code": code, "Message": message}}, "CreateTrainingJob")
+    return start
+
+
+def test_quota_errors_say_which_quota_and_how_to_raise_it(aws):
+    msg = ("The account-level service limit 'ml.p4d.24xlarge for training job usage' is 0 Instances, with current "
+           "utilization of 0 Instances and a request delta of 1 Instances.")
+    with pytest.raises(QuotaError) as err:
+        run(spec(), start=failing_start("ResourceLimitExceeded", msg))
+    assert err.value.exit_code == 3
+    assert "ml.p4d.24xlarge for training job usage" in str(err.value) and "Service Quotas" in str(err.value)
+
+
+def test_validation_exception_is_one_sentence(aws):
+    with pytest.raises(AwsError) as err:
+        run(spec(), start=failing_start("ValidationException", "Instance type is not supported"))
+    assert str(err.value) == "CreateTrainingJob: SageMaker rejected the request: Instance type is not supported"
+
+
+@pytest.mark.parametrize("exc,expected", [
+    (NoCredentialsError(), "no AWS credentials found"),
+    (ClientError({"Error": {"Code": "ExpiredToken", "Message": "x"}}, "GetRole"), "session token has expired"),
+    (ClientError({"Error": {"Code": "AccessDenied", "Message": "User: x is not authorized"}}, "CreateTrainingJob"),
+     "access denied for CreateTrainingJob"),
+    (ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "X"), "throttling"),
+])
+def test_aws_errors_become_sentences(exc, expected):
+    err = explain(exc)
+    assert expected in str(err) and "\n" not in str(err) and err.exit_code == 4
+
+
+def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
+    import subprocess
+    import sys
+
+    code = ("import sys, launcher.submit, launcher.iam, launcher.source, launcher.request;"
+            "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
