@@ -1,0 +1,116 @@
+"""End to end: the installed `smp-launch` as a subprocess against a moto server on 127.0.0.1."""
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import boto3
+import pytest
+
+from launcher import emulator
+from launcher.render import render_source
+from launcher.spec import load_spec
+from tests.aws_setup import BUCKET, REGION, create_world
+from tests.conftest import JOBS, REPO
+
+SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    with emulator.server() as url:
+        yield url
+
+
+@pytest.fixture
+def world(endpoint, monkeypatch, tmp_path):
+    emulator.reset_server(endpoint)
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    session = boto3.Session(region_name=REGION)
+    arns = create_world(session)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
+    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
+
+    def cli(*args, extra_env=None):
+        return subprocess.run([SMP, *args], cwd=REPO, env={**env, **(extra_env or {})}, capture_output=True,
+                              text=True, timeout=120)
+
+    return session, arns, cli
+
+
+def test_submit_starts_the_job_the_plan_describes(world):
+    session, arns, cli = world
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    job = session.client("sagemaker").describe_training_job(TrainingJobName=result["job_name"])
+    assert "smdistributed-modelparallel" in job["AlgorithmSpecification"]["TrainingImage"]
+    assert job["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge" and job["ResourceConfig"]["InstanceCount"] == 1
+    assert json.loads(job["HyperParameters"]["mp_parameters"])["hybrid_shard_degree"] == 8
+    assert job["RoleArn"] == arns["Good"]
+    bucket, key = result["source_uri"][5:].split("/", 1)
+    body = session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        script = tar.extractfile("train.py").read().decode()
+    assert script == render_source(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))["train.py"]
+    assert "sagemaker.config" not in out.stdout + out.stderr
+    assert "Deprecation" not in out.stderr and "telemetry" not in out.stderr.lower()
+
+
+def test_a_repeated_submit_does_not_upload_again(world):
+    _, _, cli = world
+    first = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
+    second = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
+    assert first["uploaded"] and not second["uploaded"]
+    assert "s3.PutObject" in first["aws_calls"] and "s3.PutObject" not in second["aws_calls"]
+    print("first submit:", first["aws_calls"])
+    print("repeated submit:", second["aws_calls"])
+
+
+def test_text_output_names_the_job_console_and_next_command(world):
+    _, _, cli = world
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good")
+    assert out.returncode == 0, out.stderr
+    assert "started llama2-7b-" in out.stdout and "console.aws.amazon.com/sagemaker" in out.stdout
+    assert "smp-launch logs llama2-7b-" in out.stdout
+
+
+@pytest.mark.parametrize("role,code,text", [("Good", 0, "pass"), ("NoTrust", 3, "trust policy"),
+                                            ("NoPerms", 3, "missing ecr:BatchGetImage")])
+def test_check_role(world, role, code, text):
+    _, _, cli = world
+    out = cli("check-role", "jobs/llama7b.yaml", "--set", f"role={role}")
+    assert out.returncode == code, out.stderr
+    assert text in out.stdout + out.stderr
+
+
+def test_a_refused_role_creates_nothing(world):
+    session, _, cli = world
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=NoPerms")
+    assert out.returncode == 3 and "missing" in out.stderr
+    assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in session.client("s3").list_objects_v2(Bucket=BUCKET)
+
+
+def test_dry_run_creates_nothing(world):
+    session, _, cli = world
+    out = cli("submit", "jobs/llama7b.yaml", "--dry-run", extra_env={"SMP_LAUNCH_ROLE": "Good"})
+    assert out.returncode == 0, out.stderr and "nothing was written" in out.stdout
+    assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_no_credentials_is_one_actionable_line(world, tmp_path):
+    _, _, cli = world
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", extra_env={
+        "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none")})
+    assert out.returncode == 4
+    assert out.stderr.strip().splitlines()[-1].startswith("no AWS credentials found")
+    assert "Traceback" not in out.stderr
