@@ -4,14 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOB ?= jobs/llama7b.yaml
+OUT ?= build/source
 PIP := $(BIN)/pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo schema docs validate plan
+.PHONY: venv test lint bench demo schema docs validate plan submit check-role render goldens
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PIP) install -U pip
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,local]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,7 +27,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_cli.py
 
 demo: venv
-	$(BIN)/smp-launch plan jobs/llama7b.yaml
+	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20
 
 schema: venv
 	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
@@ -34,8 +35,25 @@ schema: venv
 docs: venv
 	$(BIN)/smp-launch rules > docs/rules.md
 
+submit: venv
+	$(BIN)/smp-launch submit $(JOB)
+
+check-role: venv
+	$(BIN)/smp-launch check-role $(JOB)
+
 validate: venv
 	$(BIN)/smp-launch validate $(JOB)
 
 plan: venv
 	$(BIN)/smp-launch plan $(JOB)
+
+render: venv
+	$(BIN)/smp-launch render $(JOB) -o $(OUT)
+
+# The rendered source dir of every example job, as the golden tests expect it (run after changing templates).
+goldens: venv
+	for job in jobs/*.yaml; do \
+	  name=$$(basename $$job .yaml); rm -rf tests/goldens/$$name; \
+	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job \
+	    -o tests/goldens/$$name || exit 1; \
+	done

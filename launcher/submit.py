@@ -110,10 +110,13 @@ def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = Fal
     warnings: list[str] = []
     check = None
     try:
-        _check_bucket(clients.s3, plan.estimator["output_path"], region, "output")
-        _check_bucket(clients.s3, plan.estimator["code_location"], region, "code")
-        for name, uri in plan.channels.items():
-            _check_bucket(clients.s3, uri, region, f"input channel {name!r}")
+        buckets = {"output": plan.estimator["output_path"], "code": plan.estimator["code_location"],
+                   **{f"input channel {name!r}": uri for name, uri in plan.channels.items()}}
+        seen = set()
+        for what, uri in buckets.items():
+            if split_s3(uri)[0] not in seen:
+                seen.add(split_s3(uri)[0])
+                _check_bucket(clients.s3, uri, region, what)
         if skip_role_check:
             role_arn = _role_arn(plan, clients)
         else:
