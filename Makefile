@@ -25,6 +25,7 @@ lint: venv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli.py
+	SAGEMAKER_SUPPRESS_V2_WARNING=1 $(BIN)/python benchmarks/bench_logs.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20
@@ -57,3 +58,13 @@ goldens: venv
 	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job \
 	    -o tests/goldens/$$name || exit 1; \
 	done
+
+# Follow a job (JOB_NAME=latest: the last one submitted from this machine).
+JOB_NAME ?= latest
+.PHONY: logs status
+
+logs: venv
+	$(BIN)/smp-launch logs $(JOB_NAME)
+
+status: venv
+	$(BIN)/smp-launch status $(JOB_NAME)

@@ -49,6 +49,18 @@ def plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
     sys.exit(show_plan(spec, overrides, output))
 
 
+@cli.command("check-role")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@SET
+@click.option("--profile", default=None, help="AWS profile (default: AWS_PROFILE or the default chain).")
+@OUTPUT
+def check_role(spec: str, overrides: tuple[str, ...], profile: str | None, output: str) -> None:
+    """Check that the job's IAM role can run it (read-only); exit 3 when it cannot."""
+    from launcher.commands import check_role_command
+
+    sys.exit(check_role_command(spec, overrides, profile, output))
+
+
 @cli.command()
 @click.option("--model", "model", required=True, metavar="PRESET", help="A model preset, e.g. llama2-13b.")
 @click.option("--instances", type=click.IntRange(1, 1024), default=None,
@@ -97,6 +109,135 @@ def schema(write_to: str | None) -> None:
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+def aws_options(f):
+    """`--profile` and `--region`, for every command that talks to AWS."""
+    f = click.option("--region", default=None, metavar="REGION",
+                     help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).")(f)
+    return click.option("--profile", default=None, metavar="NAME", help="AWS profile (default: AWS_PROFILE).")(f)
+
+
+JOB = click.argument("job", metavar="JOB")
+
+
+@cli.command()
+@JOB
+@click.option("--follow/--no-follow", default=True, show_default=True,
+              help="Keep printing until the job ends, or print what exists and exit.")
+@click.option("--host", "hosts", default=None, metavar="N[,N]", help="Only these hosts (algo-N): 1,3 or 2-4.")
+@click.option("--since", default=None, metavar="DURATION", help="Start this far back: 30s, 10m, 1h (default: all).")
+@click.option("--grep", default=None, metavar="REGEX", help="Only lines matching this Python regular expression.")
+@click.option("--rate", type=click.FloatRange(min=0.1, max=25.0), default=2.0, show_default=True,
+              help="At most this many CloudWatch Logs reads a second (the quota is shared by the account).")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+              help="Seconds between polls.")
+@OUTPUT
+@aws_options
+def logs(job: str, follow: bool, hosts: str | None, since: str | None, grep: str | None, rate: float,
+         interval: float, output: str, profile: str | None, region: str | None) -> None:
+    """Print a job's logs from all hosts, labelled [algo-N]; JOB may be `latest`.
+
+    Follows until the job ends: exit 0 Completed, 1 Failed, 5 Stopped. Ctrl-C stops following
+    (exit 130) and leaves the job running. `--output json` prints JSON lines.
+    """
+    from launcher.job_commands import logs as run
+
+    sys.exit(run(job, follow, hosts, since, grep, output, rate, interval, profile, region))
+
+
+@cli.command()
+@JOB
+@OUTPUT
+@aws_options
+def status(job: str, output: str, profile: str | None, region: str | None) -> None:
+    """A job's status, transitions, instances, image, billable seconds and failure reason.
+
+    Exit 0 while running or Completed, 1 Failed, 5 Stopped.
+    """
+    from launcher.job_commands import status as run
+
+    sys.exit(run(job, output, profile, region))
+
+
+@cli.command("list")
+@click.option("--running", is_flag=True, help="Only jobs in progress (or stopping).")
+@click.option("--name-contains", default=None, metavar="TEXT", help="Only jobs whose name contains TEXT.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="The newest N jobs.")
+@OUTPUT
+@aws_options
+def list_(running: bool, name_contains: str | None, limit: int, output: str, profile: str | None,
+          region: str | None) -> None:
+    """The jobs smp-launch launched (those carrying its tag), newest first."""
+    from launcher.job_commands import list_jobs as run
+
+    sys.exit(run(running, name_contains, limit, output, profile, region))
+
+
+@cli.command()
+@JOB
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@OUTPUT
+@aws_options
+def stop(job: str, yes: bool, output: str, profile: str | None, region: str | None) -> None:
+    """Stop a running job (asks first unless --yes); JOB may be `latest`."""
+    from launcher.job_commands import stop as run
+
+    sys.exit(run(job, yes, output, profile, region))
+
+
+@cli.command()
+@JOB
+@click.option("--since", default="1h", show_default=True, metavar="DURATION", help="How far back: 30m, 1h, 1d.")
+@OUTPUT
+@aws_options
+def metrics(job: str, since: str, output: str, profile: str | None, region: str | None) -> None:
+    """Per-host GPU, GPU memory, CPU and memory utilisation as sparklines (per device, 0-100)."""
+    from launcher.job_commands import metrics as run
+
+    sys.exit(run(job, since, output, profile, region))
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Write the source dir here (created if needed).")
+@SET
+@OUTPUT
+def render(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
+    """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
+    from launcher.commands import render_spec
+
+    sys.exit(render_spec(spec, overrides, out_dir, output))
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@click.option("--local", is_flag=True, help="Run the rendered script here on CPUs (torchrun, gloo) instead.")
+@click.option("--tiny", is_flag=True, help="Local: shrink the model's dimensions, keeping its architecture type.")
+@click.option("--nproc", type=click.IntRange(min=1), default=2, show_default=True, help="Local: processes.")
+@click.option("--max-steps", type=click.IntRange(min=3), default=None,
+              help="Local: training steps (default 10); the run checkpoints part-way and resumes.")
+@click.option("--dry-run", is_flag=True, help="Do everything that only reads, then print what would start.")
+@click.option("--wait", is_flag=True, help="Follow the job's logs until it ends; exit with its outcome.")
+@click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
+@SET
+@OUTPUT
+@aws_options
+def submit(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
+           wait: bool, skip_role_check: bool, overrides: tuple[str, ...], output: str, profile: str | None,
+           region: str | None) -> None:
+    """Start SageMaker training jobs, or with --local run one job's script on this machine first.
+
+    --local exits with the script's exit code, or 3 when a preflight check fails.
+    """
+    from launcher import commands
+
+    if local:
+        sys.exit(commands.submit_local(specs, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
+                                       output=output))
+    sys.exit(commands.submit_cloud(specs, overrides, dry_run=dry_run, wait=wait, skip_role_check=skip_role_check,
+                                   output=output, profile=profile, region=region))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -128,8 +128,8 @@ class Plan:
             "global_batch_sequences": self.global_batch_sequences,
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
-            "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions, "advisories": self.advisories,
-            "memory": self.memory,
+            "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions,
+            "advisories": self.advisories, "memory": self.memory,
         })
 
 

@@ -6,12 +6,20 @@ Python template only through the `py` filter, which writes a Python literal, nev
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from launcher import progress
+from launcher.architecture import HF_CLASSES
+from launcher.plan import CHECKPOINT_LOCAL_PATH, Plan, build_plan
+from launcher.spec.loader import LoadedSpec
+from launcher.spec.models import JobSpec
+from launcher.spec.presets import PRESETS
 
 
 def py_literal(value: Any) -> str:
@@ -63,3 +71,115 @@ def template_names() -> list[str]:
 
 def render_template(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context)
+
+
+# The source dir: output file -> template. Every file here is uploaded as the job's source_dir.
+SOURCE_TEMPLATES = {
+    "train.py": "train.py.j2",
+    "train_data.py": "train_data.py.j2",
+    "train_checkpoint.py": "train_checkpoint.py.j2",
+    "tsm_local.py": "tsm_local.py.j2",
+    "requirements.txt": "requirements.txt.j2",
+}
+JOB_NAME_PLACEHOLDER = "<job-name>"
+DEFAULT_ROPE_THETA = 10000.0
+
+
+def hf_config(spec: JobSpec) -> dict[str, Any]:
+    """Keyword arguments for the transformers config class: the preset's (or the spec's) dimensions."""
+    arch = spec.model.architecture()
+    preset = PRESETS.get(spec.model.preset) if spec.model.preset else None
+    config: dict[str, Any] = {
+        "vocab_size": arch.vocab_size,
+        "hidden_size": arch.hidden_width,
+        "num_hidden_layers": arch.num_layers,
+        "num_attention_heads": arch.num_heads,
+        "intermediate_size": arch.intermediate_size,
+        "max_position_embeddings": max(spec.model.seq_length, preset.max_position_embeddings if preset else 0),
+    }
+    if arch.type != "gpt_neox":  # GPT-NeoX has no grouped-query attention; its rotary base is the default
+        config["num_key_value_heads"] = arch.num_key_value_heads
+        config["rope_theta"] = preset.rope_theta if preset else DEFAULT_ROPE_THETA
+    if arch.type == "mixtral":
+        config["num_local_experts"] = arch.num_experts
+        config["num_experts_per_tok"] = arch.num_experts_per_tok
+    config.update(tie_word_embeddings=False, use_cache=False, attn_implementation="sdpa")
+    return config
+
+
+def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, Any]:
+    """What the templates may read; spec values stay data here and enter code only through `py`.
+
+    `decisions` are the plan's (the advisor's), so the script does what `plan` shows.
+    """
+    spec = loaded.spec
+    arch = spec.model.architecture()
+    t = spec.training
+    return {
+        "description": spec.description,
+        "hyperparameters": dict(spec.hyperparameters),
+        "model": {
+            "hf_module": f"transformers.models.{arch.type}.modeling_{arch.type}",
+            "hf_classes": HF_CLASSES[arch.type],
+            "config": hf_config(spec),
+            "pretrained": spec.model.pretrained,
+            "seq_length": spec.model.seq_length,
+            "flops_per_token": arch.flops_per_token(spec.model.seq_length),
+        },
+        "decisions": dict(decisions),
+        "smp": spec.smp.model_dump(),
+        "training": {
+            **t.model_dump(),
+            "warmup_steps": t.warmup_steps if t.warmup_steps is not None else t.max_steps // 100,
+            "betas": (t.beta1, t.beta2),
+        },
+        "data": {"train": spec.data.train, "format": spec.data.format},
+        "progress_format": progress.LINE_FORMAT,
+        "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
+        "transformers_min": "4.40.1",
+        "accelerate_min": "0.28.0",
+    }
+
+
+GIT_COMMIT_TAG = "smp-launch:git-commit"
+
+
+def deterministic_plan(plan: Plan) -> dict[str, Any]:
+    """The plan without what changes from run to run: the timestamped job name, the spec's path and the
+    git commit (a provenance tag on the job; in the tarball it would defeat the content-addressed upload)."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(plan.job_name, JOB_NAME_PLACEHOLDER)
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        return value
+
+    data = scrub(plan.as_dict())
+    data["spec_file"] = Path(plan.spec_file).name
+    data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] != GIT_COMMIT_TAG]
+    return data
+
+
+def render_source(loaded: LoadedSpec, plan: Plan | None = None) -> dict[str, str]:
+    """The job's source dir as {file name: content}; the same spec always gives the same bytes."""
+    plan = plan or build_plan(loaded)
+    context = script_context(loaded, plan.decisions)
+    files = {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
+    files["distribution.json"] = json.dumps(plan.distribution, indent=2, sort_keys=True) + "\n"
+    files["plan.json"] = json.dumps(deterministic_plan(plan), indent=2, sort_keys=True) + "\n"
+    return files
+
+
+def write_source_dir(files: dict[str, str], directory: str | Path) -> list[Path]:
+    """Write the rendered files into directory (created if needed); returns their paths."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, content in sorted(files.items()):
+        path = out / name
+        path.write_text(content, encoding="utf-8")
+        written.append(path)
+    return written

@@ -71,6 +71,12 @@ def _clean_env(monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path_factory, monkeypatch):
+    """`submit` records the latest job and `JOB=latest` reads it: never in the real ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 def pytest_configure(config):
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     sys.dont_write_bytecode = True

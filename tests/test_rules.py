@@ -66,6 +66,7 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                 "smdistributed-modelparallel:2.4.1-gpu-py311-cu121"]),
     "SMP053": (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8", "framework.pytorch_version='2.2.0'"],
                ["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"]),
+    "SMP054": (["framework.pytorch_version='2.1.2'"], ["framework.pytorch_version='2.2.0'"]),
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
     "SMP061": (["cluster.instance_count=4", "smp.hybrid_shard_degree=32", "training.batch_size=1"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),

@@ -295,6 +295,15 @@ def feature_versions(ctx: Context) -> Iterator[Finding]:
                       f"(now {ctx.framework.pytorch}, SMP {ctx.framework.smp})", "framework.pytorch_version")
 
 
+@rule("SMP054", "error", "The generated script needs PyTorch 2.2 or later",
+      "cpu_preflight.md (DCP save/load); templates/train_checkpoint.py.j2")
+def script_pytorch(ctx: Context) -> Iterator[Finding]:
+    if _v(ctx.framework.pytorch) < (2, 2, 0):
+        yield Finding(f"the entry script's sharded checkpoints use torch.distributed.checkpoint save/load, "
+                      f"which need PyTorch 2.2 or later; set framework.pytorch_version to 2.2.0 or later "
+                      f"(now {ctx.framework.pytorch})", "framework.pytorch_version")
+
+
 # ---- memory (seed: starting points 1; "extrapolate from these") ----
 
 def _fits(ctx: Context, **changes) -> float | None:

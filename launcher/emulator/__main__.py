@@ -1,0 +1,46 @@
+"""A demo: an emulated AWS with a few live training jobs, for trying `smp-launch logs/status/list/stop/metrics`.
+
+    python -m launcher.emulator [--port 5055] [--hosts 8] [--throttle 0.2]
+
+then, in another shell, export the variables it prints and run e.g. `smp-launch logs demo-llama7b`.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import boto3
+
+from launcher import emulator
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m launcher.emulator", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--hosts", type=int, default=8, help="hosts of the main demo job")
+    parser.add_argument("--throttle", type=float, default=0.0, help="fraction of Logs reads to throttle")
+    args = parser.parse_args()
+    with emulator.server(args.port) as url:
+        env = emulator.server_env(url)
+        sm = boto3.client("sagemaker", endpoint_url=url, region_name=env["AWS_REGION"],
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        late = {h: 6.0 for h in range(3, args.hosts + 1, 3)}
+        emulator.add_job(emulator.EmulatedJob("demo-llama7b", hosts=args.hosts, starting=10, downloading=5,
+                                              training=90, late_hosts=late, backdate_every=7, metric_interval=5), sm)
+        emulator.add_job(emulator.EmulatedJob("demo-oom", hosts=2, starting=5, training=20, outcome="Failed"), sm)
+        emulator.add_job(emulator.EmulatedJob("demo-long", hosts=4, training=3600, line_interval=2.0), sm)
+        if args.throttle:
+            emulator.serve(emulator.Throttle(args.throttle, seed=1))
+        print("emulated AWS at", url, "with jobs demo-llama7b, demo-oom, demo-long; in another shell:")
+        print(" ".join(f"{k}={v}" for k, v in env.items()).join(("export ", "")))
+        print("smp-launch list; smp-launch logs demo-llama7b; smp-launch metrics demo-llama7b --since 5m")
+        print("Ctrl-C stops the emulator.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""SageMaker training jobs that live: status moves with the emulator clock, and StopTrainingJob works.
+
+moto creates every training job `Completed` at once and does not implement StopTrainingJob
+(reference: cloudwatch_logs_and_moto.md section 4). These patches put a scripted timeline
+(scenario.EmulatedJob) behind each job and refresh the job's fields before every read.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from launcher.emulator import core, scenario
+
+
+def refresh(job: Any) -> None:
+    """Write the job's state at the current emulator time onto moto's FakeTrainingJob."""
+    script = scenario.get(job.training_job_name)
+    if script is None or script.created is None:
+        return
+    for key, value in script.state(core.now()).items():
+        setattr(job, key, value)
+
+
+def _refreshing(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with core.lock():
+            for job in list(self.training_jobs.values()):
+                refresh(job)
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _apply() -> None:
+    from moto.sagemaker import models, responses
+    from moto.sagemaker.exceptions import ValidationError
+
+    backend = models.SageMakerModelBackend
+    original_create = backend.create_training_job
+
+    @functools.wraps(original_create)
+    def create_training_job(self, training_job_name: str, *args: Any, **kwargs: Any):
+        job = original_create(self, training_job_name, *args, **kwargs)
+        rc = job.resource_config or {}
+        count = rc.get("InstanceCount") or sum(g.get("InstanceCount", 0) for g in rc.get("InstanceGroups", [])) or 1
+        script = scenario.on_create(training_job_name, rc.get("InstanceType", "ml.p4d.24xlarge"), count,
+                                    self.region_name)
+        if script is not None:
+            job.creation_time = core.moto_time(script.created)
+            job.failure_reason = None
+            refresh(job)
+        return job
+
+    def stop_training_job(self, training_job_name: str) -> None:
+        with core.lock():
+            job = self.training_jobs.get(training_job_name)
+            if job is None:
+                arn = models.FakeTrainingJob.arn_formatter(training_job_name, self.account_id, self.region_name)
+                raise ValidationError(message=f"Could not find training job '{arn}'.")
+            refresh(job)
+            if job.training_job_status != "InProgress":
+                raise ValidationError(message=f"The request was rejected because the training job is in status "
+                                          f"{job.training_job_status}.")
+            script = scenario.get(training_job_name)
+            if script is None:  # an unscripted job: stop at once
+                job.training_job_status = job.secondary_status = "Stopped"
+                return
+            script.stop_requested = core.now()
+            refresh(job)
+
+    backend.create_training_job = create_training_job
+    backend.stop_training_job = stop_training_job
+    for name in ("describe_training_job", "list_training_jobs", "search"):
+        setattr(backend, name, _refreshing(getattr(backend, name)))
+
+    def stop_response(self) -> Any:
+        self.sagemaker_backend.stop_training_job(self._get_param("TrainingJobName"))
+        return responses.EmptyResult()
+
+    responses.SageMakerResponse.stop_training_job = stop_response
+
+
+core.register_patch("sagemaker:lifecycle", _apply)

@@ -1,0 +1,214 @@
+"""What an emulated training job does over time: its phases, its outcome, and its hosts' log lines.
+
+Everything is a pure function of the emulator clock, so a poll sees the same job whether it runs
+in-process or through the server, and a test that drives the clock gets the same run every time.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher import progress
+from launcher.emulator import core
+
+PHASES = ("Starting", "Downloading", "Training", "Uploading")
+MESSAGES = {
+    "Starting": "Preparing the instances for training",
+    "Downloading": "Downloading input data",
+    "Training": "Training image download completed. Training in progress.",
+    "Uploading": "Uploading generated training model",
+    "Stopping": "Stopping the training job",
+    "Completed": "Training job completed",
+    "Failed": "Training job failed",
+    "Stopped": "The training job was stopped",
+}
+DEFAULT_FAILURE = ("AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMessage \"RuntimeError: CUDA out "
+                   "of memory. Tried to allocate 2.00 GiB\" Command \"torchrun --nnodes 2 train.py\"")
+
+
+@dataclass
+class EmulatedJob:
+    """A job's script. Durations are emulator-clock seconds; hosts are numbered from 1 like algo-N."""
+
+    name: str
+    hosts: int = 2
+    instance_type: str = "ml.p4d.24xlarge"
+    starting: float = 2.0
+    downloading: float = 1.0
+    training: float = 8.0
+    uploading: float = 1.0
+    stopping: float = 1.0
+    outcome: str = "Completed"  # Completed | Failed; Stopped comes from StopTrainingJob or stop_after
+    failure_reason: str = DEFAULT_FAILURE
+    stop_after: float | None = None  # seconds after creation at which a stop request arrives
+    line_interval: float = 1.0  # seconds between lines on each host while training
+    late_hosts: dict[int, float] = field(default_factory=dict)  # host -> seconds before its first line
+    backdate_every: int = 0  # every k-th line of a host is ingested `backdate_seconds` late
+    backdate_seconds: float = 3.0
+    ingest_lag: float = 0.0
+    decoy: bool = True  # a second job named `<name>-decoy` logs into the same group
+    metric_interval: float = 60.0
+    region: str = "us-west-2"
+    seed: int = 0
+    created: float | None = None  # set when CreateTrainingJob runs
+    stop_requested: float | None = None
+    cursor: dict[str, Any] = field(default_factory=dict, repr=False)  # what is written already
+
+    # -- the timeline -------------------------------------------------------------------------
+    def phase_starts(self) -> list[tuple[str, float]]:
+        """(status, start) for every secondary status the job will pass through, terminal last."""
+        assert self.created is not None, "the job has not been created yet"
+        t = self.created
+        out = []
+        durations = {"Starting": self.starting, "Downloading": self.downloading, "Training": self.training,
+                     "Uploading": self.uploading}
+        stop_at = self.stop_time()
+        for phase in PHASES:
+            if phase == "Uploading" and self.outcome == "Failed":
+                break
+            if out and stop_at is not None and t >= stop_at:
+                break
+            out.append((phase, t))
+            t += durations[phase]
+        if stop_at is not None and stop_at < t:
+            out += [("Stopping", stop_at), ("Stopped", stop_at + self.stopping)]
+        else:
+            out.append((self.outcome, t))
+        return out
+
+    def stop_time(self) -> float | None:
+        auto = None if self.stop_after is None else self.created + self.stop_after
+        times = [t for t in (auto, self.stop_requested) if t is not None]
+        return min(times) if times else None
+
+    def end_time(self) -> float:
+        return self.phase_starts()[-1][1]
+
+    def training_window(self) -> tuple[float, float] | None:
+        """When the container runs (and logs): the Training phase, cut short by a stop."""
+        starts = self.phase_starts()
+        names = [s for s, _ in starts]
+        if "Training" not in names:
+            return None
+        i = names.index("Training")
+        return starts[i][1], starts[i + 1][1]
+
+    def state(self, at: float) -> dict[str, Any]:
+        """DescribeTrainingJob's time-dependent fields at emulator time `at`."""
+        starts = [(s, t) for s, t in self.phase_starts() if t <= at]
+        secondary = starts[-1][0]
+        terminal = secondary in ("Completed", "Failed", "Stopped")
+        status = secondary if terminal else ("Stopping" if secondary == "Stopping" else "InProgress")
+        transitions = []
+        for i, (s, t) in enumerate(starts):
+            entry = {"Status": s, "StartTime": core.moto_time(t), "StatusMessage": MESSAGES[s]}
+            if i + 1 < len(starts):
+                entry["EndTime"] = core.moto_time(starts[i + 1][1])
+            elif terminal:
+                entry["EndTime"] = core.moto_time(t)
+            transitions.append(entry)
+        state: dict[str, Any] = {"training_job_status": status, "secondary_status": secondary,
+                                 "secondary_status_transitions": transitions,
+                                 "last_modified_time": core.moto_time(starts[-1][1])}
+        begun = [t for s, t in starts if s == "Downloading"]
+        state["training_start_time"] = core.moto_time(begun[0]) if begun else None
+        state["training_end_time"] = core.moto_time(starts[-1][1]) if terminal else None
+        if terminal and begun:
+            seconds = max(1, round(starts[-1][1] - begun[0]))
+            state["training_time_in_seconds"] = seconds
+            state["billable_time_in_seconds"] = seconds
+        state["failure_reason"] = self.failure_reason if secondary == "Failed" else None
+        return state
+
+    # -- the logs -----------------------------------------------------------------------------
+    def streams(self) -> dict[int, str]:
+        """Host -> log stream name; the epoch suffix is when the host first writes."""
+        window = self.training_window()
+        if window is None:
+            return {}
+        return {h: f"{self.name}/algo-{h}-{int(window[0] + self.late_hosts.get(h, 0.0))}"
+                for h in range(1, self.hosts + 1)}
+
+    def line(self, host: int, i: int, last: bool) -> str:
+        """The i-th line host `host` writes: an SMP progress line, unique per (host, i)."""
+        tag = f"[1,mpirank:{(host - 1) * 8},algo-{host}]"
+        if i == 0:
+            return f"{tag}<stdout>:SMP v2 worker up on algo-{host} with 8 GPUs ({self.instance_type})"
+        if last and self.outcome == "Failed" and host == 1:
+            return f"{tag}<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (step {i})"
+        rng = random.Random(self.seed * 1_000_003 + host * 10_007 + i)
+        text = progress.LINE_FORMAT.format(step=i, loss=8.0 / (1 + 0.05 * i) + rng.random() * 0.05, lr=3e-4,
+                                           tokens_per_s=15000 + rng.random() * 500, tflops_per_gpu=150.0,
+                                           gpu_mem_gb=31.5)
+        return f"{tag}<stdout>:{text}"
+
+    def line_count(self, host: int) -> int:
+        """How many lines host `host` writes over the whole run (a stop cuts the run short)."""
+        window = self.training_window()
+        if window is None:
+            return 0
+        begin = window[0] + self.late_hosts.get(host, 0.0)
+        return max(0, math.ceil((window[1] - begin) / self.line_interval))
+
+    def line_times(self, host: int, i: int) -> tuple[float, float]:
+        """(timestamp, visible-at) of host `host`'s i-th line: back-dated lines become visible late."""
+        ts = self.training_window()[0] + self.late_hosts.get(host, 0.0) + i * self.line_interval
+        late = self.backdate_every and i % self.backdate_every == self.backdate_every - 1
+        return ts, ts + self.ingest_lag + (self.backdate_seconds if late else 0.0)
+
+    def expected_messages(self) -> list[str]:
+        """Every line the job's own hosts write (the decoy excluded): the benchmark's ground truth."""
+        out = []
+        for h in range(1, self.hosts + 1):
+            n = self.line_count(h)
+            out += [self.line(h, i, i == n - 1) for i in range(n)]
+        return out
+
+
+_JOBS: dict[str, EmulatedJob] = {}
+_DEFAULT: dict[str, Any] | None = {}
+
+
+def expect(job: EmulatedJob) -> EmulatedJob:
+    """Script the job that a later CreateTrainingJob of `job.name` starts (by any client)."""
+    with core.lock():
+        _JOBS[job.name] = job
+    return job
+
+
+def set_default(settings: dict[str, Any] | None) -> None:
+    """How jobs created without a script behave (EmulatedJob fields); None keeps moto's instant Completed."""
+    global _DEFAULT
+    _DEFAULT = None if settings is None else dict(settings)
+
+
+def on_create(name: str, instance_type: str, instance_count: int, region: str) -> EmulatedJob | None:
+    """Called by the patched CreateTrainingJob: start the scripted (or default) job's clock."""
+    with core.lock():
+        job = _JOBS.get(name)
+        if job is None:
+            if _DEFAULT is None:
+                return None
+            job = _JOBS[name] = EmulatedJob(name=name, hosts=instance_count, instance_type=instance_type,
+                                            **_DEFAULT)
+        job.region = region
+        job.created = core.now()
+        job.stop_requested = None
+        job.cursor.clear()
+        return job
+
+
+def get(name: str) -> EmulatedJob | None:
+    return _JOBS.get(name)
+
+
+def created_jobs(region: str) -> list[EmulatedJob]:
+    return [j for j in list(_JOBS.values()) if j.created is not None and j.region == region]
+
+
+def forget_all() -> None:
+    """Drop every scripted job (moto's own state is reset separately)."""
+    with core.lock():
+        _JOBS.clear()

@@ -1,0 +1,136 @@
+"""`smp-launch metrics`: each host's GPU, GPU memory, CPU and memory utilisation, as terminal sparklines.
+
+SageMaker publishes these per instance to namespace /aws/sagemaker/TrainingJobs, dimension
+`Host=<job>/algo-N`, summed over devices (GPUUtilization up to 100 x GPUs, CPUUtilization up to
+100 x vCPUs); dividing by the device count makes hosts of any type comparable on 0-100. All
+(host, metric) series come from one GetMetricData call, split only at its 500-query limit.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from launcher.aws import Clients, explain
+from launcher.catalog import INSTANCES
+from launcher.jobs import TERMINAL, describe, instances
+from launcher.timeutil import epoch, iso
+
+NAMESPACE = "/aws/sagemaker/TrainingJobs"
+METRICS = (  # (CloudWatch name, label, divided by)
+    ("GPUUtilization", "GPU utilization", "gpus"),
+    ("GPUMemoryUtilization", "GPU memory utilization", "gpus"),
+    ("CPUUtilization", "CPU utilization", "vcpus"),
+    ("MemoryUtilization", "memory utilization", None),
+)
+VCPUS = {"ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}
+MAX_QUERIES = 500  # GetMetricData's limit per request
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def devices(instance_type: str) -> dict[str, int | None]:
+    known = INSTANCES.get(instance_type)
+    return {"gpus": known.gpus if known else None, "vcpus": VCPUS.get(instance_type)}
+
+
+def period_for(seconds: float) -> int:
+    """A period (a multiple of 60 s) that gives at most about 120 points a series."""
+    return max(60, math.ceil(seconds / 120 / 60) * 60)
+
+
+def fetch(clients: Clients, job: str, since: float, now: float) -> dict[str, Any]:
+    """Every host's four series over the last `since` seconds of the job, normalised per device."""
+    from datetime import datetime, timezone
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    desc = describe(clients, job)
+    itype, count = instances(desc)
+    created = epoch(desc.get("CreationTime")) or now - since
+    end = now
+    if desc["TrainingJobStatus"] in TERMINAL and desc.get("TrainingEndTime"):
+        end = min(now, epoch(desc["TrainingEndTime"]) + 60)
+    start = max(end - since, created - 60)
+    if end - start < 60:
+        start = end - 60
+    period = period_for(end - start)
+    queries = []
+    for host in range(1, count + 1):
+        for k, (name, _label, _div) in enumerate(METRICS):
+            queries.append({"Id": f"h{host}m{k}", "ReturnData": True, "MetricStat": {
+                "Metric": {"Namespace": NAMESPACE, "MetricName": name,
+                           "Dimensions": [{"Name": "Host", "Value": f"{job}/algo-{host}"}]},
+                "Period": period, "Stat": "Average"}})
+    series: dict[str, dict[float, float]] = {q["Id"]: {} for q in queries}
+    calls = 0
+    for i in range(0, len(queries), MAX_QUERIES):
+        params: dict[str, Any] = {"MetricDataQueries": queries[i:i + MAX_QUERIES], "ScanBy": "TimestampAscending",
+                                  "StartTime": datetime.fromtimestamp(start, timezone.utc),
+                                  "EndTime": datetime.fromtimestamp(end, timezone.utc)}
+        while True:
+            try:
+                page = clients.cloudwatch.get_metric_data(**params)
+            except (ClientError, BotoCoreError) as exc:
+                raise explain(exc, f"reading the metrics of {job}") from None
+            calls += 1
+            for res in page.get("MetricDataResults", []):
+                for ts, value in zip(res.get("Timestamps", []), res.get("Values", []), strict=False):
+                    series.setdefault(res["Id"], {})[epoch(ts)] = value
+            if not page.get("NextToken"):
+                break
+            params["NextToken"] = page["NextToken"]
+    dev = devices(itype)
+    hosts = []
+    for host in range(1, count + 1):
+        row: dict[str, Any] = {"host": f"algo-{host}", "series": {}}
+        for k, (name, _label, div) in enumerate(METRICS):
+            per = dev.get(div) if div else 1
+            points = sorted(series.get(f"h{host}m{k}", {}).items())
+            values = [v / per for _, v in points] if per else [v for _, v in points]
+            row["series"][name] = {"points": [[iso(t), round(v, 2)] for (t, _), v in zip(points, values, strict=True)],
+                                   **stats(values)}
+        hosts.append(row)
+    return {"job_name": job, "instance_type": itype, "instance_count": count, "status": desc["TrainingJobStatus"],
+            "start": iso(start), "end": iso(end), "period": period, "get_metric_data_calls": calls,
+            "units": {name: _unit(div, dev) for name, _l, div in METRICS}, "hosts": hosts}
+
+
+def _unit(div: str | None, dev: dict[str, int | None]) -> str:
+    if div is None:
+        return "% of memory"
+    if dev.get(div):
+        return f"% per {'GPU' if div == 'gpus' else 'vCPU'}: the sum / {dev[div]}"
+    return "% summed over devices (instance type unknown)"
+
+
+def stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"min": None, "mean": None, "max": None}
+    return {"min": round(min(values), 2), "mean": round(sum(values) / len(values), 2), "max": round(max(values), 2)}
+
+
+def sparkline(values: list[float], width: int = 40, top: float = 100.0) -> str:
+    """Values on a fixed 0-`top` scale (so hosts compare), resampled to at most `width` bars."""
+    if not values:
+        return ""
+    if len(values) > width:
+        step = len(values) / width
+        values = [sum(chunk) / len(chunk) for chunk in
+                  (values[int(i * step):max(int(i * step) + 1, int((i + 1) * step))] for i in range(width))]
+    return "".join(BARS[min(len(BARS) - 1, max(0, int(v / top * len(BARS))))] for v in values)
+
+
+def render(data: dict[str, Any], write: Callable[[str], None]) -> None:
+    """Per metric, one sparkline row per host with min / mean / max."""
+    write(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} ({data['status']}), "
+          f"{data['start']} to {data['end']}, {data['period']} s points")
+    for name, label, _div in METRICS:
+        write("")
+        write(f"{label} ({data['units'][name]})")
+        for row in data["hosts"]:
+            s = row["series"][name]
+            if s["mean"] is None:
+                write(f"  {row['host']:>9}  no data yet")
+                continue
+            spark = sparkline([v for _, v in s["points"]])
+            write(f"  {row['host']:>9}  {spark:<40}  min {s['min']:5.1f}  mean {s['mean']:5.1f}  max {s['max']:5.1f}")

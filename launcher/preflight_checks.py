@@ -1,0 +1,160 @@
+"""What the local CPU preflight can and cannot vouch for, judged from the lines its runs print.
+
+The rendered script prints `SMP_PREFLIGHT {json}` lines in preflight runs (rank 0); this module turns
+two runs' worth of them into pass/fail checks, and lists what a CPU cannot exercise, with the reason.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from launcher.spec.models import JobSpec
+
+MARK = "SMP_PREFLIGHT "
+
+
+@dataclass
+class RunRecord:
+    """One torchrun of the script: its exit code, wall time and the facts it reported."""
+
+    exit_code: int
+    wall_s: float
+    facts: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_line(self, line: str) -> bool:
+        """Keep the fact a preflight line reports; True when the line was one."""
+        if not line.startswith(MARK):
+            return False
+        try:
+            self.facts.append(json.loads(line[len(MARK):]))
+        except json.JSONDecodeError:
+            return False
+        return True
+
+    def of(self, check: str) -> list[dict[str, Any]]:
+        return [f for f in self.facts if f.get("check") == check]
+
+    def losses(self) -> dict[int, float]:
+        return {f["step"]: f["loss"] for f in self.of("step")}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: does not apply to this spec
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def not_exercised(spec: JobSpec, backend: str) -> list[dict[str, str]]:
+    """Features of this spec that need GPUs or SMP itself: the preflight runs without them and says so."""
+    smp = spec.smp
+    out = []
+    for key, what in (("tensor_parallel_degree", "tensor parallelism"),
+                      ("context_parallel_degree", "context parallelism"),
+                      ("expert_parallel_degree", "expert parallelism")):
+        degree = getattr(smp, key)
+        if degree > 1:
+            out.append({"feature": f"{key} {degree}",
+                        "reason": f"{what} needs SMP v2's kernels on GPUs; ran with degree 1 "
+                                  "(tsm.transform was the identity)"})
+    if spec.training.precision == "fp8":
+        out.append({"feature": "precision fp8",
+                    "reason": "FP8 needs Transformer Engine on H100 GPUs (ml.p5); ran in bf16"})
+    out.append({"feature": f"backend {backend}",
+                "reason": f"{backend.upper()} needs GPUs; the ranks talked over gloo on the CPU"})
+    return out
+
+
+def substitutions(spec: JobSpec, decisions: dict[str, Any]) -> list[str]:
+    """Features that ran, but through the stand-in a CPU allows rather than SMP's own implementation."""
+    out = []
+    if decisions["delayed_param_init"]:
+        out.append("delayed parameter init ran as meta device + FSDP param_init_fn with the model's own "
+                   "initialiser; SMP's DelayedParamIniter needs SMP")
+    if spec.smp.activation_offloading:
+        out.append("activation offloading: offload_wrapper is wired up, but on a CPU it moves nothing; "
+                   "SMP's implementation (sm_activation_offloading) needs GPUs")
+    return out
+
+
+def _loss_falls(run: RunRecord) -> Check:
+    """Judged on one batch, the first, before and after training: batch-to-batch noise cannot hide it."""
+    losses = run.losses()
+    again = run.of("loss_on_first_batch")
+    if not again or again[0]["step"] not in losses:
+        return Check("loss falls", False, "the script did not re-measure its first batch")
+    step, after = again[0]["step"], again[0]["after"]
+    before = losses[step]
+    steps = sorted(losses)
+    return Check("loss falls", after < before,
+                 f"on step {step}'s batch {before:.4f} -> {after:.4f} after {again[0]['steps']} steps "
+                 f"(training loss {losses[steps[0]]:.4f} at step {steps[0]}, {losses[steps[-1]]:.4f} at step "
+                 f"{steps[-1]})")
+
+
+def _ac_grad_norm(run: RunRecord, activation_checkpointing: bool) -> Check:
+    name = "step-0 gradient norm equal with and without activation checkpointing"
+    if not activation_checkpointing:
+        return Check(name, None, "activation checkpointing is off in this spec")
+    without = run.of("grad_norm_without_ac")
+    steps = {f["step"]: f["grad_norm"] for f in run.of("step")}
+    if not without or without[0]["step"] not in steps:
+        return Check(name, False, "the script reported no gradient norm to compare")
+    a, b = without[0]["grad_norm"], steps[without[0]["step"]]
+    return Check(name, math.isclose(a, b, rel_tol=1e-6, abs_tol=0.0), f"without {a!r}, with {b!r}")
+
+
+def _sharding(run: RunRecord) -> Check:
+    name = "each rank holds 1/shard-degree of the parameters"
+    facts = run.of("sharding")
+    if not facts:
+        return Check(name, False, "the script reported no sharding")
+    f = facts[0]
+    total, held, shard = f["total"], f["held"], f["shard_degree"]
+    expected = total / shard
+    close = all(abs(h - expected) <= max(64, 0.01 * expected) for h in held)
+    complete = sum(held) == total * (len(held) // shard)
+    meta = f.get("meta_tensors", [])
+    detail = f"{f['strategy']}, shard degree {shard}: ranks hold {held} of {total:,} parameters"
+    if meta:
+        detail += f"; still on the meta device after init: {', '.join(meta[:3])}"
+    return Check(name, close and complete and not meta, detail)
+
+
+def _round_trip(run: RunRecord) -> Check:
+    name = "checkpoint saved and loaded back bit for bit"
+    facts = run.of("checkpoint_round_trip")
+    if not facts:
+        return Check(name, False, "no checkpoint was saved")
+    ok = all(f["equal"] for f in facts)
+    steps = ", ".join(str(f["step"]) for f in facts)
+    return Check(name, ok, f"step {steps}: {facts[0]['tensors']} model and optimizer tensors "
+                           f"{'equal' if ok else 'DIFFER'} after perturbing and loading")
+
+
+def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
+    name = "training resumes from the checkpoint"
+    resumed = second.of("resumed")
+    if not resumed or resumed[0]["step"] != resume_step:
+        got = resumed[0]["step"] if resumed else "no checkpoint"
+        return Check(name, False, f"expected a resume from step {resume_step}, got {got}")
+    before, after = first.losses(), second.losses()
+    steps = sorted(after)
+    same = bool(steps) and all(before.get(s) == after[s] for s in steps)
+    return Check(name, same, f"restarted from step {resume_step}; steps {steps[0] if steps else '-'}"
+                             f"-{steps[-1] if steps else '-'} "
+                             f"{'repeat' if same else 'do NOT repeat'} the first run's losses bit for bit")
+
+
+def evaluate(first: RunRecord, second: RunRecord | None, resume_step: int,
+             activation_checkpointing: bool) -> list[Check]:
+    checks = [_loss_falls(first), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
+              _round_trip(first)]
+    if second is not None:
+        checks.append(_resume(first, second, resume_step))
+    return checks

@@ -1,0 +1,31 @@
+"""Helpers shared by the tests that follow emulated jobs (launcher.emulator over moto)."""
+from __future__ import annotations
+
+from collections import Counter
+
+
+class VirtualClock:
+    """One clock for the emulated jobs, the tailer, its rate limiter and its sleeps: tests run in no time."""
+
+    def __init__(self, start: float = 1_800_000_000.0):
+        self.t = start
+        self.slept = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+        self.slept += max(0.0, seconds)
+
+
+def body_of(printed: str) -> list[str]:
+    """The messages in `[algo-N] message` output (the label dropped)."""
+    return [line.split("] ", 1)[1] for line in printed.splitlines() if line.startswith("[algo-")]
+
+
+def lost_and_duplicated(expected: list[str], printed: list[str]) -> tuple[int, int]:
+    want, got = Counter(expected), Counter(printed)
+    lost = sum((want - got).values())
+    duplicated = sum(n - 1 for n in got.values() if n > 1)
+    return lost, duplicated

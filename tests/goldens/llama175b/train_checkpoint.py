@@ -1,0 +1,127 @@
+"""Sharded checkpoints: every rank writes its own shards with torch.distributed.checkpoint (DCP).
+
+Layout: <dir>/step_00000500/ holds the DCP files and, once every rank has finished, a `.complete`
+marker; a checkpoint without it (a job stopped mid-save) is never resumed from. SageMaker syncs
+<dir> (/opt/ml/checkpoints) to the job's checkpoint S3 URI and restores it when a job restarts.
+"""
+import os
+import re
+import shutil
+
+import torch
+import torch.distributed as dist
+
+MARKER = ".complete"
+_STEP_DIR = re.compile(r"^step_(\d{8})$")
+
+
+def step_dir(root, step):
+    return os.path.join(root, f"step_{step:08d}")
+
+
+def complete_steps(root):
+    """Steps of the complete checkpoints under root, oldest first."""
+    if not os.path.isdir(root):
+        return []
+    steps = []
+    for name in os.listdir(root):
+        m = _STEP_DIR.match(name)
+        if m and os.path.exists(os.path.join(root, name, MARKER)):
+            steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+def latest_step(root):
+    steps = complete_steps(root)
+    return steps[-1] if steps else None
+
+
+def prune(root, keep):
+    """Delete all but the newest `keep` complete checkpoints, and any incomplete older ones."""
+    steps = complete_steps(root)
+    newest = steps[-1] if steps else None
+    for step in steps[:-keep]:
+        shutil.rmtree(step_dir(root, step), ignore_errors=True)
+    for name in os.listdir(root) if os.path.isdir(root) else ():
+        m = _STEP_DIR.match(name)
+        if m and int(m.group(1)) not in steps and newest is not None and int(m.group(1)) < newest:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _state_dict_api():
+    try:
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    except ImportError as exc:  # PyTorch < 2.2
+        raise RuntimeError("sharded checkpoints need PyTorch 2.2 or newer "
+                           "(torch.distributed.checkpoint.state_dict)") from exc
+    return get_state_dict, set_state_dict
+
+
+def state_dicts(model, optimizer):
+    """The sharded model and optimizer state dicts, keyed by the model's own parameter names."""
+    get_state_dict, _ = _state_dict_api()
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    return {"model": model_sd, "optimizer": optim_sd}
+
+
+def save(root, step, model, optimizer, keep):
+    """Write checkpoint `step` on every rank, mark it complete, prune old ones (one writer per host)."""
+    import torch.distributed.checkpoint as dcp
+
+    path = step_dir(root, step)
+    dcp.save(state_dicts(model, optimizer), checkpoint_id=path)
+    dist.barrier()
+    if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
+            f.write(f"{step}\n")
+        prune(root, keep)
+    dist.barrier()
+    return path
+
+
+def load(root, step, model, optimizer):
+    """Load checkpoint `step` into the wrapped model and optimizer, in place."""
+    import torch.distributed.checkpoint as dcp
+
+    _, set_state_dict = _state_dict_api()
+    state = state_dicts(model, optimizer)
+    dcp.load(state, checkpoint_id=step_dir(root, step))
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def local_tensors(tree, prefix=""):
+    """Each tensor in a (nested) state dict as this rank's local shard, keyed by its path."""
+    out = {}
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            out.update(local_tensors(value, f"{prefix}{key}/"))
+    elif isinstance(tree, (list, tuple)):
+        for i, value in enumerate(tree):
+            out.update(local_tensors(value, f"{prefix}{i}/"))
+    elif isinstance(tree, torch.Tensor):
+        if hasattr(tree, "to_local"):
+            tree = tree.to_local()
+        elif hasattr(tree, "local_shards"):
+            shards = tree.local_shards()
+            tree = shards[0].tensor if shards else torch.empty(0)
+        out[prefix.rstrip("/")] = tree.detach().clone()
+    return out
+
+
+def round_trip(root, step, model, optimizer):
+    """Preflight check: perturb every parameter and optimizer state, load checkpoint `step` back,
+    and compare each local shard with what was saved, bit for bit. Returns (equal, tensors compared)."""
+    saved = local_tensors(state_dicts(model, optimizer))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+        for per_param in optimizer.state.values():
+            for value in per_param.values():
+                if isinstance(value, torch.Tensor):
+                    value.add_(1.0)
+    load(root, step, model, optimizer)
+    loaded = local_tensors(state_dicts(model, optimizer))
+    equal = saved.keys() == loaded.keys() and all(
+        saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved)
+    return equal, len(saved)

@@ -1,0 +1,121 @@
+"""The job lifecycle emulator itself: phases over time, StopTrainingJob, host streams, throttling, patches."""
+import boto3
+import pytest
+
+from launcher import emulator
+from launcher.emulator import core
+from tests.emulation import VirtualClock
+
+
+@pytest.fixture
+def clock():
+    c = VirtualClock()
+    emulator.set_clock(c)
+    yield c
+    emulator.set_clock(None)
+
+
+@pytest.fixture
+def sm(clock):
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+
+
+def status(sm, name):
+    d = sm.describe_training_job(TrainingJobName=name)
+    return d["TrainingJobStatus"], d["SecondaryStatus"]
+
+
+def test_a_job_moves_through_its_phases(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("life", starting=2, downloading=1, training=8, uploading=1), sm)
+    seen = []
+    for _ in range(14):
+        seen.append(status(sm, "life"))
+        clock.t += 1
+    assert seen[0] == ("InProgress", "Starting") and seen[2] == ("InProgress", "Downloading")
+    assert seen[3] == ("InProgress", "Training") and seen[11] == ("InProgress", "Uploading")
+    assert seen[12] == ("Completed", "Completed")
+    d = sm.describe_training_job(TrainingJobName="life")
+    assert d["BillableTimeInSeconds"] == 10 and (d["TrainingEndTime"] - d["TrainingStartTime"]).seconds == 10
+    assert [t["Status"] for t in d["SecondaryStatusTransitions"]] == ["Starting", "Downloading", "Training",
+                                                                     "Uploading", "Completed"]
+
+
+def test_failed_jobs_skip_uploading_and_say_why(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("boom", outcome="Failed", failure_reason="AlgorithmError: boom"), sm)
+    clock.t += 60
+    d = sm.describe_training_job(TrainingJobName="boom")
+    assert d["TrainingJobStatus"] == "Failed" and d["FailureReason"] == "AlgorithmError: boom"
+    assert "Uploading" not in [t["Status"] for t in d["SecondaryStatusTransitions"]]
+
+
+def test_stop_training_job(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("halt", training=600, stopping=2), sm)
+    clock.t += 10
+    sm.stop_training_job(TrainingJobName="halt")
+    assert status(sm, "halt") == ("Stopping", "Stopping")
+    clock.t += 2
+    assert status(sm, "halt") == ("Stopped", "Stopped")
+    with pytest.raises(sm.exceptions.ClientError, match="in status Stopped"):
+        sm.stop_training_job(TrainingJobName="halt")
+    with pytest.raises(sm.exceptions.ClientError, match="Could not find training job"):
+        sm.stop_training_job(TrainingJobName="nope")
+
+
+def test_hosts_write_streams_some_late_and_a_decoy_shares_the_prefix(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("hosts", hosts=3, late_hosts={2: 5.0}, training=20), sm)
+    logs = boto3.client("logs", region_name="us-west-2")
+    clock.t += 3 + 2.5
+    names = lambda: {s["logStreamName"] for s in logs.describe_log_streams(  # noqa: E731
+        logGroupName="/aws/sagemaker/TrainingJobs")["logStreams"]}
+    early = names()
+    assert early == {"hosts/algo-1-1800000003", "hosts/algo-3-1800000003", "hosts-decoy/algo-1-1800000003"}
+    clock.t += 5
+    assert names() - early == {"hosts/algo-2-1800000008"}
+
+
+def test_backdated_lines_arrive_late_with_their_old_timestamp(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("late", hosts=1, training=20, backdate_every=2,
+                                                backdate_seconds=4.0, decoy=False), sm)
+    logs = boto3.client("logs", region_name="us-west-2")
+    clock.t += 3 + 4.5  # lines 0-4 are written; 1 and 3 are ingested 4 s late
+    events = logs.filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs", interleaved=True)["events"]
+    assert [e["message"] for e in events] == [job.line(1, i, False) for i in (0, 2, 4)]
+    clock.t += 4
+    events = logs.filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs", interleaved=True)["events"]
+    late = [e for e in events if e["message"] == job.line(1, 1, False)][0]
+    assert late["ingestionTime"] - late["timestamp"] == 4000
+
+
+def test_throttling_is_deterministic_for_a_seed():
+    a, b = emulator.Throttle(0.3, seed=5), emulator.Throttle(0.3, seed=5)
+    decisions = [a.decide("FilterLogEvents") for _ in range(200)]
+    assert decisions == [b.decide("FilterLogEvents") for _ in range(200)]
+    assert 40 <= sum(decisions) <= 80 and a.throttled == sum(decisions)
+    assert a.decide("DescribeTrainingJob") is False and a.calls == 200  # not a Logs read: never counted
+
+
+def test_install_is_idempotent_and_takes_new_patches():
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    emulator.install()
+    wrapped = SageMakerModelBackend.describe_training_job
+    emulator.install()
+    assert SageMakerModelBackend.describe_training_job is wrapped
+    applied = []
+    core.register_patch("test:late-patch", lambda: applied.append(1))
+    core.register_patch("test:late-patch", lambda: applied.append(2))
+    emulator.install()
+    assert applied == [1]
+
+
+def test_the_server_runs_the_same_lifecycle(clock):
+    with emulator.server() as url:
+        sm = boto3.client("sagemaker", endpoint_url=url, region_name="us-west-2",
+                          aws_access_key_id="x", aws_secret_access_key="x")
+        emulator.add_job(emulator.EmulatedJob("served", training=5), sm)
+        first = status(sm, "served")
+        clock.t += 100
+        assert (first, status(sm, "served")) == (("InProgress", "Starting"), ("Completed", "Completed"))
+        emulator.reset_server(url)
+        assert sm.list_training_jobs()["TrainingJobSummaries"] == []

@@ -1,0 +1,164 @@
+"""`status`, `list`, `stop`, `metrics` and `logs` through the CLI entry point, against emulated jobs."""
+import json
+import time
+
+import boto3
+import pytest
+
+from launcher import emulator, jobs, metrics
+from launcher.job_commands import parse_hosts
+from launcher.state import record_submitted
+from launcher.timeutil import parse_since
+
+AGO = 3600.0
+
+
+@pytest.fixture
+def aws():
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+    emulator.set_clock(None)
+
+
+def started_ago(sm, seconds: float, job: emulator.EmulatedJob) -> emulator.EmulatedJob:
+    """Create `job` as if it had been submitted `seconds` ago (emulator and CLI share the real clock)."""
+    emulator.set_clock(lambda: time.time() - seconds)
+    try:
+        return emulator.add_job(job, sm)
+    finally:
+        emulator.set_clock(None)
+
+
+def test_status_of_a_completed_job(aws, run_cli):
+    started_ago(aws, AGO, emulator.EmulatedJob("done-1", hosts=4, training=600))
+    r = run_cli("status", "done-1", "--output", "json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert (data["status"], data["instance_type"], data["instance_count"]) == ("Completed", "ml.p4d.24xlarge", 4)
+    assert [t["status"] for t in data["transitions"]] == ["Starting", "Downloading", "Training", "Uploading",
+                                                        "Completed"]
+    assert data["billable_seconds"] == 602 and data["image"].endswith("2.4.1-gpu-py311-cu121")
+    text = run_cli("status", "done-1")
+    assert text.code == 0 and "Completed" in text.out and "4 x ml.p4d.24xlarge" in text.out and "602" in text.out
+
+
+def test_status_exit_codes_follow_the_job(aws, run_cli):
+    started_ago(aws, AGO, emulator.EmulatedJob("oom", outcome="Failed"))
+    started_ago(aws, AGO, emulator.EmulatedJob("halted", training=600, stop_after=30))
+    failed = run_cli("status", "oom")
+    assert failed.code == 1 and "CUDA out of memory" in failed.out
+    assert run_cli("status", "halted").code == 5
+
+
+def test_status_of_an_unknown_job_says_so(aws, run_cli):
+    r = run_cli("status", "no-such-job")
+    assert r.code == 2 and "no training job named 'no-such-job' in us-west-2" in r.err
+
+
+def test_latest_is_the_last_job_submitted_here(aws, run_cli):
+    assert run_cli("status", "latest").code == 2
+    started_ago(aws, AGO, emulator.EmulatedJob("mine-1"))
+    record_submitted("mine-1", "us-west-2")
+    r = run_cli("status", "latest", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)["job_name"] == "mine-1"
+
+
+def test_list_shows_only_the_tools_jobs(aws, run_cli):
+    started_ago(aws, AGO, emulator.EmulatedJob("llama-done"))
+    emulator.add_job(emulator.EmulatedJob("llama-running", training=600), aws)
+    emulator.add_job(emulator.EmulatedJob("llama-foreign", training=600), aws, managed=False)
+    emulator.add_job(emulator.EmulatedJob("mistral-running", training=600), aws)
+    names = {r["job_name"] for r in json.loads(run_cli("list", "--output", "json").out)}
+    assert names == {"llama-done", "llama-running", "mistral-running"}
+    running = json.loads(run_cli("list", "--running", "--name-contains", "llama", "--output", "json").out)
+    assert [r["job_name"] for r in running] == ["llama-running"] and running[0]["status"] == "InProgress"
+    table = run_cli("list")
+    assert table.code == 0 and "mistral-running" in table.out and "llama-foreign" not in table.out
+
+
+def test_stop_asks_unless_yes(aws, run_cli):
+    emulator.add_job(emulator.EmulatedJob("long-1", training=600), aws)
+    refused = run_cli("stop", "long-1")  # no terminal to ask on
+    assert refused.code == 2 and "pass --yes" in refused.err
+    assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False)["stopped"] is False
+    assert aws.describe_training_job(TrainingJobName="long-1")["TrainingJobStatus"] == "InProgress"
+    r = run_cli("stop", "long-1", "--yes", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)["status"] == "Stopping"
+    again = run_cli("stop", "long-1", "--yes")
+    assert again.code == 0 and "nothing to stop" in again.err
+
+
+def test_stop_then_the_job_ends_stopped(aws):
+    emulator.add_job(emulator.EmulatedJob("long-2", training=600, stopping=0.0), aws)
+    jobs.stop(jobs.Clients(), "long-2", yes=True, confirm=None)
+    desc = aws.describe_training_job(TrainingJobName="long-2")
+    assert desc["TrainingJobStatus"] == "Stopped"
+    assert [t["Status"] for t in desc["SecondaryStatusTransitions"]][-2:] == ["Stopping", "Stopped"]
+
+
+def test_metrics_per_host_normalised_in_one_call(aws, run_cli):
+    started_ago(aws, 1200, emulator.EmulatedJob("busy", hosts=3, training=3600))
+    r = run_cli("metrics", "busy", "--since", "15m", "--output", "json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["get_metric_data_calls"] == 1 and [h["host"] for h in data["hosts"]] == ["algo-1", "algo-2", "algo-3"]
+    gpu = {h["host"]: h["series"]["GPUUtilization"] for h in data["hosts"]}
+    assert 85 < gpu["algo-1"]["mean"] <= 100 and gpu["algo-2"]["max"] < 60  # per GPU; algo-2 straggles
+    cpu = data["hosts"][0]["series"]["CPUUtilization"]
+    assert 5 < cpu["mean"] < 20 and len(cpu["points"]) >= 14  # divided by 96 vCPUs; 1-minute points
+    text = run_cli("metrics", "busy")
+    assert text.code == 0 and "GPU utilization (% per GPU: the sum / 8)" in text.out
+    assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
+
+
+class FakeCloudWatch:
+    def __init__(self):
+        self.calls = []
+
+    def get_metric_data(self, **kw):
+        self.calls.append(len(kw["MetricDataQueries"]))
+        return {"MetricDataResults": []}
+
+
+def test_metrics_split_at_500_queries(aws):
+    started_ago(aws, 600, emulator.EmulatedJob("wide", hosts=130, training=3600, decoy=False))
+    fake = FakeCloudWatch()
+    clients = jobs.Clients(overrides={"cloudwatch": fake})
+    data = metrics.fetch(clients, "wide", 3600, time.time())
+    assert fake.calls == [500, 20] and data["get_metric_data_calls"] == 2 and len(data["hosts"]) == 130
+
+
+def test_sparkline_scale_and_width():
+    assert metrics.sparkline([0, 50, 100]) == "▁▅█"
+    assert len(metrics.sparkline(list(range(100)), width=40)) == 40
+
+
+def test_logs_cli_no_follow_and_follow(aws, run_cli):
+    job = started_ago(aws, AGO, emulator.EmulatedJob("logged", hosts=2, training=30, outcome="Failed"))
+    r = run_cli("logs", "logged", "--no-follow")
+    assert r.code == 0 and len([ln for ln in r.out.splitlines() if ln.startswith("[algo-")]) == 60
+    followed = run_cli("logs", "logged", "--interval", "0.05")
+    assert followed.code == 1 and "logged Failed: AlgorithmError" in followed.err
+    assert followed.out == r.out  # an ended job: everything once, then the exit code
+    one = run_cli("logs", "logged", "--no-follow", "--host", "algo-2", "--grep", "step=1[0-9] ", "--output", "json")
+    records = [json.loads(line) for line in one.out.splitlines()]
+    assert [x["message"] for x in records] == [job.line(2, i, False) for i in range(10, 20)]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--host", "x"], "--host 'x'"), (["--since", "soon"], "--since 'soon'"), (["--grep", "("], "--grep '('"),
+])
+def test_logs_rejects_bad_flags(aws, run_cli, args, message):
+    r = run_cli("logs", "any-job", "--no-follow", *args)
+    assert r.code == 2 and message in r.err
+
+
+def test_flag_parsers():
+    assert parse_hosts("1,3, 5-7,algo-2") == [1, 2, 3, 5, 6, 7] and parse_hosts(None) is None
+    assert parse_since("1h30m") == 5400 and parse_since("90") == 90 and parse_since("0.5s") == 0.5
+
+
+def test_the_managed_tag_is_the_plans():
+    from launcher.plan import MANAGED_TAG
+
+    assert jobs.MANAGED_TAG == MANAGED_TAG

@@ -1,0 +1,207 @@
+"""The local CPU preflight: the three reference jobs really train, shard, checkpoint and resume under torchrun."""
+import importlib
+import json
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from launcher import progress
+from launcher.local import local_shard_degree, prepare, tiny_overrides
+from launcher.render import render_source, write_source_dir
+from launcher.spec import load_spec
+from tests.conftest import JOBS, MINIMAL
+
+torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
+
+CHECKS = {
+    "loss falls",
+    "step-0 gradient norm equal with and without activation checkpointing",
+    "each rank holds 1/shard-degree of the parameters",
+    "checkpoint saved and loaded back bit for bit",
+    "training resumes from the checkpoint",
+    "final model saved to SM_MODEL_DIR",
+}
+
+
+@pytest.mark.parametrize("job,delayed,not_run", [
+    ("llama7b.yaml", False, {"backend smddp"}),
+    ("llama70b.yaml", True, {"backend smddp"}),
+    ("llama175b.yaml", True, {"backend smddp", "tensor_parallel_degree 4"}),
+])
+def test_tiny_preflight_of_each_reference_job(run_cli, job, delayed, not_run):
+    r = run_cli("submit", str(JOBS / job), "--local", "--tiny", "--nproc", "2", "--max-steps", "4",
+                "--output", "json")
+    report = json.loads(r.out)
+    assert r.code == 0, r.err[-3000:]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert set(checks) == CHECKS
+    assert all(c["ok"] is True for c in checks.values()), checks
+    assert {i["feature"] for i in report["not_exercised"]} == not_run
+    assert f"smp.delayed_param_init={str(delayed).lower()}" in report["local_changes"]
+    first, second = report["runs"]
+    assert sorted(map(int, first["losses"])) == [1, 2, 3, 4] and sorted(map(int, second["losses"])) == [4]
+    assert first["losses"]["4"] == second["losses"]["4"]  # the resumed step, bit for bit
+
+    lines = r.err.splitlines()
+    script_lines = [line for line in lines if line.startswith("[algo-1] ")]
+    assert any("LOCAL PREFLIGHT" in line for line in script_lines)
+    progress_lines = [line for line in script_lines if "SMP_PROGRESS" in line]
+    assert len(progress_lines) == 5  # steps 1-4, then step 4 again after the resume
+    for line in progress_lines:
+        values = progress.parse(line)
+        assert values is not None, line
+        for definition in progress.metric_definitions():
+            assert re.search(definition["Regex"], line), (definition, line)
+    assert [progress.parse(line)["step"] for line in progress_lines] == [1, 2, 3, 4, 4]
+
+
+BRANCHES = """
+name: branches
+model: {preset: mixtral-8x7b, seq_length: 64, pretrained: mistralai/Mixtral-8x7B-v0.1}
+cluster: {instance_type: ml.p5.48xlarge, region: us-west-2}
+smp: {hybrid_shard_degree: 1, expert_parallel_degree: 2, activation_checkpointing: false}
+training: {precision: fp16, batch_size: 2}
+data: {train: "s3://my-bucket/tokens/", format: jsonl}
+output: {path: "s3://my-bucket/smp"}
+hyperparameters: {epochs: 1}
+"""
+
+
+def test_preflight_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):
+    """Rank-0 pretrained weights, a train channel, NO_SHARD, fp16 with its grad scaler, a MoE model."""
+    r = run_cli("submit", str(write_spec(BRANCHES)), "--local", "--tiny", "--max-steps", "3", "--output", "json")
+    report = json.loads(r.out)
+    assert r.code == 0, r.err[-3000:]
+    checks = {c["name"]: c["ok"] for c in report["checks"]}
+    assert checks.pop("step-0 gradient norm equal with and without activation checkpointing") is None
+    assert all(checks.values()), report["checks"]
+    assert {i["feature"] for i in report["not_exercised"]} == {"expert_parallel_degree 2", "backend nccl"}
+    notes = " ".join(report["notes"])
+    assert "rank 0 loaded a random model" in notes and "jsonl format from its train channel" in notes
+    assert "NO_SHARD, fp16" in r.err and "hyperparameters: {'epochs': '1'}" in r.err
+
+
+def test_local_takes_one_spec_and_enough_steps(run_cli):
+    two = run_cli("submit", str(JOBS / "llama7b.yaml"), str(JOBS / "llama70b.yaml"), "--local")
+    assert two.code == 2 and "one spec" in two.err
+    short = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--max-steps", "2")
+    assert short.code == 2 and "max-steps" in short.err
+
+
+@pytest.mark.parametrize("job", ["llama70b.yaml", "llama175b.yaml"])
+def test_tiny_keeps_the_architecture_and_its_shape(job):
+    full = load_spec(JOBS / job).spec
+    tiny, changes = prepare(str(JOBS / job), [], True, 6)
+    arch, small = full.model.architecture(), tiny.spec.model.architecture()
+    assert small.type == arch.type and small.num_layers == 2 and small.hidden_width == 64
+    assert small.num_heads // small.num_key_value_heads == min(4, arch.num_heads // arch.num_key_value_heads)
+    assert abs(small.intermediate_size / small.hidden_width - arch.intermediate_size / arch.hidden_width) < 0.05
+    assert tiny.spec.training.max_steps == 6 and tiny.spec.training.checkpoint_every == 4
+    assert tiny.spec.smp.tensor_parallel_degree == full.smp.tensor_parallel_degree  # reported, not rewritten
+    mixtral = load_spec(JOBS / job, ["model.preset=mixtral-8x7b"]).spec
+    assert "model.num_experts=4" in tiny_overrides(mixtral)
+
+
+def test_local_shard_degree_is_the_largest_divisor_allowed():
+    assert [local_shard_degree(8, n) for n in (1, 2, 3, 4, 6)] == [1, 2, 3, 4, 6]
+    assert local_shard_degree(1, 4) == 1 and local_shard_degree(2, 6) == 2 and local_shard_degree(4, 6) == 3
+
+
+@pytest.fixture
+def rendered(tmp_path, write_spec, monkeypatch):
+    """The helper modules of a rendered source dir, importable."""
+    src = tmp_path / "src"
+    write_source_dir(render_source(load_spec(write_spec(MINIMAL))), src)
+    monkeypatch.syspath_prepend(str(src))
+    for name in ("train_data", "train_checkpoint", "tsm_local"):
+        sys.modules.pop(name, None)
+    yield lambda name: importlib.import_module(name)
+    for name in ("train_data", "train_checkpoint", "tsm_local"):
+        sys.modules.pop(name, None)
+
+
+def test_synthetic_batches_are_a_function_of_the_step(rendered):
+    data = rendered("train_data")
+    a = data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0)
+    assert torch.equal(a.batch(3), data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0).batch(3))
+    assert not torch.equal(a.batch(3), a.batch(4))
+    assert not torch.equal(a.batch(3), data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=1).batch(3))
+    b = a.batch(1)
+    assert b.shape == (4, 16) and torch.equal((b[:, :-1] + 1) % 256, b[:, 1:])
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "npy"])
+def test_token_files_are_cut_into_sequences_per_rank(rendered, tmp_path, fmt):
+    data = rendered("train_data")
+    channel = tmp_path / "train"
+    channel.mkdir()
+    tokens = np.arange(10 * 8, dtype=np.int64)
+    if fmt == "npy":
+        np.save(channel / "a.npy", tokens[:40].reshape(5, 8))
+        np.save(channel / "b.npy", tokens[40:])
+    else:
+        (channel / "a.jsonl").write_text("\n".join(json.dumps({"input_ids": tokens[i:i + 8].tolist()})
+                                                   for i in range(0, 80, 8)) + "\n")
+    ranks = [data.TokenFileBatches(str(channel), fmt, 8, 2, seed=0, dp_rank=r, dp_size=2) for r in (0, 1)]
+    seen = torch.cat([r.batch(s) for s in (1, 2) for r in ranks])
+    assert seen.shape == (8, 8) and len({int(row[0]) for row in seen}) == 8  # no row twice in an epoch
+    assert all(int(row[0]) % 8 == 0 and torch.equal(row, torch.arange(row[0], row[0] + 8)) for row in seen)
+    assert torch.equal(ranks[0].batch(3), ranks[0].batch(3)) and ranks[0].per_epoch == 2
+    with pytest.raises(ValueError, match="fewer than one global batch"):
+        data.TokenFileBatches(str(channel), fmt, 8, 8, seed=0, dp_rank=0, dp_size=2)
+
+
+def test_checkpoints_resume_from_the_newest_complete_one_and_prune(rendered, tmp_path):
+    ckpt = rendered("train_checkpoint")
+    tmp_path = tmp_path / "checkpoints"
+    for step in (10, 20, 30, 40):
+        d = tmp_path / f"step_{step:08d}"
+        d.parent.mkdir(exist_ok=True)
+        d.mkdir()
+        if step != 40:  # step 40 was interrupted mid-save
+            (d / ckpt.MARKER).write_text(f"{step}\n")
+    assert ckpt.complete_steps(str(tmp_path)) == [10, 20, 30] and ckpt.latest_step(str(tmp_path)) == 30
+    ckpt.prune(str(tmp_path), keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_00000020", "step_00000030", "step_00000040"]
+    assert ckpt.latest_step(str(tmp_path / "missing")) is None
+
+
+def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(rendered, monkeypatch):
+    import torch.distributed as dist
+
+    tsm = rendered("tsm_local")
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        tsm.init({"hybrid_shard_degree": 1})
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(RuntimeError, match="tensor_parallel_degree=2 needs SMP"):
+            tsm.init({"tensor_parallel_degree": 2})
+        with pytest.raises(RuntimeError, match="must divide"):
+            tsm.init({"hybrid_shard_degree": 2})
+        monkeypatch.setenv("SMP_CONFIG_JSON", json.dumps({"hybrid_shard_degree": 0}))
+        state = tsm.init()
+        assert tsm.is_initialized() and state.hybrid_shard_degree == 1 and state.tp_size == 1
+        model = torch.nn.Linear(2, 2)
+        assert tsm.transform(model) is model
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("preset", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"])
+def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
+    """hf_config's keyword arguments give transformers' model exactly the architecture's parameter count."""
+    from launcher.architecture import HF_CLASSES
+    from launcher.render import hf_config
+
+    kv = "4" if preset == "gpt-neox-20b" else "2"
+    spec = load_spec(JOBS / "llama7b.yaml", [f"model.preset={preset}", "model.num_layers=1", "model.hidden_width=64",
+                                             "model.num_heads=4", f"model.num_key_value_heads={kv}",
+                                             "model.intermediate_size=96", "model.vocab_size=128"]).spec
+    arch = spec.model.architecture()
+    config_name, model_name, _ = HF_CLASSES[arch.type]
+    module = importlib.import_module(f"transformers.models.{arch.type}.modeling_{arch.type}")
+    model = getattr(module, model_name)(getattr(module, config_name)(**hf_config(spec)))
+    assert sum(p.numel() for p in model.parameters()) == arch.parameters
+    assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"

@@ -1,0 +1,180 @@
+"""Rendering the source dir: goldens, valid Python, determinism, the progress line, and no code from specs."""
+import ast
+import difflib
+import json
+import re
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from launcher import progress
+from launcher.plan import build_plan
+from launcher.render import SOURCE_TEMPLATES, render_source
+from launcher.spec import load_spec
+from tests.conftest import JOBS, REPO
+
+GOLDENS = REPO / "tests" / "goldens"
+EXAMPLE_JOBS = sorted(JOBS.glob("*.yaml"))
+EXPECTED_FILES = {*SOURCE_TEMPLATES, "distribution.json", "plan.json"}
+
+
+@pytest.fixture(autouse=True)
+def _golden_env(monkeypatch):
+    """The environment `make goldens` renders in: no bucket, role or profile from the developer's shell."""
+    for var in ("SMP_LAUNCH_BUCKET", "SMP_LAUNCH_ROLE", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("job", EXAMPLE_JOBS, ids=lambda p: p.stem)
+def test_rendered_source_matches_the_goldens(job):
+    files = render_source(load_spec(job))
+    golden_dir = GOLDENS / job.stem
+    assert golden_dir.is_dir(), f"no goldens for {job.name}: run `make goldens`"
+    golden = {p.name: p.read_text(encoding="utf-8") for p in golden_dir.iterdir()}
+    assert set(files) == set(golden) == EXPECTED_FILES, "run `make goldens` and review the diff"
+    for name, content in files.items():
+        if content != golden[name]:
+            diff = "".join(difflib.unified_diff(golden[name].splitlines(True), content.splitlines(True),
+                                                f"goldens/{job.stem}/{name}", "rendered", n=1))
+            pytest.fail(f"{job.stem}/{name} drifted from its golden (run `make goldens`):\n{diff[:3000]}")
+
+
+def test_rendering_is_deterministic_across_runs_and_clocks():
+    loaded = load_spec(JOBS / "llama7b.yaml")
+    a = render_source(loaded, build_plan(loaded, now=datetime(2026, 1, 1, tzinfo=timezone.utc)))
+    b = render_source(loaded, build_plan(loaded, now=datetime(2027, 6, 30, 23, 59, 59, tzinfo=timezone.utc)))
+    assert a == b
+    assert "<job-name>" in a["plan.json"] and "2026" not in a["plan.json"]
+
+
+VARIANTS = {  # one rendering per template branch the example jobs leave untaken
+    "fp8-p5-nccl": ["cluster.instance_type=ml.p5.48xlarge", "training.precision=fp8", "smp.backend=auto"],
+    "mixtral-ep": ["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"],
+    "neox-no-shard-fp16": ["model.preset=gpt-neox-20b", "smp.hybrid_shard_degree=1", "training.precision=fp16",
+                           "smp.activation_checkpointing=false"],
+    "pretrained-files": ["model.pretrained=meta-llama/Llama-2-7b-hf", "data.train=s3://b-1/tokens/",
+                         "data.format=npy", "smp.delayed_param_init=true"],
+}
+
+
+@pytest.mark.parametrize("overrides", [[]] + list(VARIANTS.values()), ids=["llama7b", *VARIANTS])
+def test_every_rendered_python_file_compiles(overrides):
+    files = render_source(load_spec(JOBS / "llama7b.yaml", overrides))
+    for name, content in files.items():
+        if name.endswith(".py"):
+            compile(content, name, "exec")
+    json.loads(files["distribution.json"])
+    json.loads(files["plan.json"])
+
+
+def constants(source: str) -> dict[str, object]:
+    """Module-level NAME = literal assignments of a rendered script."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
+
+
+def test_script_follows_the_spec_and_the_advisors_decisions():
+    loaded = load_spec(JOBS / "llama175b.yaml")
+    plan = build_plan(loaded)
+    script = render_source(loaded, plan)["train.py"]
+    c = constants(script)
+    assert c["SHARDING_STRATEGY"] == plan.decisions["sharding_strategy"] == "HYBRID_SHARD"
+    assert c["MODEL_CONFIG"]["num_hidden_layers"] == 96 and c["MODEL_CONFIG"]["use_cache"] is False
+    assert c["BATCH_SIZE"] == 6 and c["WARMUP_STEPS"] == 10  # 1% of 1000 steps
+    assert "import smdistributed.dataparallel.torch.torch_smddp" in script  # backend smddp on p4d
+    assert "tsm.transform(model)" in script  # tensor parallel degree 4
+    assert "DelayedParamIniter" in script and "offload_wrapper(fsdp_model)" in script
+    order = [script.index(s) for s in ("import smdistributed.dataparallel.torch.torch_smddp",
+                                        "dist.init_process_group(backend=backend", "    tsm.init()\n")]
+    assert order == sorted(order)  # SMDDP, then the process group, then SMP
+    nccl = render_source(load_spec(JOBS / "llama7b.yaml", ["smp.backend=nccl"]))["train.py"]
+    assert "smddp" not in nccl and "tsm.transform(" not in nccl and "DelayedParamIniter" not in nccl
+
+
+def test_the_scripts_progress_line_is_what_the_parser_and_metric_definitions_read():
+    fmt = constants(render_source(load_spec(JOBS / "llama7b.yaml"))["train.py"])["PROGRESS_FORMAT"]
+    assert fmt == progress.LINE_FORMAT
+    values = {"step": 120, "loss": 2.3456789, "lr": 9.5e-05, "tokens_per_s": 51234.56, "tflops_per_gpu": 143.219,
+              "gpu_mem_gb": 31.5}
+    line = fmt.format(**values)
+    parsed = progress.parse(f"[algo-1] {line}")
+    assert parsed == {"step": 120.0, "loss": 2.3457, "lr": 9.5e-05, "tokens_per_s": 51234.6,
+                      "tflops_per_gpu": 143.22, "gpu_mem_gb": 31.5}
+    for definition in progress.metric_definitions():
+        field = next(f for f, n in progress.METRIC_NAMES.items() if n == definition["Name"])
+        m = re.search(definition["Regex"], line)
+        assert m and float(m.group(1)) == parsed[field], definition
+
+
+HOSTILE = [
+    "'; __import__('os').system('echo pwned') #",
+    '"""; __import__("os").system("echo pwned"); """',
+    "'''\n__import__('os').system('echo pwned')\n'''",
+    "{{ 7 * 7 }} {% if true %}x{% endif %} {# c #} {{ config }}",
+    "\\'; exec('x = 1') #\n\r\t\x00 \u2028 caf\u00e9 \U0001f600",
+]
+
+
+def _spec(strings: list[str]) -> dict:
+    """A spec with these strings in every free-text field; S3 fields take them after `s3://bucket/`."""
+    one_line = [s.replace("\n", " ").replace("\r", " ").replace("\u2028", " ") for s in strings]
+    return {
+        "name": "inject",
+        "description": strings[0],
+        "model": {"preset": "llama2-7b", "pretrained": strings[1]},
+        "cluster": {"region": "us-west-2", "kms_key_id": strings[2]},
+        "data": {"train": "s3://b-1/" + one_line[3], "validation": "s3://b-1/" + one_line[4],
+                 "channels": {"extra": "s3://b-1/" + one_line[0]}},
+        "output": {"path": "s3://b-1/" + one_line[1], "checkpoint_path": "s3://b-1/" + one_line[2],
+                   "code_path": "s3://b-1/" + one_line[3]},
+        "tags": {"team": "a=b+c @x:/y. -_"},  # tag values have a pattern: the characters it allows
+        "environment": {f"VAR_{i}": s for i, s in enumerate(strings)},
+        "hyperparameters": {s: s for s in strings},
+    }
+
+
+def _shape(source: str) -> str:
+    """The syntax tree with every string constant blanked: what the code does, not what it says."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
+    return ast.dump(tree)
+
+
+def test_hostile_strings_in_every_free_text_field_stay_string_constants(write_spec):
+    benign = [f"plain value {i}" for i in range(len(HOSTILE))]
+    hostile_files = render_source(load_spec(write_spec(yaml.safe_dump(_spec(HOSTILE)), "hostile.yaml")))
+    benign_files = render_source(load_spec(write_spec(yaml.safe_dump(_spec(benign)), "benign.yaml")))
+    script = hostile_files["train.py"]
+    strings = {n.value for n in ast.walk(ast.parse(script)) if isinstance(n, ast.Constant)}
+    for s in HOSTILE[:2]:  # description and model.pretrained reach the script, unchanged
+        assert s in strings
+    assert {s for s in HOSTILE} <= set(constants(script)["HYPERPARAMETERS"])
+    assert constants(script)["TRAIN_DATA"].startswith("s3://b-1/{{ 7 * 7 }}")
+    for name, content in hostile_files.items():
+        if name.endswith(".py"):
+            assert _shape(content) == _shape(benign_files[name]), f"{name}: a spec string changed the code"
+            names = {n.id for n in ast.walk(ast.parse(content)) if isinstance(n, ast.Name)}
+            assert "__import__" not in names and "exec" not in names
+    plan = json.loads(hostile_files["plan.json"])
+    assert plan["estimator"]["environment"] == {f"VAR_{i}": s for i, s in enumerate(HOSTILE)}
+    assert hostile_files["requirements.txt"] == benign_files["requirements.txt"]
+
+
+def test_render_command_writes_the_source_dir(run_cli, tmp_path):
+    out = tmp_path / "src"
+    r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(out), "--output", "json")
+    assert r.code == 0, r.err
+    assert set(json.loads(r.out)["files"]) == EXPECTED_FILES
+    assert {p.name for p in out.iterdir()} == EXPECTED_FILES
+    assert (out / "train.py").read_text() == (GOLDENS / "llama70b" / "train.py").read_text()
+    r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(tmp_path / "t"), "--set", "smp.bogus=1")
+    assert r.code == 2 and "bogus" in r.err

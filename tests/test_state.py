@@ -1,0 +1,31 @@
+"""The last job submitted from this machine, behind `JOB=latest`."""
+import pytest
+
+from launcher.errors import UsageError
+from launcher.state import last_submitted, record_submitted, resolve_job, state_dir
+
+
+def test_record_and_resolve_latest(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    assert last_submitted(env) is None
+    path = record_submitted("llama-1", "eu-west-1", env)
+    record_submitted("llama-2", "us-east-1", env)
+    assert path.parent == tmp_path / "smp-launch" and [p.name for p in path.parent.iterdir()] == [path.name]
+    assert last_submitted(env)["job_name"] == "llama-2"
+    assert resolve_job("latest", None, env) == ("llama-2", "us-east-1")
+    assert resolve_job("latest", "ap-south-1", env) == ("llama-2", "ap-south-1")  # --region wins
+    assert resolve_job("other", None, env) == ("other", None)
+
+
+def test_home_fallback_and_a_broken_file(tmp_path):
+    env = {"HOME": str(tmp_path)}
+    assert state_dir(env) == tmp_path / ".local" / "state" / "smp-launch"
+    state_dir(env).mkdir(parents=True)
+    (state_dir(env) / "last-submitted.json").write_text("{not json")
+    assert last_submitted(env) is None
+    with pytest.raises(UsageError, match="no job has been submitted from this machine"):
+        resolve_job("latest", None, env)
+
+
+def test_tests_never_write_the_real_state_dir(tmp_path_factory):
+    assert state_dir().is_relative_to(tmp_path_factory.getbasetemp())  # conftest's autouse fixture

@@ -1,0 +1,235 @@
+"""The tailer against emulated jobs in-process: one call per poll, no line lost or repeated, exit codes."""
+import io
+import json
+import random
+import types
+
+import boto3
+import botocore.endpoint
+import pytest
+
+from launcher import emulator
+from launcher.aws import Clients
+from launcher.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
+from launcher.tail import LogReader, RateLimiter, follow
+from tests.emulation import VirtualClock, body_of, lost_and_duplicated
+
+
+@pytest.fixture
+def clock():
+    c = VirtualClock()
+    emulator.set_clock(c)
+    yield c
+    emulator.set_clock(None)
+
+
+@pytest.fixture
+def aws(clock):
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+
+
+def count_calls(clients: Clients) -> dict:
+    """Count every Logs API call the tailer makes, by operation."""
+    seen: dict = {}
+
+    def hook(model, **_kw):
+        seen[model.name] = seen.get(model.name, 0) + 1
+
+    clients.logs.meta.events.register("before-call.cloudwatch-logs", hook)
+    return seen
+
+
+def run(job, clock, clients=None, **kw):
+    out, err = io.StringIO(), io.StringIO()
+    clients = clients or Clients()
+    kw.setdefault("interval", 1.0)
+    result = follow(job, clients, out=out, err=err, clock=clock, sleep=clock.sleep, rng=random.Random(1),
+                    limiter=kw.pop("limiter", None) or RateLimiter(2.0, clock=clock, sleep=clock.sleep), **kw)
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("hosts", [1, 64])
+def test_one_filter_call_per_poll_whatever_the_host_count(aws, clock, hosts):
+    job = emulator.add_job(emulator.EmulatedJob("cost-job", hosts=hosts, training=20, late_hosts={hosts: 4.0}), aws)
+    clients = Clients()
+    calls = count_calls(clients)
+    result, out, _ = run("cost-job", clock, clients)
+    assert result.exit_code == EXIT_OK and result.status == "Completed"
+    assert set(calls) == {"FilterLogEvents"}, calls  # never GetLogEvents or DescribeLogStreams per host
+    assert calls["FilterLogEvents"] == result.stats.polls  # exactly one call each poll
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_late_streams_backdated_lines_and_decoys(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("job-a", hosts=4, training=30, late_hosts={3: 7.0, 4: 12.5},
+                                                backdate_every=3, backdate_seconds=4.0), aws)
+    result, out, _ = run("job-a", clock)
+    printed = body_of(out)
+    assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
+    assert {ln.split("]", 1)[0] for ln in out.splitlines() if ln.startswith("[")} == {
+        "[algo-1", "[algo-2", "[algo-3", "[algo-4"}
+    assert "decoy" not in out and result.stats.foreign > 0  # moto ignores the prefix; we re-check it
+    assert result.stats.duplicates > 0  # the overlap window re-read lines and eventIds dropped them
+
+
+def test_labels_carry_the_host_number_and_colour_by_it_on_a_terminal(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("colour", hosts=2, training=3), aws)
+    clock.t += 10
+    _, plain, _ = run("colour", clock, follow=False)
+    assert "\x1b[" not in plain and "[algo-2] [1,mpirank:8,algo-2]" in plain
+    _, coloured, _ = run("colour", clock, follow=False, color=True)
+    assert "\x1b[36m[algo-1]\x1b[0m" in coloured and "\x1b[33m[algo-2]\x1b[0m" in coloured
+
+
+def test_exit_codes_and_failure_reason(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("ok", training=4), aws)
+    emulator.add_job(emulator.EmulatedJob("bad", training=4, outcome="Failed"), aws)
+    emulator.add_job(emulator.EmulatedJob("halted", training=60, stop_after=6.0), aws)
+    ok, _, ok_err = run("ok", clock)
+    bad, bad_out, bad_err = run("bad", clock)
+    halted, _, _ = run("halted", clock)
+    assert (ok.exit_code, bad.exit_code, halted.exit_code) == (EXIT_OK, EXIT_JOB_FAILED, EXIT_STOPPED)
+    assert halted.status == "Stopped"
+    assert "bad Failed: AlgorithmError: ExecuteUserScriptError" in bad_err
+    assert "RuntimeError: CUDA out of memory" in bad_out  # the last line, caught by the final flush
+    assert "billable seconds:" in ok_err
+
+
+def test_secondary_status_transitions_print_once_in_order(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("phases", training=10), aws)
+    _, _, err = run("phases", clock, interval=0.5)
+    seen = [w for line in err.splitlines() for w in ("Starting", "Downloading", "Training", "Uploading",
+                                                     "Completed") if f" {w} - " in line]
+    assert seen == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
+
+
+def test_host_and_grep_filters(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("filt", hosts=4, training=10), aws)
+    _, out, _ = run("filt", clock, hosts=[2, 4], grep=r"step=[0-9]\b")
+    labels = {ln.split("]", 1)[0] for ln in out.splitlines()}
+    assert labels == {"[algo-2", "[algo-4"}
+    assert all("step=" in ln for ln in out.splitlines()) and len(out.splitlines()) == 2 * 9
+
+
+def test_json_lines(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("js", hosts=2, training=5, outcome="Failed"), aws)
+    result, out, _ = run("js", clock, as_json=True)
+    records = [json.loads(line) for line in out.splitlines()]
+    logs = [r for r in records if r["type"] == "log"]
+    assert {r["host"] for r in logs} == {"algo-1", "algo-2"} and len(logs) == len(job.expected_messages())
+    assert [r["status"] for r in records if r["type"] == "status"][-1] == "Failed"
+    assert records[-1]["type"] == "end" and records[-1]["exit_code"] == EXIT_JOB_FAILED == result.exit_code
+    assert records[-1]["failure_reason"].startswith("AlgorithmError")
+
+
+def test_no_follow_prints_what_exists_and_returns(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("running", hosts=2, training=600), aws)
+    clock.t += 3 + 20.5  # 20 s into training
+    result, out, err = run("running", clock, follow=False)
+    assert result.exit_code == EXIT_OK and len(body_of(out)) == 2 * 21
+    assert body_of(out)[0] == job.line(1, 0, False)
+    emulator.add_job(emulator.EmulatedJob("fresh"), aws)
+    result, out, err = run("fresh", clock, follow=False)
+    assert out == "" and "no log lines yet for fresh (InProgress, Starting)" in err
+
+
+def test_since_skips_older_lines(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("recent", hosts=1, training=600), aws)
+    clock.t += 3 + 100.5
+    _, out, _ = run("recent", clock, follow=False, since=10)
+    assert len(body_of(out)) == 10  # one line a second, the newest 0.5 s old
+
+
+def test_paging_resumes_next_poll_without_loss(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), aws)
+    clients = Clients()
+    out, err = io.StringIO(), io.StringIO()
+    from launcher.tail import _follow_loop, _Printer, _Status
+
+    printer = _Printer(out, err, False, False)
+    reader = LogReader("paged", clients.logs, RateLimiter(100, clock=clock, sleep=clock.sleep), page_size=7,
+                       max_pages=2, clock=clock, sleep=clock.sleep)
+    _follow_loop(reader, _Status("paged", clients, printer), printer, 1.0, 3.0, 4.0, 90.0, clock, clock.sleep,
+                 random.Random(0))
+    assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
+    assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
+
+
+def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=900, decoy=False), aws)
+    result, out, _ = run("long", clock, interval=5.0)
+    assert len(body_of(out)) == len(job.expected_messages()) == 4 * 900
+    assert result.stats.max_seen < 4 * 40  # about hosts x (overlap + poll) seconds of ids, not the whole job
+
+
+def test_own_backoff_on_throttling_with_a_hint(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("thr", hosts=3, training=20), aws)
+    clients = Clients(max_attempts=0)  # no botocore retries: every throttle reaches the tailer
+    policy = emulator.attach(clients.logs, emulator.Throttle(0.3, seed=4))
+    result, out, err = run("thr", clock, clients)
+    assert policy.throttled > 0 and result.stats.throttled == policy.throttled
+    assert "CloudWatch Logs is throttling reads" in err and "retrying in" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_botocore_retries_absorb_throttling(aws, clock, monkeypatch):
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=clock.sleep))
+    job = emulator.add_job(emulator.EmulatedJob("retry", hosts=3, training=20), aws)
+    clients = Clients(max_attempts=4)
+    policy = emulator.attach(clients.logs, emulator.Throttle(0.2, seed=7))
+    result, out, err = run("retry", clock, clients)
+    assert policy.throttled > 0 and result.stats.retried == policy.throttled and result.stats.throttled == 0
+    assert "retried; polling more slowly" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_server_side_throttling_in_process(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("srv", hosts=2, training=10), aws)
+    policy = emulator.Throttle(0.5, seed=2)
+    emulator.serve(policy)
+    try:
+        result, out, _ = run("srv", clock, Clients(max_attempts=0))
+    finally:
+        emulator.serve(None)
+    assert policy.throttled > 0 and result.stats.throttled == policy.throttled
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_ctrl_c_leaves_the_job_running(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("intr", training=600), aws)
+    polls = []
+
+    def sleep(seconds):
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise KeyboardInterrupt
+        clock.sleep(seconds)
+
+    out, err = io.StringIO(), io.StringIO()
+    result = follow("intr", Clients(), out=out, err=err, clock=clock, sleep=sleep, interval=1.0,
+                    limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    assert result.exit_code == EXIT_INTERRUPTED and result.interrupted
+    assert "stopped following intr; the job keeps running" in err.getvalue()
+    assert aws.describe_training_job(TrainingJobName="intr")["TrainingJobStatus"] == "InProgress"
+
+
+def test_rate_limiter_spaces_calls():
+    clock = VirtualClock()
+    limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    for _ in range(11):
+        limiter.acquire()
+    assert clock.slept == pytest.approx(5.0)  # one token up front, then 2 a second
+    clock.t += 100  # a long idle refills to the burst (2), not more
+    waits = [limiter.acquire() for _ in range(3)]
+    assert waits[:2] == [0.0, 0.0] and waits[2] == pytest.approx(0.5)
+
+
+def test_one_limiter_is_shared_by_every_logs_read(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("s1", training=10), aws)
+    emulator.add_job(emulator.EmulatedJob("s2", training=10), aws)
+    limiter = RateLimiter(1.0, clock=clock, sleep=clock.sleep)
+    clock.t += 20
+    for name in ("s1", "s2"):
+        run(name, clock, follow=False, limiter=limiter)
+    assert clock.slept == pytest.approx(1.0)  # the second job's read waited for the first's token
