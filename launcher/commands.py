@@ -65,9 +65,15 @@ def show_plan(spec: str, overrides: Sequence[str], output: str) -> int:
     """Print the plan; exit 2 when an advisory of severity error fires (the plan is still shown)."""
     from launcher import output as out
     from launcher.plan import build_plan
+    from launcher.request import stage
     from launcher.spec import load_spec
 
-    plan = build_plan(load_spec(spec, overrides)).as_dict()
+    loaded = load_spec(spec, overrides)
+    built = build_plan(loaded)
+    staged = stage(loaded, built)
+    plan = built.as_dict()
+    plan["source_uri"] = staged.source_uri
+    plan["request"] = staged.request
     if output == "json":
         emit_json(plan)
     else:

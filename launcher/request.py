@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.plan import Plan
+from launcher.spec.loader import LoadedSpec
 
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 
@@ -69,3 +71,33 @@ def predict_request(plan: Plan, source_uri: str, role_arn: str) -> dict[str, Any
     if est.get("subnets"):
         request["VpcConfig"] = {"Subnets": est["subnets"], "SecurityGroupIds": est["security_group_ids"]}
     return request
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The rendered source dir, its tarball, where that lands in S3, and the request that will name it."""
+
+    files: dict[str, str]
+    data: bytes
+    source_uri: str
+    request: dict[str, Any]
+
+
+def stage(loaded: LoadedSpec, plan: Plan, role_arn: str | None = None) -> Staged:
+    """Render and pack the source dir and predict the request; pure, like building the plan.
+
+    A role given by name gets its ARN only from IAM, so without `role_arn` the request shows a
+    placeholder that submit fills in.
+    """
+    from launcher.render import render_source
+    from launcher.source import code_uri, tarball
+
+    files = render_source(loaded, plan)
+    data = tarball(files)
+    source = code_uri(plan.estimator["code_location"], data)
+    if role_arn is None:
+        if not plan.role:
+            role_arn = "<no role: set role or SMP_LAUNCH_ROLE>"
+        else:
+            role_arn = plan.role if plan.role.startswith("arn:") else f"<ARN of role {plan.role}>"
+    return Staged(files, data, source, predict_request(plan, source, role_arn))

@@ -15,8 +15,8 @@ from launcher.aws import AwsError, Clients, explain
 from launcher.errors import LauncherError, Problem, SpecError
 from launcher.iam import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
 from launcher.plan import Plan, build_plan, require_region
-from launcher.request import predict_request
-from launcher.source import code_uri, split_s3, tarball, upload
+from launcher.request import stage
+from launcher.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
 
 
@@ -93,8 +93,6 @@ def _role_arn(plan: Plan, clients: Clients) -> str:
 def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = False,
             now: datetime | None = None, warn: Callable[[str], None] | None = None) -> Prepared:
     """Everything submit does that only reads: the plan, the rules, the role, the buckets, the tarball."""
-    from launcher.render import render_source
-
     warn = warn or (lambda m: print(f"warning: {m}", file=sys.stderr))
     plan = build_plan(loaded, now=now, env=clients.env)
     refused = blocking_errors(loaded, plan)
@@ -133,10 +131,8 @@ def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = Fal
         raise explain(exc) from None
     for w in warnings:
         warn(w)
-    files = render_source(loaded, plan)
-    data = tarball(files)
-    source = code_uri(plan.estimator["code_location"], data)
-    return Prepared(plan, files, data, source, role_arn, check, predict_request(plan, source, role_arn), warnings)
+    staged = stage(loaded, plan, role_arn)
+    return Prepared(plan, staged.files, staged.data, staged.source_uri, role_arn, check, staged.request, warnings)
 
 
 def submit(loaded: LoadedSpec, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,

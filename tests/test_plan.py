@@ -179,3 +179,13 @@ def test_building_a_plan_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan_of(JOBS / "llama7b.yaml")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_json_shows_the_request_submit_will_send(run_cli, monkeypatch):
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "arn:aws:iam::123456789012:role/R")
+    data = json.loads(run_cli("plan", str(JOBS / "llama7b.yaml"), "--output", "json").out)
+    req = data["request"]
+    assert req["RoleArn"] == "arn:aws:iam::123456789012:role/R" and req["TrainingJobName"] == data["job_name"]
+    assert json.loads(req["HyperParameters"]["sagemaker_submit_directory"]) == data["source_uri"]
+    assert data["source_uri"].endswith("/sourcedir.tar.gz")
+    assert req["ResourceConfig"]["InstanceCount"] == 1
