@@ -114,3 +114,16 @@ def test_no_credentials_is_one_actionable_line(world, tmp_path):
     assert out.returncode == 4
     assert out.stderr.strip().splitlines()[-1].startswith("no AWS credentials found")
     assert "Traceback" not in out.stderr
+
+
+def test_submit_wait_follows_the_job_to_its_end(world):
+    session, _, cli = world
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
+                          "line_interval": 0.2, "decoy": False})
+    try:
+        out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--wait")
+    finally:
+        emulator.set_default(None)
+    assert out.returncode == 0, out.stderr
+    assert "started llama2-7b-" in out.stdout and "[algo-1]" in out.stdout
+    assert "Completed" in out.stdout + out.stderr
