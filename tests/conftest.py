@@ -77,6 +77,18 @@ def _state_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
+@pytest.fixture
+def clock():
+    """A virtual clock driving every emulated job (tests.emulation.VirtualClock)."""
+    from launcher import emulator
+    from tests.emulation import VirtualClock
+
+    c = VirtualClock()
+    emulator.set_clock(c)
+    yield c
+    emulator.set_clock(None)
+
+
 def pytest_configure(config):
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     sys.dont_write_bytecode = True

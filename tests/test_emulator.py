@@ -4,15 +4,6 @@ import pytest
 
 from launcher import emulator
 from launcher.emulator import core
-from tests.emulation import VirtualClock
-
-
-@pytest.fixture
-def clock():
-    c = VirtualClock()
-    emulator.set_clock(c)
-    yield c
-    emulator.set_clock(None)
 
 
 @pytest.fixture

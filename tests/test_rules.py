@@ -5,17 +5,9 @@ from launcher.plan import build_plan
 from launcher.rules import RULES
 from launcher.rules.docs import DOC_FILE, markdown
 from launcher.spec import load_spec
-from tests.conftest import REPO
+from tests.conftest import MINIMAL, REPO
 
-BASE = """
-name: demo
-model:
-  preset: llama2-7b
-cluster:
-  region: us-west-2
-output:
-  path: s3://my-bucket/smp
-"""
+BASE = MINIMAL
 
 P5 = "cluster.instance_type=ml.p5.48xlarge"
 MIXTRAL = "model.preset=mixtral-8x7b"

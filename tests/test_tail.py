@@ -16,14 +16,6 @@ from tests.emulation import VirtualClock, body_of, lost_and_duplicated
 
 
 @pytest.fixture
-def clock():
-    c = VirtualClock()
-    emulator.set_clock(c)
-    yield c
-    emulator.set_clock(None)
-
-
-@pytest.fixture
 def aws(clock):
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")

@@ -7,10 +7,12 @@ ThreadedMotoServer started in the same process. Other modules register their pat
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+from typing import Any
 
 _PATCHES: dict[str, Callable[[], None]] = {}
 _APPLIED: set[str] = set()
@@ -55,6 +57,20 @@ def _apply(name: str) -> None:
     if name not in _APPLIED:
         _PATCHES[name]()
         _APPLIED.add(name)
+
+
+def after(first: Callable[[Any], None]):
+    """Wrap a moto backend method so `first(backend)` runs before it (e.g. writing due log lines)."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            first(self)
+            return method(self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def lock() -> threading.RLock:

@@ -8,7 +8,6 @@ backend, so a read in-process and a read through the server see the same thing.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from launcher.emulator import core, scenario
@@ -83,20 +82,11 @@ def _write(backend: Any, stream_name: str, events: list[tuple[float, float, str]
     return len(events)
 
 
-def _pumping(method):
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        pump(self)
-        return method(self, *args, **kwargs)
-
-    return wrapper
-
-
 def _apply() -> None:
     from moto.logs.models import LogsBackend
 
     for name in ("describe_log_streams", "get_log_events", "filter_log_events", "describe_log_groups"):
-        setattr(LogsBackend, name, _pumping(getattr(LogsBackend, name)))
+        setattr(LogsBackend, name, core.after(pump)(getattr(LogsBackend, name)))
 
 
 core.register_patch("logs:hosts", _apply)

@@ -7,7 +7,6 @@ others, so a straggler shows up in `smp-launch metrics`.
 """
 from __future__ import annotations
 
-import functools
 import random
 from typing import Any
 
@@ -57,20 +56,11 @@ def pump(backend: Any) -> int:
     return written
 
 
-def _pumping(method):
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        pump(self)
-        return method(self, *args, **kwargs)
-
-    return wrapper
-
-
 def _apply() -> None:
     from moto.cloudwatch.models import CloudWatchBackend
 
     for name in ("get_metric_data", "get_metric_statistics", "list_metrics"):
-        setattr(CloudWatchBackend, name, _pumping(getattr(CloudWatchBackend, name)))
+        setattr(CloudWatchBackend, name, core.after(pump)(getattr(CloudWatchBackend, name)))
 
 
 core.register_patch("cloudwatch:host-metrics", _apply)
