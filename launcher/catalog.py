@@ -16,14 +16,15 @@ class InstanceType:
     gpu_memory_gb: float
     smddp: bool  # SMDDP's optimised AllGather exists only on P4 (smp_v2.md section 5)
     fp8: bool    # FP8 needs Hopper (smp_v2.md section 2.3)
+    vcpus: int   # CloudWatch's CPUUtilization sums 0-100 over these
 
 
 INSTANCES: dict[str, InstanceType] = {
     i.name: i
     for i in (
-        InstanceType("ml.p4d.24xlarge", 8, "A100 40GB", 40.0, smddp=True, fp8=False),
-        InstanceType("ml.p4de.24xlarge", 8, "A100 80GB", 80.0, smddp=True, fp8=False),
-        InstanceType("ml.p5.48xlarge", 8, "H100 80GB", 80.0, smddp=False, fp8=True),
+        InstanceType("ml.p4d.24xlarge", 8, "A100 40GB", 40.0, smddp=True, fp8=False, vcpus=96),
+        InstanceType("ml.p4de.24xlarge", 8, "A100 80GB", 80.0, smddp=True, fp8=False, vcpus=96),
+        InstanceType("ml.p5.48xlarge", 8, "H100 80GB", 80.0, smddp=False, fp8=True, vcpus=192),
     )
 }
 

@@ -23,14 +23,13 @@ METRICS = (  # (CloudWatch name, label, divided by)
     ("CPUUtilization", "CPU utilization", "vcpus"),
     ("MemoryUtilization", "memory utilization", None),
 )
-VCPUS = {"ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}
 MAX_QUERIES = 500  # GetMetricData's limit per request
 BARS = "▁▂▃▄▅▆▇█"
 
 
 def devices(instance_type: str) -> dict[str, int | None]:
     known = INSTANCES.get(instance_type)
-    return {"gpus": known.gpus if known else None, "vcpus": VCPUS.get(instance_type)}
+    return {"gpus": known.gpus if known else None, "vcpus": known.vcpus if known else None}
 
 
 def period_for(seconds: float) -> int:
