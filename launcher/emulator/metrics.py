@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from launcher.catalog import INSTANCES
 from launcher.emulator import core, scenario
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
-VCPUS = {"ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}
 GPUS = 8
 
 
@@ -23,7 +23,8 @@ def values(job: scenario.EmulatedJob, host: int, step: int) -> dict[str, float]:
     gpu = (55.0 if host == 2 else 92.0) + rng.uniform(-4, 4)
     if step == 0:
         gpu = 10.0  # the first minute is start-up
-    vcpus = VCPUS.get(job.instance_type, 96)
+    known = INSTANCES.get(job.instance_type)
+    vcpus = known.vcpus if known else 96
     return {
         "GPUUtilization": GPUS * min(100.0, gpu),
         "GPUMemoryUtilization": GPUS * (78.0 + rng.uniform(-2, 2)),
