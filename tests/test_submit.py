@@ -257,3 +257,24 @@ def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
             "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_no_region_is_one_actionable_line(aws, monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    with pytest.raises(UsageError) as err:
+        submit(spec("cluster.region=null"), Clients(), now=NOW)
+    assert "no AWS region" in str(err.value) and err.value.exit_code == 2
+
+
+def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
+    from launcher.backends.estimator import import_sdk
+
+    import_sdk()
+    import sagemaker.telemetry.telemetry_logging as telemetry
+
+    sent = []
+    monkeypatch.setattr(telemetry, "_send_telemetry_request", lambda *a, **k: sent.append(a))
+    result, request = run(spec())
+    assert request and result.job_name and sent == []
