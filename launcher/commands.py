@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launcher.errors import EXIT_INVALID, EXIT_OK, LauncherError, SpecError, UsageError
+from launcher.errors import EXIT_INVALID, EXIT_OK, LauncherError, UsageError
 from launcher.output import emit_json
 
 
@@ -19,9 +19,6 @@ def validate_specs(specs: Sequence[str], overrides: Sequence[str], output: str) 
         try:
             loaded = load_spec(path, overrides)
             plan = build_plan(loaded)
-        except SpecError as err:
-            results.append({"file": path, "valid": False, "errors": err.lines()})
-            continue
         except LauncherError as err:
             results.append({"file": path, "valid": False, "errors": err.lines()})
             continue
