@@ -1,27 +1,18 @@
-"""Small time helpers for the commands that follow jobs (kept apart from the spec, which loads pydantic)."""
+"""Small time helpers for the commands that follow jobs."""
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 
+from launcher.durations import seconds
 from launcher.errors import UsageError
-
-_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_SINCE = re.compile(r"^(?:\d+(?:\.\d+)?[dhms])+$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 
 
 def parse_since(text: str, flag: str = "--since") -> float:
     """Seconds in `10m`, `1h30m`, `2d` or a plain number of seconds."""
-    value = text.strip().replace(" ", "")
     try:
-        seconds = float(value) if _SINCE.match(value) is None else sum(
-            float(n) * _UNITS[u] for n, u in _PART.findall(value))
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: use a duration such as 30s, 10m, 1h or 2d") from None
-    if seconds <= 0:
-        raise UsageError(f"{flag} {text!r}: the duration must be positive")
-    return seconds
+        return seconds(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
 
 
 def epoch(value: datetime | None) -> float | None:

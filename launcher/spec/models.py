@@ -24,7 +24,7 @@ from pydantic import (
 
 from launcher.architecture import MODEL_TYPES, Architecture
 from launcher.catalog import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
-from launcher.spec.durations import parse_duration
+from launcher.durations import parse_duration
 from launcher.spec.presets import PRESETS
 
 Duration = Annotated[

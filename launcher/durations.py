@@ -1,0 +1,42 @@
+"""Duration strings such as `1d`, `12h30m`, `10m` or a number of seconds.
+
+One parser serves the spec (max_run, max_wait: whole seconds) and the commands that look back in
+time (`--since`); it lives outside the spec package so those commands do not load pydantic.
+"""
+from __future__ import annotations
+
+import re
+
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_NUMBER = r"\d+(?:\.\d+)?"
+_PART = re.compile(rf"({_NUMBER})([dhms])")
+_WHOLE = re.compile(rf"^(?:{_NUMBER}[dhms])+$")
+FORMS = "use e.g. 1d, 12h, 90m, 1h30m or a number of seconds"
+
+
+def seconds(value: int | float | str) -> float:
+    """Seconds in `value`; ValueError when it is not a positive duration."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration; {FORMS}")
+    if isinstance(value, (int, float)):
+        total = float(value)
+    else:
+        text = value.strip().replace(" ", "")
+        if re.fullmatch(_NUMBER, text):
+            total = float(text)
+        elif _WHOLE.match(text):
+            total = sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+        else:
+            raise ValueError(f"{value!r} is not a duration; {FORMS}")
+    if total <= 0:
+        raise ValueError("a duration must be positive")
+    return total
+
+
+def parse_duration(value: int | str) -> int:
+    """Whole seconds, as SageMaker's max_run and max_wait take them."""
+    total = seconds(value)
+    if total != int(total):
+        raise ValueError(f"{value!r} is not a whole number of seconds")
+    return int(total)
+
