@@ -158,16 +158,33 @@ def _torchrun(src: Path, nproc: int, env: dict[str, str], args: list[str], echo:
     return record
 
 
-def prepare(spec_path: str, overrides: Sequence[str], tiny: bool,
-            max_steps: int | None) -> tuple[LoadedSpec, list[str]]:
+def _fits_this_machine(spec: JobSpec, nproc: int) -> None:
+    """Refuse a full-size model that cannot fit in this machine's memory, before torchrun is killed for it:
+    each process builds the whole model in fp32 before FSDP shards it."""
+    params = spec.model.architecture().parameters
+    need = nproc * params * 4
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > 0.8 * have:
+        raise UsageError(f"{spec.model.preset or spec.model.type} has {params / 1e9:.2f}B parameters: {nproc} "
+                         f"processes need about {need / 2**30:.0f} GiB to build it, this machine has "
+                         f"{have / 2**30:.0f} GiB; add --tiny to run the same architecture at a small size")
+
+
+def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int | None,
+            nproc: int = 2) -> tuple[LoadedSpec, list[str]]:
     """The spec as the preflight runs it, and the changes made to it for this machine."""
-    from launcher.plan import build_plan
+    from launcher.plan import blocking_errors, build_plan
     from launcher.spec import load_spec
 
     steps = DEFAULT_STEPS if max_steps is None else max_steps
     if steps < 3:
         raise UsageError("--max-steps must be at least 3: the preflight checkpoints part-way and resumes")
     base = load_spec(spec_path, overrides)
+    refused = blocking_errors(base, build_plan(base))
+    if refused:
+        raise refused
+    if not tiny:
+        _fits_this_machine(base.spec, nproc)
     changes = run_changes(base.spec, steps)
     if tiny:
         changes = tiny_overrides(base.spec) + changes
@@ -186,7 +203,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
     if nproc < 1:
         raise UsageError("--nproc must be at least 1")
     _require_torch()
-    loaded, changes = prepare(spec_path, overrides, tiny, max_steps)
+    loaded, changes = prepare(spec_path, overrides, tiny, max_steps, nproc)
     spec = loaded.spec
     decisions = build_plan(loaded).decisions
     shard = local_shard_degree(decisions["hybrid_shard_degree"], nproc)
@@ -211,7 +228,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
             notes.append(f"model.pretrained {spec.model.pretrained!r} was not downloaded: rank 0 loaded a random "
                          "model of the same type and dimensions, and the other ranks received it from rank 0")
             overrides = [*overrides, f"model.pretrained={root / 'pretrained'}"]
-            loaded, changes = prepare(spec_path, overrides, tiny, max_steps)
+            loaded, changes = prepare(spec_path, overrides, tiny, max_steps, nproc)
             changes.append(overrides[-1])
             spec = loaded.spec
         plan = build_plan(loaded)

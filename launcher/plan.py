@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher import __version__, progress
 from launcher.catalog import FRAMEWORKS, INSTANCES, smp_image_uri
-from launcher.errors import UsageError
+from launcher.errors import Problem, SpecError, UsageError
 from launcher.rules import evaluate
 from launcher.spec.loader import LoadedSpec
 
@@ -211,6 +211,13 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
         advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
     )
+
+
+def blocking_errors(loaded: LoadedSpec, plan: Plan) -> SpecError | None:
+    """The advisor's errors as spec problems (exit 2), each pointing at the field that caused it."""
+    problems = [Problem(loaded.mark(a["field"]), a["field"], f"{a['rule']} {a['message']}")
+                for a in plan.advisories if a["severity"] == "error"]
+    return SpecError(problems) if problems else None
 
 
 def require_region(plan: Plan) -> str:

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from launcher.aws import AwsError, Clients, explain
-from launcher.errors import LauncherError, Problem, SpecError
+from launcher.errors import LauncherError
 from launcher.iam import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
-from launcher.plan import Plan, build_plan, require_region
+from launcher.plan import Plan, blocking_errors, build_plan, require_region
 from launcher.request import stage
 from launcher.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
@@ -53,13 +53,6 @@ class Submitted:
 
 def console_url(region: str, job: str) -> str:
     return f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}"
-
-
-def blocking_errors(loaded: LoadedSpec, plan: Plan) -> SpecError | None:
-    """The advisor's errors as spec problems (exit 2), pointing at the field that caused each."""
-    problems = [Problem(loaded.mark(a["field"]), a["field"], f"{a['rule']} {a['message']}")
-                for a in plan.advisories if a["severity"] == "error"]
-    return SpecError(problems) if problems else None
 
 
 def _check_bucket(s3: Any, uri: str, region: str, what: str) -> None:

@@ -59,7 +59,9 @@ def test_tiny_preflight_of_each_reference_job(run_cli, job, delayed, not_run):
 
 BRANCHES = """
 name: branches
-model: {preset: mixtral-8x7b, seq_length: 64, pretrained: mistralai/Mixtral-8x7B-v0.1}
+model: {type: mixtral, num_layers: 2, hidden_width: 64, num_heads: 4, num_key_value_heads: 2,
+        intermediate_size: 128, vocab_size: 256, num_experts: 4, seq_length: 64,
+        pretrained: mistralai/Mixtral-8x7B-v0.1}
 cluster: {instance_type: ml.p5.48xlarge, region: us-west-2}
 smp: {hybrid_shard_degree: 1, expert_parallel_degree: 2, activation_checkpointing: false}
 training: {precision: fp16, batch_size: 2}
@@ -205,3 +207,14 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
     model = getattr(module, model_name)(getattr(module, config_name)(**hf_config(spec)))
     assert sum(p.numel() for p in model.parameters()) == arch.parameters
     assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"
+
+
+def test_advisor_errors_block_the_local_preflight_too(run_cli):
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--set", "smp.tensor_parallel_degree=3")
+    assert r.code == 2 and "SMP001" in r.err and "[algo-1]" not in r.out
+
+
+def test_a_full_size_model_that_cannot_fit_here_is_refused_with_a_hint(run_cli):
+    r = run_cli("submit", str(JOBS / "llama175b.yaml"), "--local")
+    assert r.code == 2 and "add --tiny" in r.err and len(r.err.strip().splitlines()) == 1
+    assert "[algo-1]" not in r.out
