@@ -1,7 +1,11 @@
 """Facts about instances, framework versions and SMP images that specs, plans and rules share.
 
-Sources: ../shared/reference/smp_v2.md sections 2.1 to 2.3 (SageMaker SDK v2 `pytorch-smp.json` and
-`image_uris.get_training_image_uri`; SMP release notes).
+Sources: the SMP v2 release notes and supported-frameworks pages
+(https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html,
+https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-support-v2.html), SageMaker
+SDK v2's `src/sagemaker/image_uri_config/pytorch-smp.json` and `image_uris.get_training_image_uri`
+(https://github.com/aws/sagemaker-python-sdk), and the EC2 instance pages for host memory and
+instance storage (https://aws.amazon.com/ec2/instance-types/p4/, https://aws.amazon.com/ec2/instance-types/p5/).
 """
 from __future__ import annotations
 
@@ -17,14 +21,19 @@ class InstanceType:
     smddp: bool  # SMDDP's optimised AllGather exists only on P4 (smp_v2.md section 5)
     fp8: bool    # FP8 needs Hopper (smp_v2.md section 2.3)
     vcpus: int   # CloudWatch's CPUUtilization sums 0-100 over these
+    host_memory_gib: int   # host RAM: where each rank builds the model without delayed parameter init
+    instance_storage_gb: int  # local NVMe: SageMaker mounts it instead of an EBS volume (0: none)
 
 
 INSTANCES: dict[str, InstanceType] = {
     i.name: i
     for i in (
-        InstanceType("ml.p4d.24xlarge", 8, "A100 40GB", 40.0, smddp=True, fp8=False, vcpus=96),
-        InstanceType("ml.p4de.24xlarge", 8, "A100 80GB", 80.0, smddp=True, fp8=False, vcpus=96),
-        InstanceType("ml.p5.48xlarge", 8, "H100 80GB", 80.0, smddp=False, fp8=True, vcpus=192),
+        InstanceType("ml.p4d.24xlarge", 8, "A100 40GB", 40.0, smddp=True, fp8=False, vcpus=96,
+                     host_memory_gib=1152, instance_storage_gb=8 * 1000),
+        InstanceType("ml.p4de.24xlarge", 8, "A100 80GB", 80.0, smddp=True, fp8=False, vcpus=96,
+                     host_memory_gib=1152, instance_storage_gb=8 * 1000),
+        InstanceType("ml.p5.48xlarge", 8, "H100 80GB", 80.0, smddp=False, fp8=True, vcpus=192,
+                     host_memory_gib=2048, instance_storage_gb=8 * 3840),
     )
 }
 
@@ -36,20 +45,37 @@ class FrameworkVersion:
     smp: str
     cuda: str
     min_sdk: str
+    transformers: str = ">=4.40.1,<4.47"  # the entry script's requirements.txt pin for this image
+    accelerate: str = ">=0.28.0,<2"
 
 
 # PyTorch version -> the SMP release its image carries (SDK v2 version_aliases), its Python and CUDA tag.
 FRAMEWORKS: dict[str, FrameworkVersion] = {
     f.pytorch: f
     for f in (
-        FrameworkVersion("2.0.1", "py310", "2.0.0", "cu118", "2.207.0"),
-        FrameworkVersion("2.1.2", "py310", "2.1.0", "cu121", "2.207.0"),
-        FrameworkVersion("2.2.0", "py310", "2.3.1", "cu121", "2.214.4"),
-        FrameworkVersion("2.3.1", "py311", "2.5.0", "cu121", "2.224.0"),
-        FrameworkVersion("2.4.1", "py311", "2.7.0", "cu121", "2.237.0"),
-        FrameworkVersion("2.5.1", "py311", "2.8.0", "cu124", "2.243.0"),
+        FrameworkVersion("2.0.1", "py310", "2.0.0", "cu118", "2.207.0", transformers=">=4.36.0,<4.40"),
+        FrameworkVersion("2.1.2", "py310", "2.1.0", "cu121", "2.207.0", transformers=">=4.36.0,<4.40"),
+        FrameworkVersion("2.2.0", "py310", "2.3.1", "cu121", "2.214.4", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.3.1", "py311", "2.5.0", "cu121", "2.224.0", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.4.1", "py311", "2.7.0", "cu121", "2.237.0", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.5.1", "py311", "2.8.0", "cu124", "2.243.0", transformers=">=4.40.1,<4.50"),
     )
 }
+# Why these ranges: transformers added `attn_implementation` (the script asks for "sdpa") in 4.36; SMP 2.4.0
+# and AWS's SMP v2 example scripts ask for transformers >= 4.40.1
+# (https://github.com/aws/amazon-sagemaker-examples, model_parallel_v2/shared-scripts/requirements.txt);
+# the upper bounds stop at releases AWS ships with a PyTorch of the same generation (its Hugging Face
+# training DLCs pair PyTorch 2.1 with transformers 4.36.0, 2.3 with 4.46.1 and 2.5.1 with 4.49.0:
+# https://github.com/aws/deep-learning-containers/blob/master/available_images.md), well before
+# transformers raised its own PyTorch floor; transformers 5 needs a newer PyTorch than any SMP image
+# carries and cannot import the model classes there.
+
+
+def requirements(pytorch_version: str) -> dict[str, str]:
+    """The pip requirement specifiers the entry script needs on this framework version's image."""
+    fw = FRAMEWORKS[pytorch_version]
+    return {"transformers": fw.transformers, "accelerate": fw.accelerate}
+
 
 DEFAULT_PYTORCH = "2.4.1"
 

@@ -8,16 +8,27 @@ The model is analytic and deliberately simple; each term cites where it comes fr
 - FSDP gathered units: one decoder layer is all-gathered in 16-bit at a time, plus the prefetched
   next one (forward_prefetch / BACKWARD_PRE with limit_all_gathers) and its unsharded gradient
   before the reduce-scatter; the root unit (embeddings, LM head) stays gathered through the step.
-- Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
-  Models", equations 1-2: a layer stores s*b*h*(34 + 5*a*s/h) bytes in 16-bit; flash attention drops
-  the 5*a*s/h score term, and tensor parallelism with sequence parallelism divides the rest by t.
-  With full activation checkpointing only each layer's input (2*s*b*h bytes) is kept, plus one layer
-  recomputed at a time; with offloading only `activation_loading_horizon` layer inputs stay on the
-  GPU. Context parallelism splits the sequence, so s becomes s/cp.
+- Activations, Hugging Face layers (use_smp_implementation false): bytes per s*b*h per layer MEASURED on
+  CPU by launcher/activation_measure.py, which counts the storages autograd saves for the real
+  transformers layer classes in bf16 with sdpa attention (the kernel family a GPU also uses: none of
+  them keeps the s x s scores); tests/test_memory.py re-measures them with the installed transformers.
+  RMSNorm's fp32 upcast and SwiGLU's three projections are why they exceed the textbook figure.
+- Activations, SMP's implementation (tsm.transform: Transformer Engine layers with flash attention) cannot
+  run on a CPU, so its figure is an ESTIMATE: Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", equation 1 without the 5*a*s/h score term, 34 bytes per
+  s*b*h, divided by t under tensor (sequence) parallelism.
+  With full activation checkpointing only each layer's input is kept (2 bytes per s*b*h, measured for
+  reentrant checkpointing), plus one layer recomputed at a time; with offloading only
+  `activation_loading_horizon` layer inputs stay on the GPU. Context parallelism splits the sequence,
+  so s becomes s/cp.
 - Logits and loss: b*s*V logits in 16-bit, their fp32 upcast for the loss, the fp32 log-softmax
   saved for backward and the fp32 gradient: 14 bytes per logit, split over t and cp.
+- Optimizer step: PyTorch's multi-tensor (foreach) AdamW, the default on GPUs, allocates one fp32 temporary
+  per local parameter (the square root of the second moment, torch/optim/adam.py `_multi_tensor_adam`):
+  4 bytes per sharded parameter, an estimate. It happens after backward has freed the activations,
+  so the peak is the larger of the forward/backward transient and this one.
 - Framework: the CUDA context and NCCL/SMDDP buffers (about 1.1 GB measured on A100/H100 nodes by
-  PyTorch users; a constant here) and allocator fragmentation (10% of the transient memory).
+  PyTorch users; a constant here) and allocator fragmentation (10% of the peak phase's transient memory).
 Figures are GiB and are called GB in the output, like the GPUs' nominal "40 GB".
 """
 from __future__ import annotations
@@ -30,8 +41,12 @@ from launcher.catalog import INSTANCES
 GIB = float(1 << 30)
 BYTES_PER_PARAM_STATE = 16
 HALF = 2
-ACT_BYTES_PER_SBH = 34      # Korthikanti et al. 2022, eq. 1 without the attention-score term
-CKPT_BYTES_PER_SBH = 2      # a checkpointed layer input, 16-bit
+ACT_BYTES_PER_SBH = 34      # SMP implementation: Korthikanti et al. 2022, eq. 1 without the score term (estimate)
+# Hugging Face layers, bf16, sdpa attention, not checkpointed: measured on CPU with transformers 5.24.0 and
+# torch 2.13.0 by `python -m launcher.activation_measure` (tests/test_memory.py re-measures them).
+HF_ACT_BYTES_PER_SBH = {"llama": 45.55, "mistral": 49.05, "mixtral": 85.27, "gpt_neox": 36.05}
+CKPT_BYTES_PER_SBH = 2      # a checkpointed layer's bf16 input: measured (reentrant checkpointing), every type
+ADAM_STEP_BYTES_PER_PARAM = 4  # foreach AdamW's fp32 temporary per local parameter (estimate)
 LOGIT_BYTES = 14            # 2 (bf16) + 4 (fp32 upcast) + 4 (log-softmax) + 4 (grad)
 CUDA_CONTEXT_GB = 1.1
 FRAGMENTATION = 0.10
@@ -51,6 +66,7 @@ class Layout:
     activation_checkpointing: bool = True
     activation_offloading: bool = False
     loading_horizon: int = 2
+    smp_implementation: bool = True  # tsm.transform replaced the Hugging Face layers
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,8 @@ class Estimate:
     per_gpu_gb: float
     capacity_gb: float
     breakdown: dict[str, float]
+    peak_phase: str = "forward/backward"
+    sources: dict[str, str] | None = None
 
     @property
     def fits(self) -> bool:
@@ -69,7 +87,9 @@ class Estimate:
 
     def as_dict(self) -> dict:
         return {"per_gpu_gb": round(self.per_gpu_gb, 2), "capacity_gb": self.capacity_gb, "fits": self.fits,
-                "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()}}
+                "peak_phase": self.peak_phase,
+                "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()},
+                "sources": dict(self.sources or {})}
 
 
 def model_states(arch: Architecture, lay: Layout) -> float:
@@ -94,10 +114,15 @@ def gathered_units(arch: Architecture, lay: Layout) -> float:
     return HALF * (3 * layer + root)
 
 
+def layer_bytes_per_sbh(arch: Architecture, lay: Layout) -> float:
+    """What one un-checkpointed layer keeps, per s*b*h: measured for HF layers, estimated for SMP's."""
+    return ACT_BYTES_PER_SBH if lay.smp_implementation else HF_ACT_BYTES_PER_SBH[arch.type]
+
+
 def activations(arch: Architecture, lay: Layout) -> float:
     s = lay.seq_length / lay.context_parallel
     sbh = s * lay.batch_size * arch.hidden_width
-    full_layer = ACT_BYTES_PER_SBH * sbh / lay.tensor_parallel
+    full_layer = layer_bytes_per_sbh(arch, lay) * sbh / lay.tensor_parallel
     if not lay.activation_checkpointing:
         return arch.num_layers * full_layer
     kept = min(arch.num_layers, lay.loading_horizon) if lay.activation_offloading else arch.num_layers
@@ -109,15 +134,46 @@ def logits(arch: Architecture, lay: Layout) -> float:
         lay.tensor_parallel * lay.context_parallel)
 
 
+def optimizer_step(arch: Architecture, lay: Layout) -> float:
+    """The AdamW step's temporary: 4 bytes per parameter this rank holds (a quarter of its model states)."""
+    return model_states(arch, lay) * ADAM_STEP_BYTES_PER_PARAM / BYTES_PER_PARAM_STATE
+
+
+def sources(lay: Layout) -> dict[str, str]:
+    """Which figures were measured on CPU and which are estimates, for `plan` to say."""
+    if lay.smp_implementation:
+        act = "estimate: Korthikanti et al. 2022 for SMP's Transformer Engine layers (not runnable on CPU)"
+    else:
+        act = "measured on CPU: autograd's saved tensors of the transformers layer class (bf16, sdpa)"
+    if lay.activation_checkpointing:
+        act += "; checkpointed layer inputs measured on CPU"
+    return {
+        "model_states": "estimate: 16 bytes per parameter (ZeRO, mixed-precision AdamW)",
+        "gathered_params": "estimate: FSDP holds two layers and one layer's gradient unsharded, plus the root",
+        "activations": act,
+        "logits_and_loss": "estimate: 14 bytes per logit",
+        "optimizer_step": "estimate: foreach AdamW's fp32 temporary, 4 bytes per local parameter",
+        "framework": "estimate: CUDA context and collectives 1.1 GB plus 10% fragmentation",
+    }
+
+
 def estimate(arch: Architecture, lay: Layout) -> Estimate:
-    """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity."""
+    """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
+
+    The peak is model states plus the larger of two phases' transients: forward/backward (gathered
+    parameters, activations, logits) or the optimizer step (AdamW's temporary), plus the framework.
+    """
     parts = {
         "model_states": model_states(arch, lay) / GIB,
         "gathered_params": gathered_units(arch, lay) / GIB,
         "activations": activations(arch, lay) / GIB,
         "logits_and_loss": logits(arch, lay) / GIB,
+        "optimizer_step": optimizer_step(arch, lay) / GIB,
     }
-    transient = parts["gathered_params"] + parts["activations"] + parts["logits_and_loss"]
+    step = parts["gathered_params"] + parts["activations"] + parts["logits_and_loss"]
+    phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (
+        "optimizer step", parts["optimizer_step"])
     parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
-    return Estimate(per_gpu_gb=sum(parts.values()),
-                    capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts)
+    return Estimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
+                    capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
+                    peak_phase=phase, sources=sources(lay))

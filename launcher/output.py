@@ -48,10 +48,27 @@ def show_plan(plan: dict[str, Any]) -> None:
         ("framework", f"PyTorch {fw['pytorch_version']} / {fw['py_version']} (SMP {fw['smp_version']})"),
         ("image", fw["image_uri"] or "unknown until a region is set"),
     ]
+    reqs = fw.get("requirements") or {}
+    if reqs:
+        rows.append(("requirements", ", ".join(f"{name}{spec}" for name, spec in reqs.items())))
+    decisions = plan.get("decisions") or {}
+    if decisions.get("shard_reason"):
+        rows.append(("sharding", f"{decisions['sharding_strategy']} over {decisions['hybrid_shard_degree']} GPUs: "
+                                 f"{decisions['shard_reason']}"))
+    if "transform" in decisions:
+        rows.append(("model implementation", "SMP (torch.sagemaker.transform)" if decisions["transform"]
+                     else "Hugging Face transformers"))
+    if "delayed_reason" in decisions:
+        rows.append(("delayed param init", f"{'on' if decisions['delayed_param_init'] else 'off'}: "
+                                           f"{decisions['delayed_reason']}"))
+    store = plan.get("storage") or {}
+    if store.get("note"):
+        rows.append(("local storage", store["note"]))
     mem = plan.get("memory")
     if mem:
         verdict = "fits" if mem["fits"] else "DOES NOT FIT"
-        rows.append(("GPU memory", f"{mem['per_gpu_gb']:.1f} of {mem['capacity_gb']:.0f} GB per GPU ({verdict})"))
+        rows.append(("GPU memory", f"{mem['per_gpu_gb']:.1f} of {mem['capacity_gb']:.0f} GB per GPU ({verdict}), "
+                                   f"peak in the {mem.get('peak_phase', 'forward/backward')}"))
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
@@ -59,6 +76,8 @@ def show_plan(plan: dict[str, Any]) -> None:
     if mem:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in mem["breakdown"].items())
         console.print(f"[bold]memory breakdown (GB)[/bold] {parts}")
+        for term, source in (mem.get("sources") or {}).items():
+            console.print(f"  {term}: {source}", markup=False)
     show_advisories(plan["advisories"], console)
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from launcher import __version__, progress
-from launcher.catalog import FRAMEWORKS, INSTANCES, smp_image_uri
+from launcher.catalog import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
 from launcher.errors import Problem, SpecError, UsageError
 from launcher.rules import evaluate
 from launcher.spec.loader import LoadedSpec
@@ -77,6 +77,8 @@ def distribution(loaded: LoadedSpec) -> dict[str, Any]:
         value = getattr(smp, key)
         if value is not None:
             params[key] = value
+    # SMP's offloading implementation is on only where the spec turns offloading on at all
+    params["sm_activation_offloading"] = smp.activation_offloading and smp.sm_activation_offloading
     return {
         "torch_distributed": {"enabled": True},
         "smdistributed": {"modelparallel": {"enabled": True, "parameters": params}},
@@ -116,6 +118,7 @@ class Plan:
     decisions: dict[str, Any] = field(default_factory=dict)
     advisories: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] | None = None
+    storage: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines)."""
@@ -129,7 +132,7 @@ class Plan:
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
             "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions,
-            "advisories": self.advisories, "memory": self.memory,
+            "advisories": self.advisories, "memory": self.memory, "storage": self.storage,
         })
 
 
@@ -196,8 +199,11 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         estimator["subnets"] = list(spec.cluster.subnets)
         estimator["security_group_ids"] = list(spec.cluster.security_group_ids)
     if spec.cluster.kms_key_id:
-        estimator["volume_kms_key"] = spec.cluster.kms_key_id
+        # CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage (p4d, p4de, p5):
+        # their local volumes are encrypted by the instance's hardware; the key protects the S3 output.
         estimator["output_kms_key"] = spec.cluster.kms_key_id
+        if not instance.instance_storage_gb:
+            estimator["volume_kms_key"] = spec.cluster.kms_key_id
 
     return Plan(
         spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
@@ -207,10 +213,21 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         global_batch_tokens=sequences * spec.model.seq_length,
         model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
         framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
-                   "image_uri": image},
+                   "image_uri": image, "requirements": requirements(fw.pytorch)},
         distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
         advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
+        storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
     )
+
+
+def storage(volume_size_gb: int, instance_type: str, instance_storage_gb: int) -> dict[str, Any]:
+    """Where the job's local files live: SageMaker mounts NVMe instance storage instead of an EBS
+    volume on instances that have it, so VolumeSizeInGB provisions nothing there (API_ResourceConfig)."""
+    if instance_storage_gb:
+        return {"kind": "instance storage", "size_gb": instance_storage_gb, "volume_size_gb_used": False,
+                "note": f"{instance_type} mounts its {instance_storage_gb:,} GB of NVMe instance storage; "
+                        f"volume_size_gb ({volume_size_gb}) provisions no EBS volume"}
+    return {"kind": "EBS volume", "size_gb": volume_size_gb, "volume_size_gb_used": True, "note": ""}
 
 
 def blocking_errors(loaded: LoadedSpec, plan: Plan) -> SpecError | None:

@@ -16,6 +16,7 @@ import jinja2
 
 from launcher import progress
 from launcher.architecture import HF_CLASSES
+from launcher.catalog import requirements
 from launcher.plan import CHECKPOINT_LOCAL_PATH, Plan, build_plan
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
@@ -136,8 +137,7 @@ def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, A
         "data": {"train": spec.data.train, "format": spec.data.format},
         "progress_format": progress.LINE_FORMAT,
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
-        "transformers_min": "4.40.1",
-        "accelerate_min": "0.28.0",
+        "requirements": requirements(spec.framework.pytorch_version),
     }
 
 

@@ -1,14 +1,38 @@
-"""The advisor's rules. Sources: the seed (../shared/seed/README.md, "seed: <section> <point>") and
-the SMP v2 reference notes (../shared/reference/smp_v2.md, "smp_v2.md <section>")."""
+"""The advisor's rules; each cites the public AWS page (or AWS repository) it follows."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from launcher.catalog import SMP_IMAGE_REGIONS, SMP_IMAGE_REPOSITORY
-from launcher.rules.decisions import DELAYED_INIT_THRESHOLD, tensor_parallel_only
+from launcher.rules.decisions import (
+    DELAYED_INIT_THRESHOLD,
+    host_copies_gib,
+    needs_transform,
+    tensor_parallel_only,
+)
 from launcher.rules.engine import Context, Finding, rule
 
-MAX_GLOBAL_TOKENS = 4 * 2**20  # seed: "most research keeps it under 4 million tokens"
+_DG = "https://docs.aws.amazon.com/sagemaker/latest/dg/"
+REF = _DG + "distributed-model-parallel-v2-reference.html"
+BEST = _DG + "model-parallel-best-practices-v2.html"
+HSDP = _DG + "model-parallel-core-features-v2-sharded-data-parallelism.html"
+TP = _DG + "model-parallel-core-features-v2-tensor-parallelism.html"
+EP = _DG + "model-parallel-core-features-v2-expert-parallelism.html"
+CP = _DG + "model-parallel-core-features-v2-context-parallelism.html"
+MIXED = _DG + "model-parallel-core-features-v2-mixed-precision.html"
+SMDDP = _DG + "model-parallel-core-features-v2-smddp-allgather.html"
+OFFLOAD = _DG + "model-parallel-core-features-v2-pytorch-activation-offloading.html"
+DELAYED = _DG + "model-parallel-core-features-v2-delayed-param-init.html"
+NOTES = _DG + "model-parallel-release-notes.html"
+SUPPORT = _DG + "distributed-model-parallel-support-v2.html"
+USE = _DG + "model-parallel-use-api-v2.html"
+RESOURCE = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html"
+EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/main/training/distributed_training/"
+            "pytorch/model_parallel_v2")
+ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
+SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/image_uri_config/pytorch-smp.json"
+
+MAX_GLOBAL_TOKENS = 4 * 2**20  # best practices: "most research keeps it under 4 million tokens"
 LONG_CONTEXT = 8192
 CP_MODELS = ("llama", "mistral", "gpt_neox")
 EP_MODELS = ("mixtral",)
@@ -27,9 +51,9 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-# ---- topology (smp_v2.md 1.2 and "Validation rules" 6-11) ----
+# ---- topology (SMP v2 reference and feature pages) ----
 
-@rule("SMP001", "error", "Every parallel degree divides the world size", "smp_v2.md 1.2; validation rules 6-7")
+@rule("SMP001", "error", "Every parallel degree divides the world size", f"{REF}; {TP}; {EP}; {CP}")
 def degrees_divide_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     for key in ("tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree", "hybrid_shard_degree"):
@@ -41,7 +65,7 @@ def degrees_divide_world(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("SMP002", "error", "hybrid_shard x tensor x expert divides the world size",
-      "smp_v2.md validation rule 8 (HyperPod adapter's check)")
+      f"{REF}; {ADAPTER} (validate_distributed_degrees)")
 def product_divides_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     product = ctx.shard * s.tensor_parallel_degree * s.expert_parallel_degree
@@ -53,7 +77,7 @@ def product_divides_world(ctx: Context) -> Iterator[Finding]:
                       "smp.hybrid_shard_degree")
 
 
-@rule("SMP003", "error", "context_parallel_degree <= sharding degree", "smp_v2.md 1.2 (context_parallel_degree)")
+@rule("SMP003", "error", "context_parallel_degree <= sharding degree", REF)
 def cp_within_shard(ctx: Context) -> Iterator[Finding]:
     cp = ctx.smp.context_parallel_degree
     if cp > 1 and cp > ctx.shard:
@@ -62,14 +86,14 @@ def cp_within_shard(ctx: Context) -> Iterator[Finding]:
                       "smp.context_parallel_degree")
 
 
-@rule("SMP004", "error", "Expert parallelism excludes tensor parallelism", "smp_v2.md 1.2 (EP) and 6")
+@rule("SMP004", "error", "Expert parallelism excludes tensor parallelism", EP)
 def ep_excludes_tp(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.expert_parallel_degree > 1 and ctx.smp.tensor_parallel_degree > 1:
         yield Finding("expert_parallel_degree > 1 cannot be combined with tensor_parallel_degree > 1; "
                       "set one of them to 1", "smp.expert_parallel_degree")
 
 
-@rule("SMP005", "warning", "Tensor parallelism across nodes", "smp_v2.md 1.2 (TP: the examples keep TP in [1, 8])")
+@rule("SMP005", "warning", "Tensor parallelism across nodes", f"{TP}; {EXAMPLES}")
 def tp_across_nodes(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
     if tp > ctx.instance.gpus:
@@ -78,14 +102,14 @@ def tp_across_nodes(ctx: Context) -> Iterator[Finding]:
                       "smp.tensor_parallel_degree")
 
 
-@rule("SMP006", "error", "Expert parallelism needs a mixture-of-experts model", "smp_v2.md 1.2 (EP: Mixtral only)")
+@rule("SMP006", "error", "Expert parallelism needs a mixture-of-experts model", EP)
 def ep_model(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.expert_parallel_degree > 1 and ctx.arch.type not in EP_MODELS:
         yield Finding(f"expert_parallel_degree needs a mixture-of-experts model (mixtral); this model is "
                       f"{ctx.arch.type}: set expert_parallel_degree to 1", "smp.expert_parallel_degree")
 
 
-@rule("SMP007", "error", "Context parallelism needs a supported model", "smp_v2.md 1.2 (CP: GPT-NeoX, Llama, Mistral)")
+@rule("SMP007", "error", "Context parallelism needs a supported model", CP)
 def cp_model(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.context_parallel_degree > 1 and ctx.arch.type not in CP_MODELS:
         yield Finding(f"context parallelism supports {', '.join(CP_MODELS)} models, not {ctx.arch.type}; "
@@ -93,7 +117,7 @@ def cp_model(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("SMP008", "error", "Sequence length divisible for context parallelism",
-      "smp_v2.md 3.1 point 10 (2 x cp chunks per sequence)")
+      f"{CP}; {EXAMPLES} (train_lib.get_batch_for_cp_rank)")
 def cp_seq(ctx: Context) -> Iterator[Finding]:
     cp = ctx.smp.context_parallel_degree
     if cp > 1 and ctx.seq % (2 * cp):
@@ -102,7 +126,7 @@ def cp_seq(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("SMP009", "error", "Attention heads divide by the tensor parallel degree",
-      "smp_v2.md 3.1 point 4 (TP splits heads)")
+      TP)
 def tp_heads(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
     if tp > 1 and (ctx.arch.num_heads % tp or ctx.arch.num_key_value_heads % tp):
@@ -110,7 +134,7 @@ def tp_heads(ctx: Context) -> Iterator[Finding]:
                       f"num_key_value_heads {ctx.arch.num_key_value_heads}", "smp.tensor_parallel_degree")
 
 
-@rule("SMP010", "error", "Experts divide by the expert parallel degree", "smp_v2.md 1.2 (EP)")
+@rule("SMP010", "error", "Experts divide by the expert parallel degree", EP)
 def ep_experts(ctx: Context) -> Iterator[Finding]:
     ep = ctx.smp.expert_parallel_degree
     if ep > 1 and ctx.arch.num_experts % ep:
@@ -118,30 +142,55 @@ def ep_experts(ctx: Context) -> Iterator[Finding]:
                       "smp.expert_parallel_degree")
 
 
-@rule("SMP011", "info", "hybrid_shard_degree 0 lets SMP choose", "smp_v2.md 1.2 (hybrid_shard_degree)")
+@rule("SMP011", "info", "What hybrid_shard_degree 0 resolves to", REF)
 def shard_auto(ctx: Context) -> Iterator[Finding]:
-    if ctx.smp.hybrid_shard_degree == 0:
-        yield Finding(f"hybrid_shard_degree 0: SMP shards over {ctx.shard} GPUs here; set it explicitly to keep "
-                      "the layout when instance_count changes", "smp.hybrid_shard_degree")
+    s = ctx.smp
+    if s.hybrid_shard_degree != 0 or (s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1):
+        return
+    if s.tensor_parallel_degree == 1 and ctx.world > ctx.shard:
+        hint = (f"to shard over more GPUs set hybrid_shard_degree explicitly (up to {ctx.world}); the memory "
+                f"estimate is for {ctx.shard}")
+    else:
+        hint = "set it explicitly to keep the layout when instance_count changes"
+    yield Finding(f"{ctx.decisions.shard_reason}; {hint}", "smp.hybrid_shard_degree")
 
 
-# ---- the seed's general settings ----
+@rule("SMP012", "error", "hybrid_shard_degree 0 with expert parallelism is undefined", f"{REF}; {EP}; {EXAMPLES}")
+def shard_auto_with_ep(ctx: Context) -> Iterator[Finding]:
+    s = ctx.smp
+    if s.hybrid_shard_degree == 0 and s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1:
+        most = ctx.world // s.expert_parallel_degree
+        yield Finding(f"hybrid_shard_degree 0 with expert_parallel_degree {s.expert_parallel_degree}: SMP's "
+                      "reference defines 0 only for tensor parallelism or native FSDP, so the sharding cannot be "
+                      f"predicted; set it to a divisor of {most} (AWS's Mixtral example shards over 32 with "
+                      "expert_parallel_degree 2 on 64 GPUs)", "smp.hybrid_shard_degree")
 
-@rule("SMP020", "warning", "Prefer bf16 to fp16", "seed: general settings 2")
+
+@rule("SMP013", "error", "Parallelism and fp8 need SMP's implementation", f"{REF}; {EXAMPLES}")
+def transform_needed(ctx: Context) -> Iterator[Finding]:
+    needs = needs_transform(ctx.spec)
+    if needs and not ctx.spec.model.use_smp_implementation:
+        yield Finding(f"{', '.join(needs)} run only on SMP's implementation (torch.sagemaker.transform); set "
+                      "model.use_smp_implementation: true or drop them", "model.use_smp_implementation")
+
+
+# ---- SMP v2 best practices: general settings ----
+
+@rule("SMP020", "warning", "Prefer bf16 to fp16", BEST)
 def prefer_bf16(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision == "fp16":
         yield Finding("fp16 mixed precision is less accurate than bf16 and needs loss scaling; set "
                       "training.precision: bf16", "training.precision")
 
 
-@rule("SMP021", "error", "fp8 needs P5 (H100)", "smp_v2.md 2.3 and 3.1 point 9")
+@rule("SMP021", "error", "fp8 needs P5 (H100)", MIXED)
 def fp8_instance(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision == "fp8" and not ctx.instance.fp8:
         yield Finding(f"fp8 needs H100 GPUs (ml.p5.48xlarge); {ctx.instance.name} has {ctx.instance.gpu}: "
                       "use precision bf16 or instance_type ml.p5.48xlarge", "training.precision")
 
 
-@rule("SMP022", "error", "fp8 needs a supported model and release", "smp_v2.md 3.1 point 9 (GPT-NeoX, Llama, Mixtral)")
+@rule("SMP022", "error", "fp8 needs a supported model and release", f"{MIXED}; {NOTES}")
 def fp8_model(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision != "fp8":
         return
@@ -152,7 +201,7 @@ def fp8_model(ctx: Context) -> Iterator[Finding]:
                       "framework.pytorch_version")
 
 
-@rule("SMP023", "error", "SMDDP only where it works", "seed: general settings 3; smp_v2.md 5")
+@rule("SMP023", "error", "SMDDP only where it works", f"{BEST}; {SMDDP}")
 def smddp_possible(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "smddp":
         return
@@ -164,7 +213,7 @@ def smddp_possible(ctx: Context) -> Iterator[Finding]:
                       "tensor_parallel_degree > 1); set backend: auto or nccl", "smp.backend")
 
 
-@rule("SMP024", "info", "What backend auto resolves to", "seed: general settings 3")
+@rule("SMP024", "info", "What backend auto resolves to", f"{BEST}; {SMDDP}")
 def backend_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "auto":
         return
@@ -177,35 +226,43 @@ def backend_auto(ctx: Context) -> Iterator[Finding]:
     yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {why}", "smp.backend")
 
 
-@rule("SMP025", "warning", "Delayed parameter init above 60B parameters", "seed: general settings 4")
+@rule("SMP025", "warning", "Delayed parameter init off where it is needed", f"{BEST}; {DELAYED}")
 def delayed_init_off(ctx: Context) -> Iterator[Finding]:
-    if ctx.smp.delayed_param_init is False and ctx.arch.parameters > DELAYED_INIT_THRESHOLD:
-        yield Finding(f"the model has {ctx.arch.parameters / 1e9:.1f}B parameters; above 60B initialise them "
-                      "lazily: set delayed_param_init: auto or true", "smp.delayed_param_init")
+    if ctx.smp.delayed_param_init is not False:
+        return
+    copies = host_copies_gib(ctx.spec)
+    if ctx.arch.parameters > DELAYED_INIT_THRESHOLD:
+        why = f"the model has {ctx.arch.parameters / 1e9:.1f}B parameters; above 60B initialise them lazily"
+    elif copies > ctx.instance.host_memory_gib:
+        why = (f"{ctx.instance.gpus} ranks each building the {ctx.arch.parameters / 1e9:.1f}B-parameter model in "
+               f"fp32 need {copies:,.0f} GiB of host memory and {ctx.instance.name} has "
+               f"{ctx.instance.host_memory_gib:,} GiB")
+    else:
+        return
+    yield Finding(f"{why}: set delayed_param_init: auto or true", "smp.delayed_param_init")
 
 
-@rule("SMP026", "info", "Delayed parameter init turned on", "seed: general settings 4")
+@rule("SMP026", "info", "Delayed parameter init turned on", f"{BEST}; {DELAYED}")
 def delayed_init_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.delayed_param_init == "auto" and ctx.decisions.delayed_param_init:
-        yield Finding(f"delayed parameter init is on: {ctx.arch.parameters / 1e9:.1f}B parameters is above 60B",
-                      "smp.delayed_param_init")
+        yield Finding(f"delayed parameter init is on: {ctx.decisions.delayed_reason}", "smp.delayed_param_init")
 
 
-@rule("SMP027", "warning", "Enable activation checkpointing", "seed: general settings 5")
+@rule("SMP027", "warning", "Enable activation checkpointing", BEST)
 def checkpointing_off(ctx: Context) -> Iterator[Finding]:
     if not ctx.smp.activation_checkpointing:
-        yield Finding("activation checkpointing is off; the seed recommends it for every model size: set "
+        yield Finding("activation checkpointing is off; SMP's best practices recommend it for every model size: set "
                       "smp.activation_checkpointing: true", "smp.activation_checkpointing")
 
 
-@rule("SMP028", "error", "Offloading needs checkpointing", "smp_v2.md 3.1 point 8; validation rule 15")
+@rule("SMP028", "error", "Offloading needs checkpointing", f"{OFFLOAD}; {REF}")
 def offload_needs_checkpointing(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.activation_offloading and not ctx.smp.activation_checkpointing:
         yield Finding("activation_offloading offloads checkpointed activations: turn on "
                       "activation_checkpointing or turn offloading off", "smp.activation_offloading")
 
 
-@rule("SMP029", "warning", "Offloading settings without offloading", "smp_v2.md validation rule 15")
+@rule("SMP029", "warning", "Offloading settings without offloading", f"{OFFLOAD}; {REF}")
 def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
     explicit = ctx.smp.model_fields_set & {"activation_loading_horizon", "sm_activation_offloading"}
     if explicit and not ctx.smp.activation_offloading:
@@ -213,9 +270,9 @@ def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
                       f"smp.{sorted(explicit)[0]}")
 
 
-# ---- the seed's batch and context rules ----
+# ---- SMP v2 best practices: batch and context ----
 
-@rule("SMP040", "warning", "Global batch above 4Mi tokens", "seed: starting points 2 (global batch)")
+@rule("SMP040", "warning", "Global batch above 4Mi tokens", BEST)
 def global_batch(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok:
         return
@@ -243,7 +300,7 @@ def global_batch(ctx: Context) -> Iterator[Finding]:
                   f"{fix}", "training.batch_size")
 
 
-@rule("SMP041", "warning", "Long context wants tensor parallelism", "seed: starting points 2 (long contexts)")
+@rule("SMP041", "warning", "Long context wants tensor parallelism", f"{BEST}; {TP}")
 def long_context(ctx: Context) -> Iterator[Finding]:
     if ctx.seq >= LONG_CONTEXT and ctx.smp.tensor_parallel_degree == 1:
         yield Finding(f"seq_length {ctx.seq}: activation memory is high and FSDP does not shard activations; "
@@ -253,21 +310,21 @@ def long_context(ctx: Context) -> Iterator[Finding]:
 
 # ---- versions, regions, images ----
 
-@rule("SMP050", "error", "An SMP image exists in the region", "smp_v2.md 2.2 (17 regions)")
+@rule("SMP050", "error", "An SMP image exists in the region", f"{SUPPORT}; {SDK}")
 def image_region(ctx: Context) -> Iterator[Finding]:
     if ctx.region and not ctx.spec.framework.image_uri and ctx.region not in SMP_IMAGE_REGIONS:
         yield Finding(f"no SMP v2 image is published in {ctx.region}; use one of {', '.join(SMP_IMAGE_REGIONS)} "
                       "or pin framework.image_uri", "cluster.region")
 
 
-@rule("SMP051", "warning", "A region is needed to resolve the image", "smp_v2.md 2.2")
+@rule("SMP051", "warning", "A region is needed to resolve the image", f"{SUPPORT}; {SDK}")
 def region_missing(ctx: Context) -> Iterator[Finding]:
     if not ctx.region:
         yield Finding("no region: set cluster.region, AWS_REGION or a profile region; the image cannot be resolved "
                       "and submit will refuse", "cluster.region")
 
 
-@rule("SMP052", "warning", "A pinned image should be an SMP image", "smp_v2.md 2.2 (image_uri skips the SDK's checks)")
+@rule("SMP052", "warning", "A pinned image should be an SMP image", f"{USE}; {SDK}")
 def pinned_image(ctx: Context) -> Iterator[Finding]:
     uri = ctx.spec.framework.image_uri
     if uri and f"/{SMP_IMAGE_REPOSITORY}" not in uri:
@@ -278,7 +335,7 @@ def pinned_image(ctx: Context) -> Iterator[Finding]:
                       "skips its version checks for a pinned image", "framework.image_uri")
 
 
-@rule("SMP053", "error", "Features need a recent enough SMP release", "smp_v2.md 2.1 (release notes)")
+@rule("SMP053", "error", "Features need a recent enough SMP release", NOTES)
 def feature_versions(ctx: Context) -> Iterator[Finding]:
     pt, s = _v(ctx.framework.pytorch), ctx.smp
     needs = []
@@ -296,7 +353,7 @@ def feature_versions(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("SMP054", "error", "The generated script needs PyTorch 2.2 or later",
-      "cpu_preflight.md (DCP save/load); templates/train_checkpoint.py.j2")
+      "https://pytorch.org/docs/stable/distributed.checkpoint.html; templates/train_checkpoint.py.j2")
 def script_pytorch(ctx: Context) -> Iterator[Finding]:
     if _v(ctx.framework.pytorch) < (2, 2, 0):
         yield Finding(f"the entry script's sharded checkpoints use torch.distributed.checkpoint save/load, "
@@ -304,7 +361,33 @@ def script_pytorch(ctx: Context) -> Iterator[Finding]:
                       f"(now {ctx.framework.pytorch})", "framework.pytorch_version")
 
 
-# ---- memory (seed: starting points 1; "extrapolate from these") ----
+# ---- the training volume: p4d, p4de and p5 have NVMe instance storage (CreateTrainingJob's ResourceConfig) ----
+
+@rule("SMP055", "error", "The volume size fits the instance storage", RESOURCE)
+def volume_too_large(ctx: Context) -> Iterator[Finding]:
+    storage = ctx.instance.instance_storage_gb
+    if storage and ctx.spec.cluster.volume_size_gb > storage:
+        yield Finding(f"{ctx.instance.name} trains on its {storage:,} GB of NVMe instance storage and SageMaker "
+                      f"refuses a volume_size_gb above it ({ctx.spec.cluster.volume_size_gb:,}); lower it or drop it",
+                      "cluster.volume_size_gb")
+
+
+@rule("SMP056", "info", "No EBS volume on instances with instance storage", RESOURCE)
+def volume_not_provisioned(ctx: Context) -> Iterator[Finding]:
+    storage = ctx.instance.instance_storage_gb
+    cluster = ctx.spec.cluster
+    if not storage:
+        return
+    if "volume_size_gb" in cluster.model_fields_set and cluster.volume_size_gb <= storage:
+        yield Finding(f"volume_size_gb {cluster.volume_size_gb} provisions nothing: {ctx.instance.name} mounts its "
+                      f"{storage:,} GB of NVMe instance storage instead of an EBS volume", "cluster.volume_size_gb")
+    if cluster.kms_key_id:
+        yield Finding(f"kms_key_id encrypts the job's output in S3 (OutputDataConfig.KmsKeyId); {ctx.instance.name}'s "
+                      "instance storage is encrypted by the instance's hardware, and CreateTrainingJob refuses a "
+                      "VolumeKmsKeyId there, so none is sent", "cluster.kms_key_id")
+
+
+# ---- memory (best practices: lowest sharding degree that fits; launcher/memory.py) ----
 
 def _fits(ctx: Context, **changes) -> float | None:
     from launcher.memory import estimate
@@ -313,7 +396,7 @@ def _fits(ctx: Context, **changes) -> float | None:
     return e.per_gpu_gb if e.fits else None
 
 
-@rule("SMP060", "error", "The step fits in GPU memory", "seed: starting points 1 and 'extrapolate from these'")
+@rule("SMP060", "error", "The step fits in GPU memory", f"{BEST}; launcher/memory.py")
 def memory_fits(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or ctx.memory.fits:
         return
@@ -350,11 +433,11 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
                                     "ml.p5.48xlarge (80 GB)")
     parts = ", ".join(f"{k} {v:.1f}" for k, v in e.breakdown.items())
     yield Finding(f"predicted peak {e.per_gpu_gb:.1f} GB per GPU exceeds the {e.capacity_gb:.0f} GB of "
-                  f"{ctx.instance.gpu} ({parts}); in the seed's order: {fix}", "training.batch_size")
+                  f"{ctx.instance.gpu} ({parts}); in the order SMP's best practices give: {fix}", "training.batch_size")
 
 
 @rule("SMP061", "info", "A lower sharding degree would communicate less",
-      "seed: starting points 1 (lowest degree that fits)")
+      f"{BEST}; {HSDP}")
 def shard_lower(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or not ctx.memory.fits or ctx.memory.utilisation >= 0.5 or ctx.shard <= ctx.instance.gpus:
         return
@@ -370,7 +453,7 @@ def shard_lower(ctx: Context) -> Iterator[Finding]:
             return
 
 
-@rule("SMP062", "warning", "Memory is tight", "seed: starting points 1 (cache-flush warnings)")
+@rule("SMP062", "warning", "Memory is tight", BEST)
 def memory_tight(ctx: Context) -> Iterator[Finding]:
     if ctx.topology_ok and ctx.memory.fits and ctx.memory.utilisation > 0.9:
         yield Finding(f"predicted peak {ctx.memory.per_gpu_gb:.1f} of {ctx.memory.capacity_gb:.0f} GB per GPU; "

@@ -1,36 +1,68 @@
-"""What `auto` settings resolve to, per the seed's general settings (seed README points 3 and 4).
+"""What `auto` settings and SMP's own defaults resolve to.
 
-The plan, the rules and the rendered entry script all read these, so they never disagree.
+The plan, the rules, the memory model and the rendered entry script all read these, so they never
+disagree. Sources: the SMP v2 reference (hybrid_shard_degree), the SMP v2 best practices (delayed
+parameter init, SMDDP) and AWS's SMP v2 example scripts (use_smp_implementation, delayed_param).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from launcher.architecture import MODEL_TYPES
 from launcher.catalog import INSTANCES
 from launcher.spec.models import JobSpec
 
-DELAYED_INIT_THRESHOLD = 60e9  # seed: "above 60 billion parameters use delayed parameter initialization"
+DELAYED_INIT_THRESHOLD = 60e9  # best practices: "above 60 billion parameters use delayed parameter initialization"
+FP32_BYTES = 4
+GIB = 1 << 30
+# Hugging Face architectures tsm.transform converts (SMP v2 tensor-parallelism page: GPT-NeoX, Llama,
+# Mistral, Mixtral); every model type smp-launch renders is one of them.
+SMP_MODELS = MODEL_TYPES
+# hybrid_shard_degree 0 with tensor_parallel_degree 1: SMP falls back to native FSDP, where HYBRID_SHARD
+# shards within one node and "is equivalent to hybrid_shard_degree of 8" (SMP v2 reference).
+NATIVE_HYBRID_SHARD_DEGREE = 8
 
 
 @dataclass(frozen=True)
 class Decisions:
     world_size: int
-    hybrid_shard_degree: int      # effective: what SMP shards over once 0 ("SMP decides") is resolved
+    hybrid_shard_degree: int      # effective: what the job really shards over, 0 resolved as SMP resolves it
     backend: str                  # smddp | nccl
     delayed_param_init: bool
-    transform: bool               # tsm.transform is needed (TP, CP, EP or fp8)
+    transform: bool               # the model runs SMP's implementation (tsm.transform)
     sharding_strategy: str        # the FSDP strategy the script asks for; SMP rewrites its groups
+    shard_reason: str             # how hybrid_shard_degree became the effective degree
+    delayed_reason: str           # why delayed parameter init is on or off
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def effective_shard_degree(spec: JobSpec, world: int) -> int:
-    """hybrid_shard_degree 0 means SMP picks the largest degree the other degrees leave (smp_v2.md 1.2, rule 8)."""
+    """The degree the job shards over, as the SMP v2 reference defines hybrid_shard_degree.
+
+    N > 0 is N. 0 with tensor_parallel_degree > 1: SMP picks the largest degree TP and the world
+    allow. 0 with TP 1: native FSDP decides from the script's strategy; the script renders
+    HYBRID_SHARD (as AWS's example scripts do), which shards over one node: 8 GPUs.
+    """
     smp = spec.smp
     if smp.hybrid_shard_degree > 0:
         return smp.hybrid_shard_degree
-    return max(1, world // (smp.tensor_parallel_degree * smp.expert_parallel_degree))
+    if smp.tensor_parallel_degree > 1:
+        return max(1, world // (smp.tensor_parallel_degree * smp.expert_parallel_degree))
+    gpus = INSTANCES[spec.cluster.instance_type].gpus
+    return min(world, NATIVE_HYBRID_SHARD_DEGREE, gpus)
+
+
+def shard_reason(spec: JobSpec, world: int, shard: int) -> str:
+    smp = spec.smp
+    if smp.hybrid_shard_degree > 0:
+        return f"hybrid_shard_degree {shard} as set"
+    if smp.tensor_parallel_degree > 1:
+        return (f"hybrid_shard_degree 0 with tensor_parallel_degree {smp.tensor_parallel_degree}: SMP picks the "
+                f"largest degree, world {world} // {smp.tensor_parallel_degree} = {shard}")
+    return (f"hybrid_shard_degree 0 with tensor_parallel_degree 1: SMP falls back to native PyTorch FSDP, and "
+            f"the script's HYBRID_SHARD shards within each node ({shard} GPUs), not over the {world} GPUs")
 
 
 def tensor_parallel_only(spec: JobSpec, shard: int) -> bool:
@@ -43,16 +75,49 @@ def auto_backend(spec: JobSpec, shard: int) -> str:
     return "smddp" if instance.smddp and not tensor_parallel_only(spec, shard) else "nccl"
 
 
+def needs_transform(spec: JobSpec) -> list[str]:
+    """The features that only run on SMP's implementation."""
+    smp = spec.smp
+    needs = [f"{name} {d}" for name, d in (("tensor_parallel_degree", smp.tensor_parallel_degree),
+                                            ("context_parallel_degree", smp.context_parallel_degree),
+                                            ("expert_parallel_degree", smp.expert_parallel_degree)) if d > 1]
+    if spec.training.precision == "fp8":
+        needs.append("precision fp8")
+    return needs
+
+
+def host_copies_gib(spec: JobSpec) -> float:
+    """Host memory the ranks of one instance need to build the model in fp32 without delayed init."""
+    instance = INSTANCES[spec.cluster.instance_type]
+    return instance.gpus * FP32_BYTES * spec.model.architecture().parameters / GIB
+
+
+def delayed_init(spec: JobSpec) -> tuple[bool, str]:
+    setting = spec.smp.delayed_param_init
+    if setting != "auto":
+        return bool(setting), f"delayed_param_init {str(setting).lower()} as set"
+    params = spec.model.architecture().parameters
+    instance = INSTANCES[spec.cluster.instance_type]
+    copies = host_copies_gib(spec)
+    if params > DELAYED_INIT_THRESHOLD:
+        return True, f"{params / 1e9:.1f}B parameters is above 60B"
+    if copies > instance.host_memory_gib:
+        return True, (f"{instance.gpus} ranks each building the model in fp32 need {copies:,.0f} GiB of host "
+                      f"memory; {instance.name} has {instance.host_memory_gib:,} GiB")
+    return False, (f"{params / 1e9:.1f}B parameters (60B or less) and {instance.gpus} fp32 copies "
+                   f"({copies:,.0f} GiB) fit the {instance.host_memory_gib:,} GiB of host memory")
+
+
 def decide(spec: JobSpec) -> Decisions:
     instance = INSTANCES[spec.cluster.instance_type]
     world = spec.cluster.instance_count * instance.gpus
     shard = effective_shard_degree(spec, world)
     smp = spec.smp
     backend = auto_backend(spec, shard) if smp.backend == "auto" else smp.backend
-    params = spec.model.architecture().parameters
-    delayed = params > DELAYED_INIT_THRESHOLD if smp.delayed_param_init == "auto" else bool(smp.delayed_param_init)
-    transform = (smp.tensor_parallel_degree > 1 or smp.context_parallel_degree > 1
-                 or smp.expert_parallel_degree > 1 or spec.training.precision == "fp8")
+    delayed, why = delayed_init(spec)
+    transform = spec.model.architecture().type in SMP_MODELS and (
+        spec.model.use_smp_implementation or bool(needs_transform(spec)))
     strategy = "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
     return Decisions(world_size=world, hybrid_shard_degree=shard, backend=backend,
-                     delayed_param_init=delayed, transform=transform, sharding_strategy=strategy)
+                     delayed_param_init=delayed, transform=transform, sharding_strategy=strategy,
+                     shard_reason=shard_reason(spec, world, shard), delayed_reason=why)

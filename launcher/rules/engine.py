@@ -67,7 +67,8 @@ class Context:
                     batch_size=self.spec.training.batch_size, seq_length=self.seq,
                     activation_checkpointing=self.smp.activation_checkpointing,
                     activation_offloading=self.smp.activation_offloading,
-                    loading_horizon=self.smp.activation_loading_horizon)
+                    loading_horizon=self.smp.activation_loading_horizon,
+                    smp_implementation=self.decisions.transform)
         base.update(changes)
         return Layout(**base)
 

@@ -68,6 +68,9 @@ class ModelSpec(_Section):
     num_experts_per_tok: Optional[Count] = None
     pretrained: Optional[StrictStr] = Field(
         None, description="Fine-tune from these weights: a Hugging Face model id or a path inside a data channel.")
+    use_smp_implementation: StrictBool = Field(
+        True, description="Convert the model to SMP's implementation with torch.sagemaker.transform (needed "
+                          "for tensor, context and expert parallelism and fp8); false keeps Hugging Face's.")
 
     @field_validator("preset")
     @classmethod
