@@ -97,7 +97,7 @@ def test_estimator_arguments(write_spec):
     assert est["checkpoint_s3_uri"] == "s3://my-bucket/smp/checkpoints/demo-20261130-091507-000"
     assert est["output_path"] == "s3://my-bucket/smp" and est["code_location"] == "s3://my-bucket/smp/code"
     assert est["subnets"] == ["subnet-0123456789abcdef0"] and est["security_group_ids"] == ["sg-0123456789abcdef0"]
-    assert est["volume_kms_key"] == est["output_kms_key"] == "alias/smp"
+    assert est["output_kms_key"] == "alias/smp" and "volume_kms_key" not in est
     assert est["role"] == "SMPRole" and est["environment"] == {"A": "b"} and est["hyperparameters"] == {"foo": 1}
     assert est["debugger_hook_config"] is False and est["disable_profiler"] is True
     tags = {t["Key"]: t["Value"] for t in est["tags"]}
@@ -189,3 +189,111 @@ def test_plan_json_shows_the_request_submit_will_send(run_cli, monkeypatch):
     assert json.loads(req["HyperParameters"]["sagemaker_submit_directory"]) == data["source_uri"]
     assert data["source_uri"].endswith("/sourcedir.tar.gz")
     assert req["ResourceConfig"]["InstanceCount"] == 1
+
+
+# ---- issue 9: the plan agrees with what SMP v2 and SageMaker really do ----
+
+def test_hybrid_shard_degree_0_with_tp_1_shards_within_a_node_as_native_fsdp_does():
+    """Defect 2: 0 was read as world // (tp x ep): 28.6 GB and "fits" for 70B on 32 nodes."""
+    plan = plan_of(JOBS / "llama70b.yaml", "smp.hybrid_shard_degree=0")
+    d = plan.decisions
+    assert d["hybrid_shard_degree"] == 8 and d["sharding_strategy"] == "HYBRID_SHARD"
+    assert "native PyTorch FSDP" in d["shard_reason"]
+    assert plan.memory["fits"] is False and plan.memory["per_gpu_gb"] > 150
+    rules = {a["rule"]: a for a in plan.advisories}
+    assert "SMP060" in rules and "raise hybrid_shard_degree" in rules["SMP060"]["message"]
+    assert "8 GPUs" in rules["SMP011"]["message"] and "256" in rules["SMP011"]["message"]
+    assert plan.distribution["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] == 0
+
+
+def test_hybrid_shard_degree_0_with_tp_takes_the_largest_degree():
+    d = plan_of(JOBS / "llama175b.yaml", "smp.hybrid_shard_degree=0").decisions
+    assert d["hybrid_shard_degree"] == 512 // 4 and d["sharding_strategy"] == "HYBRID_SHARD"
+
+
+def test_hybrid_shard_degree_0_with_expert_parallelism_must_be_set(write_spec):
+    plan = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
+                   "smp.expert_parallel_degree=2")
+    assert "SMP012" in {a["rule"] for a in plan.advisories if a["severity"] == "error"}
+
+
+def test_the_smp_implementation_is_the_default_for_every_supported_model(write_spec):
+    """Defect 4: tsm.transform ran only for TP/CP/EP/fp8."""
+    path = write_spec(MINIMAL)
+    for preset in ("llama2-7b", "mistral-7b", "mixtral-8x7b"):
+        assert plan_of(path, f"model.preset={preset}").decisions["transform"] is True, preset
+    off = plan_of(path, "model.use_smp_implementation=false")
+    assert off.decisions["transform"] is False
+    assert off.memory["sources"]["activations"].startswith("measured on CPU")
+    bad = plan_of(path, "model.use_smp_implementation=false", "smp.tensor_parallel_degree=2",
+                  "smp.hybrid_shard_degree=4")
+    assert "SMP013" in {a["rule"] for a in bad.advisories if a["severity"] == "error"}
+
+
+def test_delayed_init_turns_on_when_eight_fp32_copies_overflow_host_memory(write_spec):
+    """Defect 5: Mixtral 8x7B on 8 x p4d with AWS's EP2/HSD32 layout planned delayed_param_init false."""
+    plan = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
+                   "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=32")
+    assert plan.decisions["delayed_param_init"] is True
+    assert "1,152 GiB" in plan.decisions["delayed_reason"]
+    assert plan_of(JOBS / "llama7b.yaml").decisions["delayed_param_init"] is False
+    assert plan_of(JOBS / "llama70b.yaml").decisions["delayed_param_init"] is True  # the 60B rule stays
+    off = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
+                  "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=32", "smp.delayed_param_init=false")
+    assert "SMP025" in {a["rule"] for a in off.advisories}
+
+
+@pytest.mark.parametrize("instance", ["ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge"])
+def test_kms_key_never_becomes_a_volume_key_on_instance_storage(write_spec, instance):
+    """Defect 6: CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage."""
+    from launcher.request import predict_request
+
+    plan = plan_of(write_spec(MINIMAL), "cluster.kms_key_id=alias/smp", f"cluster.instance_type={instance}")
+    request = predict_request(plan, "s3://b/code.tar.gz", "arn:aws:iam::123456789012:role/r")
+    assert "VolumeKmsKeyId" not in request["ResourceConfig"]
+    assert request["OutputDataConfig"]["KmsKeyId"] == "alias/smp"
+    assert plan.storage["volume_size_gb_used"] is False and "instance storage" in plan.storage["note"]
+    assert "SMP056" in {a["rule"] for a in plan.advisories}
+
+
+def test_a_volume_larger_than_the_instance_storage_is_refused(write_spec):
+    plan = plan_of(write_spec(MINIMAL), "cluster.volume_size_gb=9000")
+    assert "SMP055" in {a["rule"] for a in plan.advisories if a["severity"] == "error"}
+
+
+def test_requirements_are_pinned_below_transformers_5_for_every_image():
+    """Defect 7: transformers>=4.40.1 let pip resolve a 5.x that cannot import on the image's PyTorch."""
+    from packaging.specifiers import SpecifierSet
+
+    from launcher.catalog import FRAMEWORKS, requirements
+
+    for version in FRAMEWORKS:
+        pins = requirements(version)
+        spec = SpecifierSet(pins["transformers"])
+        assert "5.0.0" not in spec and "4.40.1" in spec or version < "2.2", (version, pins)
+        assert any(c.operator == "<" for c in spec), (version, pins)
+    plan = plan_of(JOBS / "llama7b.yaml")
+    assert plan.framework["requirements"] == requirements(plan.framework["pytorch_version"])
+
+
+def test_rendered_requirements_follow_the_catalog():
+    from launcher.catalog import requirements
+    from launcher.render import render_source
+
+    loaded = load_spec(JOBS / "llama7b.yaml")
+    text = render_source(loaded, build_plan(loaded, now=NOW))["requirements.txt"]
+    pins = requirements(loaded.spec.framework.pytorch_version)
+    assert text.splitlines() == [f"{name}{spec}" for name, spec in pins.items()]
+
+
+def test_sm_activation_offloading_is_sent_as_the_spec_says(write_spec):
+    """Defect 8: sent true while offloading was off."""
+    def sent(*o):
+        return plan_of(write_spec(MINIMAL), *o).distribution["smdistributed"]["modelparallel"]["parameters"][
+            "sm_activation_offloading"]
+
+    assert sent() is False
+    assert sent("smp.activation_offloading=true") is True
+    assert sent("smp.activation_offloading=true", "smp.sm_activation_offloading=false") is False
+    assert plan_of(JOBS / "llama175b.yaml").distribution["smdistributed"]["modelparallel"]["parameters"][
+        "sm_activation_offloading"] is True

@@ -34,6 +34,10 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP010": ([MIXTRAL, "model.num_experts=6", "smp.expert_parallel_degree=4", "smp.hybrid_shard_degree=2"],
                [MIXTRAL, "smp.expert_parallel_degree=4", "smp.hybrid_shard_degree=2"]),
     "SMP011": ([], ["smp.hybrid_shard_degree=8"]),
+    "SMP012": ([MIXTRAL, "cluster.instance_count=2", "smp.expert_parallel_degree=2"],
+               [MIXTRAL, "cluster.instance_count=2", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=8"]),
+    "SMP013": (["model.use_smp_implementation=false", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"],
+               ["model.use_smp_implementation=false"]),
     "SMP020": (["training.precision=fp16"], ["training.precision=bf16"]),
     "SMP021": (["training.precision=fp8"], ["training.precision=fp8", P5]),
     "SMP022": (["training.precision=fp8", P5, "model.preset=mistral-7b"], ["training.precision=fp8", P5]),
@@ -59,6 +63,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP053": (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8", "framework.pytorch_version='2.2.0'"],
                ["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"]),
     "SMP054": (["framework.pytorch_version='2.1.2'"], ["framework.pytorch_version='2.2.0'"]),
+    "SMP055": (["cluster.volume_size_gb=9000"], ["cluster.volume_size_gb=8000"]),
+    "SMP056": (["cluster.kms_key_id=alias/smp"], []),
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
     "SMP061": (["cluster.instance_count=4", "smp.hybrid_shard_degree=32", "training.batch_size=1"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
@@ -145,3 +151,21 @@ def test_plan_shows_the_whole_plan_and_exits_2_on_error(run_cli, write_spec):
 
 def test_committed_rules_doc_is_current():
     assert (REPO / DOC_FILE).read_text() == markdown(), "run `make docs` and commit docs/rules.md"
+
+
+def test_every_rule_cites_public_urls_or_files_in_the_repository():
+    for r in RULES:
+        for part in r.source.split("; "):
+            ref = part.split(" (")[0]
+            assert ref.startswith("https://") or (REPO / ref).is_file(), (r.id, part)
+        assert any(p.startswith("https://") for p in r.source.split("; ")), r.id
+    assert "smp_v2.md" not in markdown() and "seed:" not in markdown()
+
+
+def test_delayed_init_fires_for_host_memory_too(fired):
+    found = fired([MIXTRAL, "cluster.instance_count=8", "smp.expert_parallel_degree=2",
+                   "smp.hybrid_shard_degree=32"])
+    assert "host memory" in found["SMP026"]["message"]
+    off = fired([MIXTRAL, "cluster.instance_count=8", "smp.expert_parallel_degree=2",
+                 "smp.hybrid_shard_degree=32", "smp.delayed_param_init=false"])
+    assert "1,152 GiB" in off["SMP025"]["message"]

@@ -27,8 +27,8 @@ NOTES = _DG + "model-parallel-release-notes.html"
 SUPPORT = _DG + "distributed-model-parallel-support-v2.html"
 USE = _DG + "model-parallel-use-api-v2.html"
 RESOURCE = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html"
-EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/main/training/distributed_training/"
-            "pytorch/model_parallel_v2")
+EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/4ad18040d41d315b245d68b8d92d2674ec6a7755/"
+            "training/distributed_training/pytorch/model_parallel_v2")
 ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
 SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/image_uri_config/pytorch-smp.json"
 
