@@ -94,8 +94,10 @@ def test_script_follows_the_spec_and_the_advisors_decisions():
     order = [script.index(s) for s in ("import smdistributed.dataparallel.torch.torch_smddp",
                                         "dist.init_process_group(backend=backend", "    tsm.init()\n")]
     assert order == sorted(order)  # SMDDP, then the process group, then SMP
-    nccl = render_source(load_spec(JOBS / "llama7b.yaml", ["smp.backend=nccl"]))["train.py"]
-    assert "smddp" not in nccl and "tsm.transform(" not in nccl and "DelayedParamIniter" not in nccl
+    nccl = render_source(load_spec(JOBS / "llama7b.yaml", ["smp.backend=nccl", "model.use_smp_implementation=false"]))
+    assert "smddp" not in nccl["train.py"] and "tsm.transform(" not in nccl["train.py"]
+    assert "DelayedParamIniter" not in nccl["train.py"]
+    assert "tsm.transform(model)" in render_source(load_spec(JOBS / "llama7b.yaml"))["train.py"]  # the default
 
 
 def test_the_scripts_progress_line_is_what_the_parser_and_metric_definitions_read():
