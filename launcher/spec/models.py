@@ -130,7 +130,9 @@ class ClusterSpec(_Section):
         None, description="AWS region; otherwise AWS_REGION, AWS_DEFAULT_REGION or the profile's region.")
     subnets: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(default_factory=list)
     security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(default_factory=list)
-    kms_key_id: Optional[StrictStr] = Field(None, description="KMS key for the training volume and the output.")
+    kms_key_id: Optional[StrictStr] = Field(
+        None, description="KMS key for the job's S3 output; p4d, p4de and p5 encrypt their instance storage "
+                          "in hardware.")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -153,14 +155,17 @@ class FrameworkSpec(_Section):
 class SmpSpec(_Section):
     """The nine SMP v2 parameters plus how the script uses them (smp_v2.md section 1.2)."""
 
-    hybrid_shard_degree: StrictInt = Field(0, ge=0, description="0: SMP decides; 1: no sharding; N: shard over N GPUs.")
+    hybrid_shard_degree: StrictInt = Field(
+        0, ge=0, description="0: SMP's default (with tensor parallelism the largest degree, else native FSDP "
+                             "within each node: 8); 1: no sharding; N: shard over N GPUs.")
     tensor_parallel_degree: Count = 1
     context_parallel_degree: Count = 1
     expert_parallel_degree: Count = 1
     activation_checkpointing: StrictBool = True
     activation_offloading: StrictBool = False
     delayed_param_init: Literal[True, False, "auto"] = Field(
-        "auto", description="auto turns it on above 60B parameters.")
+        "auto", description="auto turns it on above 60B parameters, or when one fp32 copy per GPU would not "
+                            "fit the host memory.")
     backend: Literal["auto", "smddp", "nccl"] = Field(
         "auto", description="auto: smddp on P4 except tensor-parallel-only jobs; nccl otherwise.")
     sm_activation_offloading: StrictBool = True
