@@ -297,3 +297,17 @@ def test_sm_activation_offloading_is_sent_as_the_spec_says(write_spec):
     assert sent("smp.activation_offloading=true", "smp.sm_activation_offloading=false") is False
     assert plan_of(JOBS / "llama175b.yaml").distribution["smdistributed"]["modelparallel"]["parameters"][
         "sm_activation_offloading"] is True
+
+
+def test_plan_command_tells_the_truth_about_hybrid_shard_degree_0(run_cli):
+    """`plan jobs/llama70b.yaml --set smp.hybrid_shard_degree=0`, table and JSON: 8 GPUs, does not fit."""
+    args = ("plan", str(JOBS / "llama70b.yaml"), "--set", "smp.hybrid_shard_degree=0")
+    table = run_cli(*args)
+    assert table.code == 2 and "HYBRID_SHARD over 8 GPUs" in table.out and "DOES NOT FIT" in table.out
+    assert "measured on CPU" in table.out and "estimate:" in table.out  # each memory term says which it is
+    flat = "".join(ch for ch in table.out if not ch.isspace() and ch != "│")  # the table wraps long cells
+    assert "transformers>=4.40.1,<4.47" in flat and "provisionsnoEBSvolume" in flat
+    data = json.loads(run_cli(*args, "--output", "json").out)
+    assert data["decisions"]["hybrid_shard_degree"] == 8 and data["memory"]["fits"] is False
+    assert data["memory"]["per_gpu_gb"] > 150
+    assert set(data["memory"]["sources"]) == set(data["memory"]["breakdown"])
