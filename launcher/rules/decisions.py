@@ -61,8 +61,9 @@ def shard_reason(spec: JobSpec, world: int, shard: int) -> str:
     if smp.tensor_parallel_degree > 1:
         return (f"hybrid_shard_degree 0 with tensor_parallel_degree {smp.tensor_parallel_degree}: SMP picks the "
                 f"largest degree, world {world} // {smp.tensor_parallel_degree} = {shard}")
+    where = f"({shard} GPUs), not over the {world} GPUs" if world > shard else f"(all {shard} GPUs of this job)"
     return (f"hybrid_shard_degree 0 with tensor_parallel_degree 1: SMP falls back to native PyTorch FSDP, and "
-            f"the script's HYBRID_SHARD shards within each node ({shard} GPUs), not over the {world} GPUs")
+            f"the script's HYBRID_SHARD shards within each node {where}")
 
 
 def tensor_parallel_only(spec: JobSpec, shard: int) -> bool:
