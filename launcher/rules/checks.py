@@ -27,6 +27,7 @@ NOTES = _DG + "model-parallel-release-notes.html"
 SUPPORT = _DG + "distributed-model-parallel-support-v2.html"
 USE = _DG + "model-parallel-use-api-v2.html"
 RESOURCE = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html"
+CHECKPOINT_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CheckpointConfig.html"
 EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/4ad18040d41d315b245d68b8d92d2674ec6a7755/"
             "training/distributed_training/pytorch/model_parallel_v2")
 ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
@@ -372,7 +373,7 @@ def volume_too_large(ctx: Context) -> Iterator[Finding]:
                       "cluster.volume_size_gb")
 
 
-@rule("SMP056", "info", "No EBS volume on instances with instance storage", RESOURCE)
+@rule("SMP056", "info", "No EBS volume on instances with instance storage", f"{RESOURCE}; {CHECKPOINT_API}")
 def volume_not_provisioned(ctx: Context) -> Iterator[Finding]:
     storage = ctx.instance.instance_storage_gb
     cluster = ctx.spec.cluster
@@ -382,9 +383,11 @@ def volume_not_provisioned(ctx: Context) -> Iterator[Finding]:
         yield Finding(f"volume_size_gb {cluster.volume_size_gb} provisions nothing: {ctx.instance.name} mounts its "
                       f"{storage:,} GB of NVMe instance storage instead of an EBS volume", "cluster.volume_size_gb")
     if cluster.kms_key_id:
-        yield Finding(f"kms_key_id encrypts the job's output in S3 (OutputDataConfig.KmsKeyId); {ctx.instance.name}'s "
-                      "instance storage is encrypted by the instance's hardware, and CreateTrainingJob refuses a "
-                      "VolumeKmsKeyId there, so none is sent", "cluster.kms_key_id")
+        yield Finding(f"kms_key_id encrypts the job's output in S3 (OutputDataConfig.KmsKeyId) and the uploaded "
+                      f"source; {ctx.instance.name}'s instance storage is encrypted by the instance's hardware and "
+                      "CreateTrainingJob refuses a VolumeKmsKeyId there, so none is sent; CheckpointConfig takes no "
+                      "key, so checkpoint uploads get the bucket's default encryption (give the checkpoint bucket "
+                      "SSE-KMS with this key if they must use it)", "cluster.kms_key_id")
 
 
 # ---- memory (best practices: lowest sharding degree that fits; launcher/memory.py) ----
