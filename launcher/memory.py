@@ -16,7 +16,8 @@ The model is analytic and deliberately simple; each term cites where it comes fr
 - Activations, SMP's implementation (tsm.transform: Transformer Engine layers with flash attention) cannot
   run on a CPU, so its figure is an ESTIMATE: Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models", equation 1 without the 5*a*s/h score term, 34 bytes per
-  s*b*h, divided by t under tensor (sequence) parallelism.
+  s*b*h, divided by t under tensor (sequence) parallelism; a mixture of experts adds the MLP's 19 for
+  each further expert a token is routed to.
   With full activation checkpointing only each layer's input is kept (2 bytes per s*b*h, measured for
   reentrant checkpointing), plus one layer recomputed at a time; with offloading only
   `activation_loading_horizon` layer inputs stay on the GPU. Context parallelism splits the sequence,
@@ -42,6 +43,8 @@ GIB = float(1 << 30)
 BYTES_PER_PARAM_STATE = 16
 HALF = 2
 ACT_BYTES_PER_SBH = 34      # SMP implementation: Korthikanti et al. 2022, eq. 1 without the score term (estimate)
+MLP_BYTES_PER_SBH = 19      # the MLP's share of those 34 (its input, the 4h activation and its input, the mask);
+                            # a mixture of experts keeps it once per expert a token is routed to (estimate)
 # Hugging Face layers, bf16, sdpa attention, not checkpointed: measured on CPU with transformers 5.24.0 and
 # torch 2.13.0 by `python -m launcher.activation_measure` (tests/test_memory.py re-measures them).
 HF_ACT_BYTES_PER_SBH = {"llama": 45.56, "mistral": 49.09, "mixtral": 85.55, "gpt_neox": 36.06}
@@ -116,7 +119,10 @@ def gathered_units(arch: Architecture, lay: Layout) -> float:
 
 def layer_bytes_per_sbh(arch: Architecture, lay: Layout) -> float:
     """What one un-checkpointed layer keeps, per s*b*h: measured for HF layers, estimated for SMP's."""
-    return ACT_BYTES_PER_SBH if lay.smp_implementation else HF_ACT_BYTES_PER_SBH[arch.type]
+    if not lay.smp_implementation:
+        return HF_ACT_BYTES_PER_SBH[arch.type]
+    routed = arch.num_experts_per_tok if arch.num_experts > 1 else 1
+    return ACT_BYTES_PER_SBH + (routed - 1) * MLP_BYTES_PER_SBH
 
 
 def activations(arch: Architecture, lay: Layout) -> float:

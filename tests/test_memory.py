@@ -93,6 +93,13 @@ def test_hugging_face_layers_use_the_measured_constants_and_smp_layers_the_estim
     assert all(v.startswith("estimate") for k, v in sources.items() if k != "activations")
 
 
+def test_a_mixture_of_experts_keeps_the_mlp_activations_once_per_routed_expert():
+    mix = PRESETS["mixtral-8x7b"].architecture
+    lay = Layout(P4D, 8, batch_size=1, activation_checkpointing=False)
+    sbh = 4096 * mix.hidden_width
+    assert activations(mix, lay) == pytest.approx(mix.num_layers * (34 + (mix.num_experts_per_tok - 1) * 19) * sbh)
+
+
 def _measure_or_skip():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
