@@ -122,6 +122,11 @@ class Loader(Reader, Scanner, Parser, Composer, _Constructor, _Resolver):
             raise Refused(f"more than {MAX_NODES} values once YAML aliases are expanded; "
                           "a spec needs far fewer (is this an alias bomb?)", mark)
 
+    def fetch_flow_collection_start(self, token_class):
+        if self.flow_level >= MAX_DEPTH:  # the scanner looks ahead through every open bracket: stop it early
+            raise Refused(f"values are nested more than {MAX_DEPTH} levels deep", self.get_mark())
+        super().fetch_flow_collection_start(token_class)
+
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, AliasEvent):
