@@ -81,8 +81,9 @@ def _position(data: bytes, offset: int) -> tuple[int, int]:
 
 def _decode(data: bytes, file: str) -> str:
     """The text of a spec file: UTF-8 (a BOM is fine) with no control characters, else one clear line."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data:
-        line, col = _position(data, max(data.find(b"\x00"), 0))
+    utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+    if utf16 or b"\x00" in data:
+        line, col = _position(data, 0 if utf16 else data.find(b"\x00"))
         raise SpecError([Problem(Mark(file, line, col), "", "the file is not UTF-8 text (UTF-16, or NUL "
                                                             "bytes); save it as UTF-8")])
     try:
