@@ -302,3 +302,10 @@ def test_the_bisected_fix_is_the_largest_batch_that_fits(write_spec, batch):
     plans = {b: build_plan(load_spec(spec, [f"training.batch_size={b}"])) for b in range(1, batch)}
     fitting = [b for b, plan in plans.items() if not any(a["rule"] == "SMP060" for a in plan.advisories)]
     assert fix == max(fitting)
+
+
+@pytest.mark.parametrize("target", ['"a\\0b.yaml"', '"' + "a" * 5000 + '.yaml"', "loop.yaml", "''", "[a.yaml]"])
+def test_extends_paths_that_cannot_be_opened(run_cli, write_spec, tmp_path, target):
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    m = bounded_error(run_cli("validate", str(write_spec(f"extends: {target}\n" + MINIMAL))))
+    assert m["path"] == "extends" and (m["line"], m["col"]) == ("1", "10")

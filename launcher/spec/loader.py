@@ -223,7 +223,7 @@ def _read(path: Path, file: str, via: Mark | None) -> str:
     if via is not None:
         try:
             real = path.resolve()
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):
             real = path
         if path.suffix.lower() not in (".yaml", ".yml") or real.suffix.lower() not in (".yaml", ".yml"):
             raise refuse(f"extends must name a .yaml or .yml spec file, not {clean(file, limit=200)}")
@@ -258,7 +258,7 @@ def _load_file(path: Path) -> tuple[_Doc, list[str]]:
         file = _display(path)
         try:
             real = path.resolve()
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):
             real = path.absolute()
         if real in chain:
             names = " -> ".join(clean(f, limit=200) for f in files + [file])
@@ -273,7 +273,7 @@ def _load_file(path: Path) -> tuple[_Doc, list[str]]:
         if parent is None:
             break
         via = doc.marks[("extends",)]
-        if not isinstance(parent, str) or not parent.strip():
+        if not isinstance(parent, str) or not parent.strip() or "\x00" in parent:
             raise SpecError([Problem(via, "extends", "extends must be the path of a .yaml or .yml spec file")])
         path = path.parent / parent
     merged = docs.pop()
