@@ -309,3 +309,14 @@ def test_extends_paths_that_cannot_be_opened(run_cli, write_spec, tmp_path, targ
     (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
     m = bounded_error(run_cli("validate", str(write_spec(f"extends: {target}\n" + MINIMAL))))
     assert m["path"] == "extends" and (m["line"], m["col"]) == ("1", "10")
+
+
+@pytest.mark.parametrize("value,words", [
+    ("!!int abc", "not a YAML 1.2 integer"), ("!!int ''", "not a YAML 1.2 integer"),
+    ("!!int 1_000", "not a YAML 1.2 integer"), ("!!float abc", "not a YAML 1.2 number"),
+    ("!!bool maybe", "not true or false"), ("!!float 0x10", "valid string (got 16.0)"),
+    ("!foo x", "constructor"), ("!!python/object:os.system x", "constructor"),
+])
+def test_explicit_tags_on_the_wrong_text(run_cli, write_spec, value, words):
+    m = bounded_error(run_cli("validate", str(write_spec(MINIMAL)), "--set", f"description={value}"))
+    assert m["file"] == "--set" and words in m["msg"]

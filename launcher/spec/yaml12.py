@@ -44,16 +44,13 @@ class _Resolver(BaseResolver):
     pass
 
 
-_Resolver.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-_Resolver.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-    list("-+0123456789"))
-_Resolver.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-                             r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+0123456789."))
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 _Resolver.add_implicit_resolver(
     "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
 _Resolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
@@ -62,6 +59,8 @@ _Resolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$
 class _Constructor(SafeConstructor):
     def construct_yaml_int(self, node):  # noqa: D102 - YAML 1.2 integers
         text = self.construct_scalar(node)
+        if not _INT.match(text):  # an explicit !!int on something else
+            raise ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 integer", node.start_mark)
         sign, body = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
         if len(body) > MAX_DIGITS:
             raise ConstructorError(None, None, f"a number of more than {MAX_DIGITS} digits", node.start_mark)
@@ -73,6 +72,10 @@ class _Constructor(SafeConstructor):
 
     def construct_yaml_float(self, node):  # noqa: D102 - YAML 1.2 floats
         text = self.construct_scalar(node)
+        if not _FLOAT.match(text):
+            if _INT.match(text):  # !!float 0x10
+                return float(self.construct_yaml_int(node))
+            raise ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 number", node.start_mark)
         lowered = text.lower()
         if lowered.endswith(".inf"):
             return float("-inf") if text.startswith("-") else float("inf")
@@ -81,7 +84,10 @@ class _Constructor(SafeConstructor):
         return float(text)
 
     def construct_yaml_bool(self, node):  # noqa: D102 - YAML 1.2 booleans
-        return self.construct_scalar(node).lower() == "true"
+        text = self.construct_scalar(node)
+        if not _BOOL.match(text):
+            raise ConstructorError(None, None, f"{text[:40]!r} is not true or false", node.start_mark)
+        return text.lower() == "true"
 
 
 _Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yaml_int)
