@@ -320,3 +320,8 @@ def test_extends_paths_that_cannot_be_opened(run_cli, write_spec, tmp_path, targ
 def test_explicit_tags_on_the_wrong_text(run_cli, write_spec, value, words):
     m = bounded_error(run_cli("validate", str(write_spec(MINIMAL)), "--set", f"description={value}"))
     assert m["file"] == "--set" and words in m["msg"]
+
+
+def test_a_control_character_in_a_set_value(run_cli, write_spec):
+    m = bounded_error(run_cli("validate", str(write_spec(MINIMAL)), "--set", "description=ab\x1bc"))
+    assert (m["file"], m["col"], m["path"]) == ("--set", "15", "description") and "\\x1b" in m["msg"]

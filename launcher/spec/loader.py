@@ -120,6 +120,12 @@ def _compose(text: str, at: Callable[[Any], Mark], path: str = "yaml") -> tuple[
 
     `at` turns a YAML position into a Mark; `path` names the field in a message about the YAML itself.
     """
+    bad = _NON_PRINTABLE.search(text)  # a --set value; a file's text was checked as it was decoded
+    if bad:
+        at_char = yaml.Mark("", bad.start(), text.count("\n", 0, bad.start()),
+                            bad.start() - text.rfind("\n", 0, bad.start()) - 1, None, None)
+        raise SpecError([Problem(at(at_char), path, f"control character {clean(bad.group())} is not allowed "
+                                                    "(write it as an escape inside double quotes)")])
     loader = Loader(text)
     try:
         node = loader.get_single_node()
