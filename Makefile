@@ -25,6 +25,7 @@ lint: venv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli.py
+	$(BIN)/python benchmarks/bench_hostile.py
 	SAGEMAKER_SUPPRESS_V2_WARNING=1 $(BIN)/python benchmarks/bench_logs.py
 
 demo: venv

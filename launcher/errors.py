@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.sanitize import clean
+
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_INVALID = 2
@@ -33,7 +35,7 @@ class Mark:
     col: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
+        return f"{clean(self.file, limit=200)}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)
@@ -43,20 +45,26 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.mark}: {self.path or '(spec)'}: {self.message}"
+        """One line however hostile the input: escapes shown, the path and the message cut short."""
+        return f"{self.mark}: {clean(self.path, limit=200) or '(spec)'}: {clean(self.message, limit=1000)}"
 
 
 class SpecError(LauncherError):
     """One or more problems in a spec: each prints as `FILE:LINE:COL: path: message`."""
 
     exit_code = EXIT_INVALID
+    SHOWN = 20  # problems printed; a spec with more gets one line saying how many more
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+        super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [str(p) for p in self.problems]
+        shown = [str(p) for p in self.problems[:self.SHOWN]]
+        rest = self.problems[self.SHOWN:]
+        if rest:
+            shown.append(f"{rest[0].mark}: (spec): {len(rest)} more problems not shown")
+        return shown
 
 
 class UsageError(LauncherError):

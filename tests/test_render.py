@@ -125,20 +125,24 @@ HOSTILE = [
 
 
 def _spec(strings: list[str]) -> dict:
-    """A spec with these strings in every free-text field; S3 fields take them after `s3://bucket/`."""
-    one_line = [s.replace("\n", " ").replace("\r", " ").replace("\u2028", " ") for s in strings]
+    """A spec with these strings in every free-text field; S3 fields take them after `s3://bucket/`.
+
+    S3 URIs and hyperparameter names refuse control characters (SageMaker would), so those take the
+    strings with each control character made a space; kms_key_id has a pattern of its own.
+    """
+    one_line = [re.sub("[\x00-\x1f\x7f-\x9f\u2028]", " ", s) for s in strings]
     return {
         "name": "inject",
         "description": strings[0],
         "model": {"preset": "llama2-7b", "pretrained": strings[1]},
-        "cluster": {"region": "us-west-2", "kms_key_id": strings[2]},
+        "cluster": {"region": "us-west-2", "kms_key_id": "alias/team-key"},
         "data": {"train": "s3://b-1/" + one_line[3], "validation": "s3://b-1/" + one_line[4],
                  "channels": {"extra": "s3://b-1/" + one_line[0]}},
         "output": {"path": "s3://b-1/" + one_line[1], "checkpoint_path": "s3://b-1/" + one_line[2],
                    "code_path": "s3://b-1/" + one_line[3]},
         "tags": {"team": "a=b+c @x:/y. -_"},  # tag values have a pattern: the characters it allows
         "environment": {f"VAR_{i}": s for i, s in enumerate(strings)},
-        "hyperparameters": {s: s for s in strings},
+        "hyperparameters": {k: s for k, s in zip(one_line, strings, strict=True)},
     }
 
 
@@ -159,7 +163,9 @@ def test_hostile_strings_in_every_free_text_field_stay_string_constants(write_sp
     strings = {n.value for n in ast.walk(ast.parse(script)) if isinstance(n, ast.Constant)}
     for s in HOSTILE[:2]:  # description and model.pretrained reach the script, unchanged
         assert s in strings
-    assert {s for s in HOSTILE} <= set(constants(script)["HYPERPARAMETERS"])
+    hyperparameters = constants(script)["HYPERPARAMETERS"]
+    assert set(HOSTILE) <= set(hyperparameters.values())
+    assert {re.sub("[\x00-\x1f\x7f-\x9f\u2028]", " ", s) for s in HOSTILE} <= set(hyperparameters)
     assert constants(script)["TRAIN_DATA"].startswith("s3://b-1/{{ 7 * 7 }}")
     for name, content in hostile_files.items():
         if name.endswith(".py"):

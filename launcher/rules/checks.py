@@ -409,11 +409,19 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
         gb = _fits(ctx, activation_checkpointing=True)
         if gb:
             fixes.append(f"turn on activation_checkpointing ({gb:.1f} GB)")
-    for b in range(ctx.spec.training.batch_size - 1, 0, -1):
-        gb = _fits(ctx, batch_size=b)
+    # The largest smaller batch that fits, by bisection: memory grows with the batch, and a batch of
+    # millions must not mean millions of estimates.
+    lo, hi = 0, ctx.spec.training.batch_size  # batch lo fits (0 trivially), batch hi does not
+    best = None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        gb = _fits(ctx, batch_size=mid)
         if gb:
-            fixes.append(f"lower training.batch_size to {b} ({gb:.1f} GB)")
-            break
+            lo, best = mid, gb
+        else:
+            hi = mid
+    if best:
+        fixes.append(f"lower training.batch_size to {lo} ({best:.1f} GB)")
     if s.activation_checkpointing and not s.activation_offloading:
         gb = _fits(ctx, activation_offloading=True)
         if gb:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher.errors import Mark, Problem, SpecError
-from launcher.spec.models import JobSpec, did_you_mean
+from launcher.sanitize import clean
+from launcher.spec.models import PATTERN_WORDS, JobSpec, did_you_mean
+from launcher.spec.yaml12 import Loader, Refused, scalar
 
 Path_ = tuple[str, ...]
 
@@ -49,54 +52,157 @@ def _display(path: Path) -> str:
 
 
 class _Doc:
-    """A parsed YAML mapping plus the position of every value and key in it."""
+    """A parsed YAML mapping plus the position of every value and key in it.
 
-    def __init__(self, data: dict, marks: dict[Path_, Mark], key_marks: dict[Path_, Mark]):
+    `plain` holds the paths of unquoted scalars: a `${VAR}` that is the whole of one takes a YAML type.
+    """
+
+    def __init__(self, data: dict, marks: dict[Path_, Mark], key_marks: dict[Path_, Mark],
+                 plain: set[Path_] | None = None):
         self.data, self.marks, self.key_marks = data, marks, key_marks
+        self.plain = plain if plain is not None else set()
 
 
-def _parse(text: str, file: str) -> _Doc:
-    loader = yaml.SafeLoader(text)
+MAX_BYTES = 256 * 1024  # a spec is a few KB; more is a mistake or an attack
+MAX_EXTENDS = 32  # files in one extends chain
+SHOWN = 80  # the most characters of any value an error echoes
+_NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+
+def shown(value: Any, limit: int = SHOWN) -> str:
+    """A value as an error echoes it: repr, escaped for a terminal, cut to `limit` characters."""
+    return clean(repr(value), limit=limit)
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    return data.count(b"\n", 0, offset) + 1, offset - line_start + 1
+
+
+def _decode(data: bytes, file: str) -> str:
+    """The text of a spec file: UTF-8 (a BOM is fine) with no control characters, else one clear line."""
+    utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+    if utf16 or b"\x00" in data:
+        line, col = _position(data, 0 if utf16 else data.find(b"\x00"))
+        raise SpecError([Problem(Mark(file, line, col), "", "the file is not UTF-8 text (UTF-16, or NUL "
+                                                            "bytes); save it as UTF-8")])
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, col = _position(data, exc.start)
+        raise SpecError([Problem(Mark(file, line, col), "",
+                                 f"byte 0x{data[exc.start]:02x} is not UTF-8; save the file as UTF-8")]) from None
+    bad = _NON_PRINTABLE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        col = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        raise SpecError([Problem(Mark(file, line, col), "",
+                                 f"control character {clean(bad.group())} is not allowed in a spec "
+                                 "(write it as an escape inside double quotes)")])
+    return text
+
+
+def _tree(value: Any) -> Any:
+    """A copy in which no two places share one object (YAML aliases do), so setting one changes one."""
+    if isinstance(value, dict):
+        return {k: _tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tree(v) for v in value]
+    return value
+
+
+def _in_file(file: str) -> Callable[[Any], Mark]:
+    return lambda m: Mark(file, m.line + 1, m.column + 1) if m else Mark(file, 1, 1)
+
+
+def _compose(text: str, at: Callable[[Any], Mark], path: str = "yaml") -> tuple[Any, Any]:
+    """The root node and the constructed value of one YAML document (None, None when it is empty).
+
+    `at` turns a YAML position into a Mark; `path` names the field in a message about the YAML itself.
+    """
+    bad = _NON_PRINTABLE.search(text)  # a --set value; a file's text was checked as it was decoded
+    if bad:
+        at_char = yaml.Mark("", bad.start(), text.count("\n", 0, bad.start()),
+                            bad.start() - text.rfind("\n", 0, bad.start()) - 1, None, None)
+        raise SpecError([Problem(at(at_char), path, f"control character {clean(bad.group())} is not allowed "
+                                                    "(write it as an escape inside double quotes)")])
+    loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            raise SpecError([Problem(Mark(file, 1, 1), "", "the spec is empty")])
-        data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        m = exc.problem_mark or exc.context_mark
-        where = Mark(file, m.line + 1, m.column + 1) if m else Mark(file, 1, 1)
-        raise SpecError([Problem(where, "yaml", f"{exc.problem or exc.context}")]) from None
+            return None, None
+        problems = _duplicates(node, at)
+        if problems:
+            raise SpecError(problems)
+        return node, _tree(loader.construct_document(node))
+    except Refused as exc:
+        raise SpecError([Problem(at(exc.mark), path, exc.message)]) from None
+    except yaml.YAMLError as exc:
+        m = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        message = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+        raise SpecError([Problem(at(m), path, clean(message, limit=200))]) from None
     finally:
         loader.dispose()
+
+
+def _duplicates(root, at: Callable[[Any], Mark]) -> list[Problem]:
+    """Keys written twice in one mapping; a key a merge (`<<: *base`) brought in may be overridden."""
+    problems, seen_nodes = [], set()
+
+    def walk(n, path: Path_) -> None:
+        if id(n) in seen_nodes:
+            return
+        seen_nodes.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            seen = set()
+            for k, v in n.value:
+                if k.tag == "tag:yaml.org,2002:merge" or not isinstance(k, yaml.ScalarNode):
+                    walk(v, path)
+                    continue
+                if k.value in seen:
+                    dotted = clean(".".join(path + (k.value,)), limit=200)
+                    problems.append(Problem(at(k.start_mark), dotted, "duplicate key"))
+                seen.add(k.value)
+                walk(v, path + (k.value,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, path + (str(i),))
+
+    walk(root, ())
+    return problems
+
+
+def _parse(text: str, file: str) -> _Doc:
+    node, data = _compose(text, _in_file(file))
+    if node is None:
+        raise SpecError([Problem(Mark(file, 1, 1), "", "the spec is empty")])
     if not isinstance(data, dict):
         raise SpecError([Problem(Mark(file, node.start_mark.line + 1, node.start_mark.column + 1), "",
                                  "a spec must be a mapping of keys such as name, model, cluster")])
     marks: dict[Path_, Mark] = {}
     key_marks: dict[Path_, Mark] = {}
-    problems: list[Problem] = []
+    plain: set[Path_] = set()
 
     def at(n) -> Mark:
         return Mark(file, n.start_mark.line + 1, n.start_mark.column + 1)
 
     def walk(n, path: Path_) -> None:
         marks[path] = at(n)
-        if isinstance(n, yaml.MappingNode):
-            seen = set()
+        if isinstance(n, yaml.MappingNode):  # merged keys come first, so the mapping's own keys win
             for k, v in n.value:
-                key = str(k.value)
-                if key in seen:
-                    problems.append(Problem(at(k), ".".join(path + (key,)), "duplicate key"))
-                seen.add(key)
+                key = str(k.value) if isinstance(k, yaml.ScalarNode) else "?"
                 key_marks[path + (key,)] = at(k)
                 walk(v, path + (key,))
         elif isinstance(n, yaml.SequenceNode):
             for i, item in enumerate(n.value):
                 walk(item, path + (str(i),))
+        elif n.style is None:
+            plain.add(path)
+        else:
+            plain.discard(path)
 
     walk(node, ())
-    if problems:
-        raise SpecError(problems)
-    return _Doc(data, marks, key_marks)
+    return _Doc(data, marks, key_marks, plain)
 
 
 def _merge(base: Any, child: Any) -> Any:
@@ -108,32 +214,83 @@ def _merge(base: Any, child: Any) -> Any:
     return child
 
 
-def _load_file(path: Path, stack: tuple[Path, ...], via: Mark | None) -> tuple[_Doc, list[str]]:
-    file = _display(path)
+def _read(path: Path, file: str, via: Mark | None) -> str:
+    """The text of one spec file: a regular file of at most MAX_BYTES; an extended one is .yaml or .yml.
+
+    Nothing of a file that is refused here reaches an error message: `extends: /etc/shadow` gets
+    "not a .yaml file", not the file's first line.
+    """
+    where = via or Mark(file, 1, 1)
+    field = "extends" if via else ""
+
+    def refuse(message: str) -> SpecError:
+        return SpecError([Problem(where, field, message)])
+
+    if via is not None:
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError, ValueError):
+            real = path
+        if path.suffix.lower() not in (".yaml", ".yml") or real.suffix.lower() not in (".yaml", ".yml"):
+            raise refuse(f"extends must name a .yaml or .yml spec file, not {clean(file, limit=200)}")
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        where = via or Mark(file, 1, 1)
-        raise SpecError([Problem(where, "extends" if via else "",
-                                 f"cannot read {file}: {exc.strerror or exc}")]) from None
-    doc = _parse(text, file)
-    files = [file]
-    parent = doc.data.pop("extends", None)
-    if parent is None:
-        return doc, files
-    here = doc.marks[("extends",)]
-    if not isinstance(parent, str):
-        raise SpecError([Problem(here, "extends", "extends must be a file path")])
-    base_path = (path.parent / parent).resolve()
-    if base_path in stack or base_path == path.resolve():
-        chain = " -> ".join(_display(p) for p in stack + (base_path,))
-        raise SpecError([Problem(here, "extends", f"extends forms a cycle: {chain}")])
-    base, base_files = _load_file(base_path, stack + (path.resolve(),), here)
-    merged = _Doc(_merge(base.data, doc.data), {**base.marks, **doc.marks},
-                  {**base.key_marks, **doc.key_marks})
+        raise refuse(f"cannot read {clean(file, limit=200)}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise refuse(f"{clean(file, limit=200)} is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise refuse(f"{clean(file, limit=200)} is {info.st_size} bytes; a spec may have at most {MAX_BYTES}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise refuse(f"cannot read {clean(file, limit=200)}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise refuse(f"{clean(file, limit=200)} is more than {MAX_BYTES} bytes; a spec may have at most {MAX_BYTES}")
+    return _decode(data, file)
+
+
+def _load_file(path: Path) -> tuple[_Doc, list[str]]:
+    """The spec at `path` merged over every file it extends (child first in the list of files)."""
+    docs: list[_Doc] = []
+    files: list[str] = []
+    chain: list[Path] = []
+    via: Mark | None = None
+    while True:
+        file = _display(path)
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError, ValueError):
+            real = path.absolute()
+        if real in chain:
+            names = " -> ".join(clean(f, limit=200) for f in files + [file])
+            raise SpecError([Problem(via, "extends", f"extends forms a cycle: {names}")])
+        if len(chain) >= MAX_EXTENDS:
+            raise SpecError([Problem(via, "extends", f"an extends chain may have at most {MAX_EXTENDS} files")])
+        doc = _parse(_read(path, file, via), file)
+        docs.append(doc)
+        files.append(file)
+        chain.append(real)
+        parent = doc.data.pop("extends", None)
+        if parent is None:
+            break
+        via = doc.marks[("extends",)]
+        if not isinstance(parent, str) or not parent.strip() or "\x00" in parent:
+            raise SpecError([Problem(via, "extends", "extends must be the path of a .yaml or .yml spec file")])
+        path = path.parent / parent
+    merged = docs.pop()
+    while docs:
+        doc = docs.pop()
+        merged = _Doc(_merge(merged.data, doc.data), {**merged.marks, **doc.marks},
+                      {**merged.key_marks, **doc.key_marks},
+                      {p for p in merged.plain if p not in doc.marks} | doc.plain)
     for key in [k for k in merged.marks if k[:1] == ("extends",)]:
         merged.marks.pop(key)
-    return merged, files + base_files
+    return merged, files
 
 
 def _apply_set(doc: _Doc, overrides: Sequence[str]) -> None:
@@ -142,30 +299,41 @@ def _apply_set(doc: _Doc, overrides: Sequence[str]) -> None:
         parts = tuple(key.strip().split("."))
         where = Mark("--set", i, len(key) + 2)
         if not eq or not all(parts):
-            raise SpecError([Problem(Mark("--set", i, 1), key or "--set",
-                                     f"expected KEY.PATH=VALUE, got {expr!r}")])
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as exc:
-            raise SpecError([Problem(where, key, f"value is not valid YAML: {exc}")]) from None
+            raise SpecError([Problem(Mark("--set", i, 1), clean(key, limit=SHOWN) or "--set",
+                                     f"expected KEY.PATH=VALUE, got {shown(expr)}")])
+        dotted = clean(key.strip(), limit=200)
+        if parts[0] == "extends":
+            raise SpecError([Problem(Mark("--set", i, 1), dotted,
+                                     "extends cannot be set with --set: write `extends:` in the spec file")])
+        value, is_plain = None, True
+        if raw.strip():
+            node, value = _compose(raw, lambda m, i=i, col=where.col: Mark("--set", i, col + (m.column if m else 0)),
+                                   dotted)
+            if node is None:
+                value = None
+            is_plain = isinstance(node, yaml.ScalarNode) and node.style is None
         node = doc.data
         for depth, part in enumerate(parts[:-1]):
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise SpecError([Problem(where, key, f"cannot set a key inside {'.'.join(parts[:depth + 1])}, "
-                                                     f"which is a {type(child).__name__}")])
+                raise SpecError([Problem(where, dotted, f"cannot set a key inside {'.'.join(parts[:depth + 1])}, "
+                                                        f"which is a {type(child).__name__}")])
             node = child
         node[parts[-1]] = value
         for p in [p for p in doc.marks if p[:len(parts)] == parts]:
             del doc.marks[p]
+        doc.plain = {p for p in doc.plain if p[:len(parts)] != parts}
+        if is_plain:
+            doc.plain.add(parts)
         for n in range(1, len(parts)):
             doc.marks.setdefault(parts[:n], where)
         doc.marks[parts] = doc.key_marks[parts] = where
 
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_WHOLE_VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 
 def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems: list[Problem]) -> Any:
@@ -188,7 +356,14 @@ def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems
                                 f"environment variable {name} is not set (write ${{{name}:-default}} for a default)"))
         return ""
 
-    return _VAR.sub(sub, value)
+    text = _VAR.sub(sub, value)
+    if path in doc.plain and _WHOLE_VAR.fullmatch(value):
+        try:  # `count: ${COUNT:-1}` is the number 1, as `count: 1` would be; `"${COUNT}"` stays text
+            return scalar(text)
+        except (yaml.YAMLError, ValueError) as exc:
+            problems.append(Problem(nearest_mark(doc.marks, path, ""), ".".join(path),
+                                    f"{shown(text)} from {value}: {clean(getattr(exc, 'problem', exc), limit=200)}"))
+    return text
 
 
 def _fields_at(loc: Path_) -> list[str]:
@@ -234,29 +409,32 @@ def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
     problems = []
     for path, errs in grouped.items():
         err = errs[0]
-        dotted = ".".join(path)
+        dotted = clean(".".join(path), limit=200)
         mark = nearest_mark(doc.marks, path, file)
         if err["type"] == "extra_forbidden":
             allowed = _fields_at(path[:-1])
-            msg = f"unknown key '{path[-1]}'{did_you_mean(path[-1], allowed)}"
+            msg = f"unknown key {shown(path[-1])}{did_you_mean(path[-1][:200], allowed)}"
             mark = doc.key_marks.get(path, mark)
         elif err["type"] == "missing":
             msg = "required key is missing"
         elif len(errs) > 1:
             kinds = [e["loc"][len(path)] for e in errs if len(e["loc"]) > len(path)]
-            msg = f"expected {' or '.join(kinds) or 'another type'}, got {err.get('input')!r}"
+            msg = f"expected {' or '.join(kinds) or 'another type'}, got {shown(err.get('input'))}"
         elif err["type"] == "literal_error":
             expected = err["ctx"]["expected"]
             options = re.findall(r"'([^']*)'", expected)
-            msg = f"{err['input']!r} is not one of {expected}{did_you_mean(err['input'], options)}"
+            msg = f"{shown(err['input'])} is not one of {expected}{did_you_mean(str(err['input'])[:200], options)}"
         elif err["type"] == "value_error":
-            msg = str(err["ctx"]["error"])
+            msg = clean(err["ctx"]["error"], limit=400)
         elif err["type"] == "string_pattern_mismatch":
-            msg = f"{err['input']!r} does not match the pattern {err['ctx']['pattern']}"
+            pattern = err["ctx"]["pattern"]
+            words = PATTERN_WORDS.get(pattern)
+            msg = (f"{shown(err['input'])} is not {words}" if words
+                   else f"{shown(err['input'])} does not match the pattern {pattern}")
         else:
             got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}{shown}"
+            echo = "" if isinstance(got, (dict, list)) else f" (got {shown(got)})"
+            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}{echo}"
         problems.append(Problem(mark, dotted, msg))
     return sorted(problems, key=lambda p: (p.mark.file != file, p.mark.line, p.mark.col))
 
@@ -265,8 +443,7 @@ def load_spec(path: str | os.PathLike, overrides: Sequence[str] = (),
               env: Mapping[str, str] | None = None) -> LoadedSpec:
     """Read, merge, override, expand and validate one spec file, or raise SpecError."""
     env = os.environ if env is None else env
-    p = Path(path)
-    doc, files = _load_file(p, (), None)
+    doc, files = _load_file(Path(path))
     file = files[0]
     _apply_set(doc, overrides)
     problems: list[Problem] = []

@@ -6,9 +6,14 @@ quoted number is caught before any AWS call. The JSON Schema editors use is gene
 from __future__ import annotations
 
 import difflib
+import json
+import math
+import re
+import unicodedata
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -17,6 +22,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -36,11 +42,87 @@ Duration = Annotated[
         "description": "Seconds, or a duration such as 1d, 12h, 90m, 1h30m.",
     }),
 ]
-S3Uri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
+BUCKET_RULES = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html"
+CREATE_TRAINING_JOB = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html"
+S3_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 IMAGE_PATTERN = r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+(:[\w.-]+|@sha256:[0-9a-f]{64})$"
 ROLE_PATTERN = r"^(arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+|[A-Za-z0-9_+=,.@-]{1,64})$"
-Float = Annotated[float, Field(strict=False)]  # PyYAML reads 1e-4 as a string; accept it as a number
+NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
+KMS_PATTERN = r"^[a-zA-Z0-9:/_-]{1,2048}$"  # CreateTrainingJob's KmsKeyId: [a-zA-Z0-9:/_-]*, at most 2048
+ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+CHANNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+SOURCE_PATTERN = r"^(synthetic|s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?)$"
+
+# What each pattern allows, in words: an error says this rather than print the regex.
+PATTERN_WORDS = {
+    S3_PATTERN: "an S3 URI: s3://BUCKET/PREFIX, the bucket 3-63 lowercase letters, digits, dots and hyphens",
+    SOURCE_PATTERN: "`synthetic` or an S3 URI: s3://BUCKET/PREFIX, the bucket 3-63 lowercase letters, digits, "
+                    "dots and hyphens",
+    IMAGE_PATTERN: "an ECR image URI: ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG (or @sha256:DIGEST)",
+    ROLE_PATTERN: "an IAM role: a role name (1-64 letters, digits and + = , . @ _ -) or a role ARN "
+                  "arn:aws:iam::ACCOUNT:role/NAME; leave `role` out to use SMP_LAUNCH_ROLE",
+    NAME_PATTERN: "a job name: letters, digits and hyphens, starting and ending with a letter or digit",
+    REGION_PATTERN: "an AWS region such as us-west-2",
+    KMS_PATTERN: "a KMS key id, key ARN, alias/NAME or alias ARN: 1-2048 letters, digits and : / _ - "
+                 f"(CreateTrainingJob's KmsKeyId, {CREATE_TRAINING_JOB})",
+    ENV_PATTERN: "an environment variable name: letters, digits and _, not starting with a digit",
+    CHANNEL_PATTERN: "a channel name: 1-64 letters, digits and . _ -, starting with a letter or digit",
+    r"^subnet-[0-9a-f]{8,17}$": "a subnet id such as subnet-0123abcd",
+    r"^sg-[0-9a-f]{8,17}$": "a security group id such as sg-0123abcd",
+}
+
+_S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_S3_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def bucket_problem(bucket: str) -> str | None:
+    """Why S3 refuses `bucket` as a general purpose bucket name (BUCKET_RULES), or None."""
+    if not 3 <= len(bucket) <= 63:
+        return f"has {len(bucket)} characters; a bucket name has 3-63"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", bucket):
+        return "may hold only lowercase letters, digits, dots and hyphens, and begin and end with a letter or digit"
+    if ".." in bucket:
+        return "has two adjacent dots"
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket):
+        return "is formatted as an IP address"
+    for prefix in _S3_RESERVED_PREFIXES:
+        if bucket.startswith(prefix):
+            return f"starts with {prefix}, which S3 reserves"
+    for suffix in _S3_RESERVED_SUFFIXES:
+        if bucket.endswith(suffix):
+            return f"ends with {suffix}, which S3 reserves"
+    return None
+
+
+def _s3_uri(value: str) -> str:
+    if not value.startswith("s3://"):
+        return value
+    if len(value) > 1024:
+        raise ValueError(f"an S3 URI here may have at most 1024 characters (SageMaker's limit); "
+                         f"this one has {len(value)}")
+    bucket = value[len("s3://"):].split("/", 1)[0]
+    problem = bucket_problem(bucket)
+    if problem:
+        raise ValueError(f"bucket name {bucket[:80]!r} {problem} ({BUCKET_RULES})")
+    if _CONTROL.search(value):
+        raise ValueError("an S3 URI may not hold control characters (newline, tab, escape)")
+    return value
+
+
+def _finite(value: float) -> float:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number")
+    return value
+
+
+S3Uri = Annotated[str, Field(pattern=S3_PATTERN), AfterValidator(_s3_uri)]
+# Numbers: an int is a fine float; true, "1e-4" (a string), .inf and .nan are not.
+Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
+SEED_MAX = 2**32 - 1  # numpy's and most samplers' seed range
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -57,15 +139,16 @@ class ModelSpec(_Section):
 
     preset: Optional[str] = Field(None, description="One of: " + ", ".join(PRESETS))
     type: Optional[Literal[MODEL_TYPES]] = Field(None, description="Architecture type when no preset is used.")
-    seq_length: Count = Field(4096, description="Training sequence length in tokens.")
-    num_layers: Optional[Count] = None
-    hidden_width: Optional[Count] = None
-    num_heads: Optional[Count] = None
-    num_key_value_heads: Optional[Count] = None
-    intermediate_size: Optional[Count] = None
-    vocab_size: Optional[Count] = None
-    num_experts: Optional[Count] = None
-    num_experts_per_tok: Optional[Count] = None
+    # Upper bounds are far past any published model; they keep arithmetic on the spec bounded.
+    seq_length: Count = Field(4096, le=2**24, description="Training sequence length in tokens.")
+    num_layers: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
+    hidden_width: Optional[Annotated[int, Field(ge=1, le=2**20)]] = None
+    num_heads: Optional[Annotated[int, Field(ge=1, le=2**16)]] = None
+    num_key_value_heads: Optional[Annotated[int, Field(ge=1, le=2**16)]] = None
+    intermediate_size: Optional[Annotated[int, Field(ge=1, le=2**22)]] = None
+    vocab_size: Optional[Annotated[int, Field(ge=1, le=2**24)]] = None
+    num_experts: Optional[Annotated[int, Field(ge=1, le=2**14)]] = None
+    num_experts_per_tok: Optional[Annotated[int, Field(ge=1, le=2**14)]] = None
     pretrained: Optional[StrictStr] = Field(
         None, description="Fine-tune from these weights: a Hugging Face model id or a path inside a data channel.")
     use_smp_implementation: StrictBool = Field(
@@ -126,13 +209,13 @@ class ClusterSpec(_Section):
     max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days).")
     spot: StrictBool = Field(False, description="Managed spot training; checkpoints make interruptions resumable.")
     max_wait: Optional[Duration] = Field(None, description="Spot only: run time plus time waiting for capacity.")
-    region: Optional[Annotated[str, Field(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")]] = Field(
+    region: Optional[Annotated[str, Field(pattern=REGION_PATTERN)]] = Field(
         None, description="AWS region; otherwise AWS_REGION, AWS_DEFAULT_REGION or the profile's region.")
     subnets: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(default_factory=list)
     security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(default_factory=list)
-    kms_key_id: Optional[StrictStr] = Field(
-        None, description="KMS key for the job's S3 output; p4d, p4de and p5 encrypt their instance storage "
-                          "in hardware.")
+    kms_key_id: Optional[Annotated[str, Field(pattern=KMS_PATTERN)]] = Field(
+        None, description="KMS key for the job's S3 output (key id, key ARN, alias/NAME or alias ARN); p4d, "
+                          "p4de and p5 encrypt their instance storage in hardware.")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -156,11 +239,11 @@ class SmpSpec(_Section):
     """The nine SMP v2 parameters plus how the script uses them (smp_v2.md section 1.2)."""
 
     hybrid_shard_degree: StrictInt = Field(
-        0, ge=0, description="0: SMP's default (with tensor parallelism the largest degree, else native FSDP "
-                             "within each node: 8); 1: no sharding; N: shard over N GPUs.")
-    tensor_parallel_degree: Count = 1
-    context_parallel_degree: Count = 1
-    expert_parallel_degree: Count = 1
+        0, ge=0, le=8192, description="0: SMP's default (with tensor parallelism the largest degree, else native "
+                                      "FSDP within each node: 8); 1: no sharding; N: shard over N GPUs.")
+    tensor_parallel_degree: Count = Field(1, le=8192)
+    context_parallel_degree: Count = Field(1, le=8192)
+    expert_parallel_degree: Count = Field(1, le=8192)
     activation_checkpointing: StrictBool = True
     activation_offloading: StrictBool = False
     delayed_param_init: Literal[True, False, "auto"] = Field(
@@ -169,38 +252,56 @@ class SmpSpec(_Section):
     backend: Literal["auto", "smddp", "nccl"] = Field(
         "auto", description="auto: smddp on P4 except tensor-parallel-only jobs; nccl otherwise.")
     sm_activation_offloading: StrictBool = True
-    activation_loading_horizon: Count = 2
+    activation_loading_horizon: Count = Field(2, le=4096)
     fsdp_cache_flush_warnings: StrictBool = True
     allow_empty_shards: StrictBool = False
-    random_seed: Optional[Annotated[int, Field(ge=0)]] = None
+    random_seed: Optional[Seed] = None
 
 
 class TrainingSpec(_Section):
-    batch_size: Count = Field(4, description="Sequences per data-parallel rank (per tensor-parallel group) per step.")
+    batch_size: Count = Field(4, le=2**20, description="Sequences per data-parallel rank (per tensor-parallel "
+                                                       "group) per step; no GPU holds a million.")
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
-    max_steps: Count = 1000
+    max_steps: Count = Field(1000, le=10**9)
     learning_rate: Float = Field(1e-4, gt=0)
-    min_learning_rate: Float = Field(1e-5, ge=0)
-    warmup_steps: Optional[Annotated[int, Field(ge=0)]] = Field(None, description="Default: 1% of max_steps.")
+    min_learning_rate: Float = Field(1e-5, ge=0, description="The schedule's floor; at most learning_rate.")
+    warmup_steps: Optional[Annotated[int, Field(ge=0, le=10**9)]] = Field(
+        None, description="Default: 1% of max_steps; at most max_steps.")
     lr_schedule: Literal["cosine", "linear", "constant"] = "cosine"
     weight_decay: Float = Field(0.1, ge=0)
     beta1: Float = Field(0.9, gt=0, lt=1)
     beta2: Float = Field(0.95, gt=0, lt=1)
     grad_clip: Float = Field(1.0, ge=0)
-    log_every: Count = Field(10, description="Steps between progress lines.")
-    checkpoint_every: Count = Field(500, description="Steps between sharded checkpoints.")
-    keep_checkpoints: Count = 2
-    seed: Annotated[int, Field(ge=0)] = 12345
+    log_every: Count = Field(10, le=10**9, description="Steps between progress lines.")
+    checkpoint_every: Count = Field(500, le=10**9, description="Steps between sharded checkpoints.")
+    keep_checkpoints: Count = Field(2, le=1000)
+    seed: Seed = 12345
+
+    @field_validator("min_learning_rate")
+    @classmethod
+    def _floor(cls, v, info: ValidationInfo):
+        lr = info.data.get("learning_rate")
+        if lr is not None and v > lr:
+            raise ValueError(f"min_learning_rate ({v}) cannot exceed learning_rate ({lr})")
+        return v
+
+    @field_validator("warmup_steps")
+    @classmethod
+    def _warmup(cls, v, info: ValidationInfo):
+        steps = info.data.get("max_steps")
+        if v is not None and steps is not None and v > steps:
+            raise ValueError(f"warmup_steps ({v}) cannot exceed max_steps ({steps})")
+        return v
 
 
-ChannelSource = Annotated[str, Field(pattern=r"^(synthetic|s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?)$")]
+ChannelSource = Annotated[str, Field(pattern=SOURCE_PATTERN), AfterValidator(_s3_uri)]
 
 
 class DataSpec(_Section):
     train: ChannelSource = Field("synthetic", description="`synthetic` or an S3 prefix of token-id files.")
     validation: Optional[ChannelSource] = None
     format: Literal["jsonl", "npy"] = Field("jsonl", description="Token ids: JSON lines of input_ids, or .npy arrays.")
-    channels: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")], S3Uri] = Field(
+    channels: dict[Annotated[str, Field(pattern=CHANNEL_PATTERN)], S3Uri] = Field(
         default_factory=dict, description="More input channels, name: s3://...")
 
     @model_validator(mode="after")
@@ -219,9 +320,56 @@ class OutputSpec(_Section):
     code_path: Optional[S3Uri] = Field(None, description="Where the source tarball goes. Default: <path>/code.")
 
 
-TagKey = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/=+@ -]+$")]
-TagValue = Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z0-9_.:/=+@ -]*$")]
-EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,511}$")]
+TAG_CHARACTERS = "letters, digits, spaces and _ . : / = + - @"
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+def _tag_text(value: str) -> str:
+    """SageMaker's Tag pattern [\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*: Unicode letters, separators and numbers count."""
+    for ch in value:
+        if ch not in _TAG_PUNCTUATION and unicodedata.category(ch)[0] not in "LZN":
+            raise ValueError(f"{ch!r} cannot be in a tag; tags hold {TAG_CHARACTERS}")
+    return value
+
+
+def _tag_schema(low: int, high: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "minLength": low, "maxLength": high,
+                           "description": f"{low}-{high} {TAG_CHARACTERS} (any script's letters and digits)."})
+
+
+TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text), _tag_schema(1, 128)]
+TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text), _tag_schema(0, 256)]
+EnvName = Annotated[str, Field(max_length=512, pattern=ENV_PATTERN)]
+
+# CreateTrainingJob limits (CREATE_TRAINING_JOB): HyperParameters at most 100 entries, keys at most 256
+# characters, values at most 2500; Environment at most 100 entries, keys 512, values 512.
+HYPERPARAMETERS_MAX = 100
+SDK_HYPERPARAMETERS = 9  # sagemaker_program, mp_parameters, ...: see launcher/request.py predict_request
+HYPERPARAMETER_KEY_MAX = 256
+HYPERPARAMETER_VALUE_MAX = 2500
+ENVIRONMENT_MAX = 100
+ENVIRONMENT_VALUE_MAX = 512
+
+
+def _hyperparameter_key(key: str) -> str:
+    if not key or len(key) > HYPERPARAMETER_KEY_MAX or _CONTROL.search(key):
+        raise ValueError(f"a hyperparameter name has 1-{HYPERPARAMETER_KEY_MAX} characters and no control "
+                         f"characters (CreateTrainingJob's limit); this one has {len(key)}")
+    return key
+
+
+def _hyperparameter_value(value):
+    _finite(value)
+    sent = len(json.dumps(value))
+    if sent > HYPERPARAMETER_VALUE_MAX:
+        raise ValueError(f"SageMaker takes hyperparameter values of at most {HYPERPARAMETER_VALUE_MAX} characters "
+                         f"(as sent, JSON-encoded); this one has {sent}")
+    return value
+
+
+HyperKey = Annotated[str, AfterValidator(_hyperparameter_key),
+                     WithJsonSchema({"type": "string", "minLength": 1, "maxLength": HYPERPARAMETER_KEY_MAX})]
+HyperValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr], AfterValidator(_hyperparameter_value)]
 
 
 class JobSpec(_Section):
@@ -230,7 +378,7 @@ class JobSpec(_Section):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="smp-launch job spec")
 
     schema_version: Literal[1] = 1
-    name: Annotated[str, Field(max_length=43, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")] = Field(
+    name: Annotated[str, Field(max_length=43, pattern=NAME_PATTERN)] = Field(
         description="Job base name; the job name adds a UTC timestamp.")
     description: Optional[StrictStr] = None
     extends: Optional[StrictStr] = Field(None, description="A spec this one builds on, relative to this file.")
@@ -244,9 +392,28 @@ class JobSpec(_Section):
     role: Optional[Annotated[str, Field(max_length=600, pattern=ROLE_PATTERN)]] = Field(
         None, description="IAM role name or ARN for the job; otherwise SMP_LAUNCH_ROLE.")
     tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=40)
-    environment: dict[EnvName, StrictStr] = Field(default_factory=dict)
-    hyperparameters: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
-        default_factory=dict, description="Passed to the entry script as --key value.")
+    environment: dict[EnvName, Annotated[str, Field(max_length=ENVIRONMENT_VALUE_MAX)]] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": ENVIRONMENT_MAX})
+    hyperparameters: dict[HyperKey, HyperValue] = Field(
+        default_factory=dict, description="Passed to the entry script as --key value.",
+        json_schema_extra={"maxProperties": HYPERPARAMETERS_MAX - SDK_HYPERPARAMETERS})
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_count(cls, env):
+        if len(env) > ENVIRONMENT_MAX:
+            raise ValueError(f"SageMaker takes at most {ENVIRONMENT_MAX} environment variables; this spec sets "
+                             f"{len(env)}")
+        return env
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameter_count(cls, hp):
+        room = HYPERPARAMETERS_MAX - SDK_HYPERPARAMETERS
+        if len(hp) > room:
+            raise ValueError(f"at most {room} hyperparameters: SageMaker takes {HYPERPARAMETERS_MAX} and the SDK "
+                             f"adds {SDK_HYPERPARAMETERS} of its own; this spec sets {len(hp)}")
+        return hp
 
     @field_validator("tags")
     @classmethod
