@@ -275,7 +275,7 @@ def report_sharding(fsdp_model, total):
     dist.all_gather_object(held, sum(p.numel() for p in fsdp_model.parameters()))
     meta = [n for n, t in (*fsdp_model.named_parameters(), *fsdp_model.named_buffers()) if t.is_meta]
     report("sharding", total=total, held=held, shard_degree=tsm.state.hybrid_shard_degree,
-           strategy=SHARDING_STRATEGY, meta_tensors=meta, tp_degree=tsm.state.tp_size)
+           strategy=fsdp_model.sharding_strategy.name, meta_tensors=meta, tp_degree=tsm.state.tp_size)
 
 
 def train(device):
