@@ -2,8 +2,9 @@
 
 The script runs under torchrun with gloo, with tsm_local standing in for torch.sagemaker, twice in
 one checkpoint dir: the first run trains from scratch and checkpoints part-way, the second must
-resume from that checkpoint and repeat the first run's losses bit for bit. What a CPU cannot run
-(tensor, context and expert parallelism, fp8, SMDDP/NCCL) is reported as not exercised.
+resume from that checkpoint and repeat the first run's losses bit for bit. Tensor parallelism runs
+emulated on gloo (each TP rank holds its own slice), at the largest degree the process count allows.
+What a CPU cannot run (context and expert parallelism, fp8, SMDDP/NCCL) is reported as not exercised.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import EXIT_OK, EXIT_PREFLIGHT, UsageError
-from launcher.preflight_checks import Check, RunRecord, evaluate, not_exercised, substitutions
+from launcher.preflight_checks import Check, RunRecord, evaluate, final_model_check, not_exercised, substitutions
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
 
@@ -55,12 +56,14 @@ class PreflightResult:
         }
 
 
-def tiny_overrides(spec: JobSpec) -> list[str]:
-    """Shrink the model to seconds-per-run size, keeping its type and its attention and MLP shape."""
+def tiny_overrides(spec: JobSpec, tensor_parallel: int = 1) -> list[str]:
+    """Shrink the model to seconds-per-run size, keeping its type and its attention and MLP shape
+    (widths divisible by 4 and at least one key/value head per tensor-parallel rank, so TP can split them)."""
     arch = spec.model.architecture()
     values: dict[str, Any] = dict(TINY)
-    values["num_key_value_heads"] = max(1, TINY_HEADS * arch.num_key_value_heads // arch.num_heads)
-    values["intermediate_size"] = max(8, round(TINY_HIDDEN * arch.intermediate_size / arch.hidden_width))
+    kv = max(1, TINY_HEADS * arch.num_key_value_heads // arch.num_heads, min(tensor_parallel, TINY_HEADS))
+    values["num_key_value_heads"] = kv
+    values["intermediate_size"] = max(8, 4 * round(TINY_HIDDEN * arch.intermediate_size / arch.hidden_width / 4))
     if arch.type == "mixtral":
         values["num_experts"] = min(arch.num_experts, 4)
         values["num_experts_per_tok"] = min(arch.num_experts_per_tok, 2)
@@ -90,9 +93,14 @@ def local_shard_degree(effective: int, nproc: int) -> int:
     return max(d for d in range(1, nproc + 1) if nproc % d == 0 and d <= max(1, effective))
 
 
-def smp_config(spec: JobSpec, shard: int) -> dict[str, Any]:
+def local_tensor_parallel_degree(spec: JobSpec, nproc: int) -> int:
+    """The spec's TP degree as far as nproc processes and the tiny model's 4 heads allow."""
+    return local_shard_degree(min(spec.smp.tensor_parallel_degree, TINY_HEADS), nproc)
+
+
+def smp_config(spec: JobSpec, shard: int, tensor_parallel: int = 1) -> dict[str, Any]:
     smp = spec.smp
-    return {"hybrid_shard_degree": shard, "tensor_parallel_degree": 1, "context_parallel_degree": 1,
+    return {"hybrid_shard_degree": shard, "tensor_parallel_degree": tensor_parallel, "context_parallel_degree": 1,
             "expert_parallel_degree": 1, "sm_activation_offloading": smp.sm_activation_offloading,
             "activation_loading_horizon": smp.activation_loading_horizon}
 
@@ -187,7 +195,7 @@ def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int
         _fits_this_machine(base.spec, nproc)
     changes = run_changes(base.spec, steps)
     if tiny:
-        changes = tiny_overrides(base.spec) + changes
+        changes = tiny_overrides(base.spec, local_tensor_parallel_degree(base.spec, nproc)) + changes
         if base.spec.smp.delayed_param_init == "auto":  # decided by size: keep the full model's answer
             delayed = build_plan(base).decisions["delayed_param_init"]
             changes.append(f"smp.delayed_param_init={str(delayed).lower()}")
@@ -206,13 +214,15 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
     loaded, changes = prepare(spec_path, overrides, tiny, max_steps, nproc)
     spec = loaded.spec
     decisions = build_plan(loaded).decisions
-    shard = local_shard_degree(decisions["hybrid_shard_degree"], nproc)
-    notes = [f"hybrid shard degree {decisions['hybrid_shard_degree']} ran as {shard} over {nproc} processes",
-             *substitutions(spec, decisions)]
+    tp = local_tensor_parallel_degree(spec, nproc)
+    shard = local_shard_degree(decisions["hybrid_shard_degree"], nproc // tp)
+    notes = [f"hybrid shard degree {decisions['hybrid_shard_degree']} ran as {shard} over {nproc} processes"
+             + (f" ({nproc // tp} per tensor-parallel slice)" if tp > 1 else ""),
+             *substitutions(spec, decisions, tp)]
     with tempfile.TemporaryDirectory(prefix="smp-launch-local-") as tmp:
         root = Path(tmp)
         env = {**os.environ, **spec.environment,
-               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard)), "SMP_LAUNCH_PREFLIGHT": "1",
+               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard, tp)), "SMP_LAUNCH_PREFLIGHT": "1",
                "SMP_LAUNCH_CHECKPOINT_DIR": str(root / "checkpoints"), "SM_MODEL_DIR": str(root / "model"),
                "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore::FutureWarning",
                "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
@@ -237,7 +247,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
         args = [a for k, v in spec.hyperparameters.items() for a in (f"--{k}", str(v))]
         result = PreflightResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
                                  local_changes=changes, notes=notes,
-                                 not_exercised=not_exercised(spec, decisions["backend"]))
+                                 not_exercised=not_exercised(spec, decisions["backend"], tp))
         first = _torchrun(src, nproc, env, args, echo)
         result.runs.append(first)
         if first.exit_code != 0:
@@ -248,9 +258,9 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
         second = _torchrun(src, nproc, env, args, echo)
         result.runs.append(second)
         model_saved = (root / "model" / "config.json").exists()
-    result.checks = evaluate(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing)
-    result.checks.append(Check("final model saved to SM_MODEL_DIR", model_saved,
-                               "Hugging Face config and weights" if model_saved else "nothing was written"))
+    result.checks = evaluate(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,
+                             tp)
+    result.checks.append(final_model_check(second, model_saved))
     if second.exit_code != 0:
         result.exit_code = second.exit_code
     elif any(c.ok is False for c in result.checks):

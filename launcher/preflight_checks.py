@@ -50,12 +50,15 @@ class Check:
         return asdict(self)
 
 
-def not_exercised(spec: JobSpec, backend: str) -> list[dict[str, str]]:
+def not_exercised(spec: JobSpec, backend: str, tensor_parallel: int = 1) -> list[dict[str, str]]:
     """Features of this spec that need GPUs or SMP itself: the preflight runs without them and says so."""
     smp = spec.smp
     out = []
-    for key, what in (("tensor_parallel_degree", "tensor parallelism"),
-                      ("context_parallel_degree", "context parallelism"),
+    if smp.tensor_parallel_degree > 1 and tensor_parallel == 1:
+        out.append({"feature": f"tensor_parallel_degree {smp.tensor_parallel_degree}",
+                    "reason": "tensor parallelism is emulated on gloo from 2 processes up; this run had too few "
+                              "(tsm.transform was the identity)"})
+    for key, what in (("context_parallel_degree", "context parallelism"),
                       ("expert_parallel_degree", "expert parallelism")):
         degree = getattr(smp, key)
         if degree > 1:
@@ -70,9 +73,13 @@ def not_exercised(spec: JobSpec, backend: str) -> list[dict[str, str]]:
     return out
 
 
-def substitutions(spec: JobSpec, decisions: dict[str, Any]) -> list[str]:
+def substitutions(spec: JobSpec, decisions: dict[str, Any], tensor_parallel: int = 1) -> list[str]:
     """Features that ran, but through the stand-in a CPU allows rather than SMP's own implementation."""
     out = []
+    if tensor_parallel > 1:
+        out.append(f"tensor parallel degree {spec.smp.tensor_parallel_degree} ran as {tensor_parallel}, emulated on "
+                   "gloo by tsm_local (attention and MLP projections split column/row-wise, one slice per TP rank); "
+                   "SMP's Transformer Engine layers need GPUs")
     if decisions["delayed_param_init"]:
         out.append("delayed parameter init ran as meta device + FSDP param_init_fn with the model's own "
                    "initialiser; SMP's DelayedParamIniter needs SMP")
@@ -133,8 +140,41 @@ def _round_trip(run: RunRecord) -> Check:
         return Check(name, False, "no checkpoint was saved")
     ok = all(f["equal"] for f in facts)
     steps = ", ".join(str(f["step"]) for f in facts)
-    return Check(name, ok, f"step {steps}: {facts[0]['tensors']} model and optimizer tensors "
-                           f"{'equal' if ok else 'DIFFER'} after perturbing and loading")
+    return Check(name, ok, f"step {steps}: {facts[0]['tensors']} model and optimizer tensors per rank "
+                           f"{'equal' if ok else 'DIFFER'} on every rank after perturbing and loading")
+
+
+def _tensor_parallel_folders(run: RunRecord, tensor_parallel: int) -> Check:
+    """Each TP rank's slices in a folder of their own: one DCP save over the world would keep one slice."""
+    name = "one checkpoint folder per tensor-parallel rank"
+    if tensor_parallel == 1:
+        return Check(name, None, "tensor parallel degree 1 here")
+    facts = run.of("checkpoint_round_trip")
+    folders = facts[0].get("folders", []) if facts else []
+    expected = [f"tp{tensor_parallel}-{r}/.metadata" for r in range(tensor_parallel)]
+    return Check(name, folders == expected, f"DCP metadata in {', '.join(folders) or 'no folder'}")
+
+
+def _grad_norm_everywhere(run: RunRecord) -> Check:
+    """The clipped total norm must be one number: under TP, FSDP's own clip gives each TP rank its own."""
+    name = "gradient norm equal on every rank"
+    steps = [f for f in run.of("step") if "grad_norms" in f]
+    if not steps:
+        return Check(name, False, "the script reported no per-rank gradient norms")
+    bad = [f for f in steps if len(set(f["grad_norms"])) != 1]
+    shown = bad[0] if bad else steps[0]
+    return Check(name, not bad, f"step {shown['step']}: {shown['grad_norms']}")
+
+
+def final_model_check(run: RunRecord, written: bool) -> Check:
+    name = "final model saved to SM_MODEL_DIR"
+    facts = run.of("final_model")
+    if not written or not facts:
+        return Check(name, False, "nothing was written" if not written else "the export was not re-read")
+    f = facts[0]
+    return Check(name, bool(f["loads"]), f"config and pytorch_model.bin ({f['tensors']} tensors) "
+                                         f"{'load' if f['loads'] else 'do NOT load'} into {f['model_class']} "
+                                         "with the weights saved")
 
 
 def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
@@ -152,9 +192,9 @@ def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
 
 
 def evaluate(first: RunRecord, second: RunRecord | None, resume_step: int,
-             activation_checkpointing: bool) -> list[Check]:
+             activation_checkpointing: bool, tensor_parallel: int = 1) -> list[Check]:
     checks = [_loss_falls(first), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
-              _round_trip(first)]
+              _round_trip(first), _tensor_parallel_folders(first, tensor_parallel), _grad_norm_everywhere(first)]
     if second is not None:
         checks.append(_resume(first, second, resume_step))
     return checks

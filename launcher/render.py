@@ -126,6 +126,7 @@ def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, A
             "pretrained": spec.model.pretrained,
             "seq_length": spec.model.seq_length,
             "flops_per_token": arch.flops_per_token(spec.model.seq_length),
+            "moe": arch.type == "mixtral",  # SMP's MoE implementation (MoEConfig) and Hugging Face's block
         },
         "decisions": dict(decisions),
         "smp": spec.smp.model_dump(),

@@ -20,24 +20,34 @@ CHECKS = {
     "step-0 gradient norm equal with and without activation checkpointing",
     "each rank holds 1/shard-degree of the parameters",
     "checkpoint saved and loaded back bit for bit",
+    "one checkpoint folder per tensor-parallel rank",
+    "gradient norm equal on every rank",
     "training resumes from the checkpoint",
     "final model saved to SM_MODEL_DIR",
 }
+TP_FOLDERS = "one checkpoint folder per tensor-parallel rank"
 
 
-@pytest.mark.parametrize("job,delayed,not_run", [
-    ("llama7b.yaml", False, {"backend smddp"}),
-    ("llama70b.yaml", True, {"backend smddp"}),
-    ("llama175b.yaml", True, {"backend smddp", "tensor_parallel_degree 4"}),
+@pytest.mark.parametrize("job,args,delayed,not_run", [
+    ("llama7b.yaml", ["--nproc", "2"], False, {"backend smddp"}),
+    ("llama70b.yaml", ["--nproc", "2"], True, {"backend smddp"}),
+    # the 175B reference at TP=2: 4 ranks, two TP groups of 2, FSDP shard degree 2 per TP slice
+    ("llama175b.yaml", ["--nproc", "4", "--set", "smp.tensor_parallel_degree=2"], True, {"backend smddp"}),
 ])
-def test_tiny_preflight_of_each_reference_job(run_cli, job, delayed, not_run):
-    r = run_cli("submit", str(JOBS / job), "--local", "--tiny", "--nproc", "2", "--max-steps", "4",
-                "--output", "json")
+def test_tiny_preflight_of_each_reference_job(run_cli, job, args, delayed, not_run):
+    r = run_cli("submit", str(JOBS / job), "--local", "--tiny", *args, "--max-steps", "4", "--output", "json")
     report = json.loads(r.out)
     assert r.code == 0, r.err[-3000:]
     checks = {c["name"]: c for c in report["checks"]}
     assert set(checks) == CHECKS
+    tensor_parallel = "smp.tensor_parallel_degree=2" in args
+    folders = checks.pop(TP_FOLDERS)
+    assert folders["ok"] is (True if tensor_parallel else None)
     assert all(c["ok"] is True for c in checks.values()), checks
+    if tensor_parallel:
+        assert folders["detail"] == "DCP metadata in tp2-0/.metadata, tp2-1/.metadata"
+        assert len(checks["gradient norm equal on every rank"]["detail"].split(",")) == 4
+        assert any("ran as 2, emulated on gloo" in n for n in report["notes"])
     assert {i["feature"] for i in report["not_exercised"]} == not_run
     assert f"smp.delayed_param_init={str(delayed).lower()}" in report["local_changes"]
     first, second = report["runs"]
@@ -78,6 +88,7 @@ def test_preflight_of_the_branches_the_reference_jobs_leave_untaken(run_cli, wri
     assert r.code == 0, r.err[-3000:]
     checks = {c["name"]: c["ok"] for c in report["checks"]}
     assert checks.pop("step-0 gradient norm equal with and without activation checkpointing") is None
+    assert checks.pop(TP_FOLDERS) is None
     assert all(checks.values()), report["checks"]
     assert {i["feature"] for i in report["not_exercised"]} == {"expert_parallel_degree 2", "backend nccl"}
     notes = " ".join(report["notes"])
@@ -178,7 +189,9 @@ def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(rendered, m
         tsm.init({"hybrid_shard_degree": 1})
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        with pytest.raises(RuntimeError, match="tensor_parallel_degree=2 needs SMP"):
+        with pytest.raises(RuntimeError, match="context_parallel_degree=2 needs SMP"):
+            tsm.init({"context_parallel_degree": 2})
+        with pytest.raises(RuntimeError, match="tensor_parallel_degree 2 must divide"):
             tsm.init({"tensor_parallel_degree": 2})
         with pytest.raises(RuntimeError, match="must divide"):
             tsm.init({"hybrid_shard_degree": 2})

@@ -186,3 +186,97 @@ def test_render_command_writes_the_source_dir(run_cli, tmp_path):
     assert (out / "train.py").read_text() == (GOLDENS / "llama70b" / "train.py").read_text()
     r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(tmp_path / "t"), "--set", "smp.bogus=1")
     assert r.code == 2 and "bogus" in r.err
+
+
+def _render_with(overrides: list[str], **decisions: object) -> dict[str, str]:
+    """The source dir with some of the plan's decisions forced: the script follows what it is given."""
+    from launcher.render import render_template, script_context
+
+    loaded = load_spec(JOBS / "llama7b.yaml", overrides)
+    context = script_context(loaded, {**build_plan(loaded).decisions, **decisions})
+    return {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
+
+
+def _function(source: str, name: str) -> str:
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(source, node)
+
+
+@pytest.mark.parametrize("transform", [True, False])
+def test_the_implementation_in_use_picks_the_wrapped_block_and_the_clipping(transform):
+    """SMP's implementation at TP=1 too: its TransformerLayer is what FSDP wraps and checkpoints, and SMP's
+    clip_grad_norm_ clips; without it, Hugging Face's block and FSDP's own clip."""
+    script = _render_with([], transform=transform)["train.py"]
+    compile(script, "train.py", "exec")
+    layer, clip = _function(script, "layer_class"), _function(script, "clip_gradients")
+    assert ("TransformerLayer" in layer) is transform
+    assert ("torch.sagemaker.grad_norm" in clip) is transform
+    assert ("fsdp_model.clip_grad_norm_" in clip) is not transform
+    assert ("model = transform(model)" in script) is transform
+    assert "tsm.clip_grad_norm_(fsdp_model, max_norm)" in clip  # the local stand-in emulates SMP's either way
+    assert "layer_cls = layer_class()" in _function(script, "wrap")  # FSDP wraps what AC checkpoints
+    assert "isinstance(m, layer_cls)" in _function(script, "train")
+
+
+def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
+    """AWS's examples: with delayed init, MoE's tsm.transform runs under init_empty_weights, and FSDP
+    wraps Hugging Face's MixtralDecoderLayer, not SMP's TransformerLayer."""
+    moe = ["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4",
+           "cluster.instance_type=ml.p4de.24xlarge"]
+    script = _render_with([*moe, "smp.delayed_param_init=true"], transform=True)["train.py"]
+    body = _function(script, "transform")
+    withs = [n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.With)]
+    assert [ast.unparse(w.items[0].context_expr) for w in withs] == ["init_empty_weights()"]
+    assert ast.unparse(withs[0].body[0]) == "return tsm.transform(model, config=moe)"
+    assert "TransformerLayer" not in _function(script, "layer_class")
+    pretrained = _render_with([*moe, "model.pretrained=mistralai/Mixtral-8x7B-v0.1"], transform=True)["train.py"]
+    body = _function(pretrained, "transform")
+    assert "use_cpu_initialization=dist.get_rank() == 0" in body and "if dist.get_rank() != 0:" in body
+
+
+def test_the_group_timeout_and_checkpoint_layout_are_awss():
+    files = render_source(load_spec(JOBS / "llama175b.yaml"))
+    script, ckpt = files["train.py"], files["train_checkpoint.py"]
+    assert "timeout=timedelta(seconds=7200)" in script
+    layout = _function(script, "checkpoint_layout")
+    assert "st.ranker.get_rep_rank(dist.get_rank()) == 0" in layout and "fsdp_model.process_group" in layout
+    save = _function(ckpt, "save")
+    assert "if layout.writer:" in save and "process_group=layout.group" in save
+    assert 'f"tp{layout.tp_degree}-{layout.tp_rank}"' in _function(ckpt, "shard_dir")
+    export = _function(script, "save_final_model")
+    assert "FULL_STATE_DICT" in export and "rank0_only=True" in export and "pytorch_model.bin" in export
+
+
+def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
+    """AWS's parameter groups: LayerNorm/RMSNorm weights and every bias get no weight decay."""
+    import importlib
+    import sys
+
+    torch = pytest.importorskip("torch")
+    src = tmp_path / "src"
+    from launcher.render import write_source_dir
+
+    write_source_dir(render_source(load_spec(JOBS / "llama7b.yaml")), src)
+    monkeypatch.syspath_prepend(str(src))
+    for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
+        sys.modules.pop(name, None)
+    train = importlib.import_module("train")
+
+    class LlamaRMSNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(4))
+
+    model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(8, 4), "proj": torch.nn.Linear(4, 4),
+                                 "ln": torch.nn.LayerNorm(4), "rms": LlamaRMSNorm(),
+                                 "fused": torch.nn.Module()})
+    model["fused"].layer_norm_weight = torch.nn.Parameter(torch.ones(4))  # Transformer Engine's naming
+    decay, no_decay = train.param_groups(model)
+    named = {id(p): n for n, p in model.named_parameters()}
+    assert sorted(named[id(p)] for p in decay["params"]) == ["embed.weight", "proj.weight"]
+    assert sorted(named[id(p)] for p in no_decay["params"]) == [
+        "fused.layer_norm_weight", "ln.bias", "ln.weight", "proj.bias", "rms.weight"]
+    assert decay["weight_decay"] == train.WEIGHT_DECAY > 0 and no_decay["weight_decay"] == 0.0
+    for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
+        sys.modules.pop(name, None)

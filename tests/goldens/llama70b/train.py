@@ -95,7 +95,7 @@ def init_distributed():
         backend = "smddp"
     else:
         backend = "nccl" if ON_GPU else "gloo"
-    dist.init_process_group(backend=backend, timeout=timedelta(minutes=30))
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=7200))  # AWS's examples' timeout
     tsm.init()
     log(f"process group: {backend}, world size {dist.get_world_size()}, "
         f"hybrid shard degree {tsm.state.hybrid_shard_degree}, tensor parallel degree {tsm.state.tp_size}")
@@ -110,7 +110,8 @@ def hf_classes():
 
 
 def layer_class():
-    """The transformer block FSDP wraps and checkpoints: SMP's own once tsm.transform replaced HF's."""
+    """The transformer block FSDP wraps and checkpoints: SMP's own once tsm.transform replaced HF's
+    (a MoE model keeps Hugging Face's block, as AWS's examples wrap it)."""
     if not LOCAL:
         try:
             from torch.sagemaker.tensor_parallel.transformer import TransformerLayer
@@ -133,28 +134,21 @@ def build_model():
     return model
 
 
-def delayed_init_fns(model, device):
-    """FSDP's param_init_fn for meta parameters: SMP's DelayedParamIniter, or locally, materialise each
-    module that still has meta tensors and run the model's own initialiser on it."""
-    if not LOCAL:
-        from torch.sagemaker.delayed_param import DelayedParamIniter
+def delayed_param_initer(model):
+    """SMP's DelayedParamIniter for the meta parameters (locally, tsm_local's, which runs the model's own
+    initialiser); none on a rank that loaded pretrained weights, as AWS's examples do."""
+    if LOCAL:
+        return tsm.DelayedParamIniter(model)
+    from torch.sagemaker.delayed_param import DelayedParamIniter
 
-        initer = DelayedParamIniter(model)
-        return initer.get_param_init_fn(), initer.get_post_param_init_fn()
-    init_weights = model._init_weights
-
-    def param_init_fn(module):
-        for sub in module.modules():
-            if any(t.is_meta for t in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))):
-                sub.to_empty(device=device, recurse=False)
-                init_weights(sub)
-
-    return param_init_fn, None
+    return DelayedParamIniter(model)
 
 
 def wrap(model, device):
     """Native FSDP with the sharding SMP expects; SMP rewrites its groups per hybrid_shard_degree,
-    and the local stand-in passes an explicit (replicate, shard) mesh instead."""
+    and the local stand-in passes the groups of this rank's tensor-parallel slice instead."""
+    import contextlib
+
     from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
@@ -171,12 +165,24 @@ def wrap(model, device):
         use_orig_params=True,
         device_id=device,
     )
-    if LOCAL and tsm.state.device_mesh is not None:
-        kwargs["device_mesh"] = tsm.state.device_mesh
-    kwargs["param_init_fn"], post_init = delayed_init_fns(model, device)
-    if post_init is not None:
-        kwargs["post_param_init_fn"] = post_init
-    return FSDP(model, **kwargs)
+    if LOCAL:
+        kwargs.update(tsm.fsdp_arguments(kwargs["sharding_strategy"]))
+    validate = contextlib.nullcontext()
+    initer = delayed_param_initer(model)
+    if initer is not None:
+        kwargs["param_init_fn"] = initer.get_param_init_fn()
+        post_init = initer.get_post_param_init_fn()
+        if post_init is not None:
+            kwargs["post_param_init_fn"] = post_init
+        validate = initer.validate_params_and_buffers_inited()
+    with validate:
+        return FSDP(model, **kwargs)
+
+
+def transform(model):
+    """tsm.transform: SMP's implementation of the model. A MoE model gets SMP's MoE config, and is
+    transformed on the meta device while its parameters wait for delayed init, as AWS's examples do."""
+    return tsm.transform(model)
 
 
 def learning_rate(step):
@@ -214,6 +220,47 @@ def forward_backward(model, input_ids, scaler):
     return loss.detach().float()
 
 
+def param_groups(fsdp_model):
+    """AdamW's groups as AWS's examples build them: no weight decay for normalisation weights and biases
+    (matched by module class and by name, which also covers Transformer Engine's fused norms)."""
+    decay, no_decay, seen = [], [], set()
+    for module in fsdp_model.modules():
+        is_norm = "norm" in type(module).__name__.lower()
+        for name, param in module.named_parameters(recurse=False):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            exempt = is_norm or name == "bias" or name.endswith("_bias") or "norm" in name.lower()
+            (no_decay if exempt else decay).append(param)
+    return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def clip_gradients(fsdp_model, max_norm):
+    """One total gradient norm on every rank: SMP's clip_grad_norm_ counts every TP rank's slices and
+    the replicated parameters once (FSDP's own reduces over its group only, so TP ranks would differ)."""
+    if LOCAL:
+        return tsm.clip_grad_norm_(fsdp_model, max_norm)
+    from torch.sagemaker.grad_norm import clip_grad_norm_
+
+    return clip_grad_norm_(fsdp_model, max_norm)
+
+
+def checkpoint_layout(fsdp_model):
+    """Per TP/EP rank sub-folders, written over the FSDP group by the replication-rank-0 ranks."""
+    st = tsm.state
+    return train_checkpoint.Layout(
+        tp_degree=int(st.tensor_parallel_degree), tp_rank=int(st.tp_rank),
+        ep_degree=int(st.expert_parallel_degree), ep_rank=int(getattr(st, "ep_rank", 0)),
+        group=fsdp_model.process_group, writer=st.ranker.get_rep_rank(dist.get_rank()) == 0)
+
+
+def on_every_rank(value):
+    """Each rank's value of a scalar, in rank order (preflight: they must agree)."""
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, float(value))
+    return values
+
+
 def mean_over_ranks(value):
     value = value.clone()
     dist.all_reduce(value)
@@ -228,7 +275,7 @@ def report_sharding(fsdp_model, total):
     dist.all_gather_object(held, sum(p.numel() for p in fsdp_model.parameters()))
     meta = [n for n, t in (*fsdp_model.named_parameters(), *fsdp_model.named_buffers()) if t.is_meta]
     report("sharding", total=total, held=held, shard_degree=tsm.state.hybrid_shard_degree,
-           strategy=SHARDING_STRATEGY, meta_tensors=meta)
+           strategy=fsdp_model.sharding_strategy.name, meta_tensors=meta, tp_degree=tsm.state.tp_size)
 
 
 def train(device):
@@ -237,15 +284,17 @@ def train(device):
     log(f"hyperparameters: {hyperparameters()}")
     model = build_model()
     total_params = sum(p.numel() for p in model.parameters())
-    vocab_size = model.config.vocab_size
-    model = tsm.transform(model)
+    hf_config = model.config  # kept for the export: SMP's transformed model is not a Hugging Face class
+    vocab_size = hf_config.vocab_size
+    model = transform(model)
+    slice_params = sum(p.numel() for p in model.parameters())  # this rank's tensor-parallel slice
     fsdp_model = wrap(model, device)
     if ON_GPU:
         dist.barrier()
     log(f"model: {total_params:,} parameters, FSDP {SHARDING_STRATEGY}, {PRECISION}")
-    report_sharding(fsdp_model, total_params)
-    optimizer = torch.optim.AdamW(fsdp_model.parameters(), lr=LEARNING_RATE, betas=BETAS,
-                                  weight_decay=WEIGHT_DECAY)
+    report_sharding(fsdp_model, slice_params)
+    optimizer = torch.optim.AdamW(param_groups(fsdp_model), lr=LEARNING_RATE, betas=BETAS)
+    layout = checkpoint_layout(fsdp_model)
     scaler = None
     if PRECISION == "fp16":
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -254,13 +303,13 @@ def train(device):
     batches = make_batches(vocab_size)
     start = train_checkpoint.latest_step(CHECKPOINT_DIR) or 0
     if start:
-        train_checkpoint.load(CHECKPOINT_DIR, start, fsdp_model, optimizer)
+        train_checkpoint.load(CHECKPOINT_DIR, start, fsdp_model, optimizer, layout)
         log(f"resumed from the checkpoint of step {start} in {CHECKPOINT_DIR}")
         report("resumed", step=start)
     model = fsdp_model
     if PREFLIGHT:
         forward_backward(fsdp_model, batches.batch(start + 1).to(device), None)
-        report("grad_norm_without_ac", step=start + 1, grad_norm=fsdp_model.clip_grad_norm_(math.inf).item())
+        report("grad_norm_without_ac", step=start + 1, grad_norm=clip_gradients(fsdp_model, math.inf).item())
         optimizer.zero_grad(set_to_none=True)
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointImpl,
@@ -282,7 +331,7 @@ def train(device):
         loss = forward_backward(model, batches.batch(step).to(device), scaler)
         if scaler is not None:
             scaler.unscale_(optimizer)
-        grad_norm = fsdp_model.clip_grad_norm_(GRAD_CLIP if GRAD_CLIP > 0 else math.inf)
+        grad_norm = clip_gradients(fsdp_model, GRAD_CLIP if GRAD_CLIP > 0 else math.inf)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
@@ -291,7 +340,8 @@ def train(device):
         optimizer.zero_grad(set_to_none=True)
         window_steps += 1
         if PREFLIGHT:
-            report("step", step=step, loss=mean_over_ranks(loss), grad_norm=grad_norm.item())
+            norms = on_every_rank(grad_norm.item())
+            report("step", step=step, loss=mean_over_ranks(loss), grad_norm=norms[0], grad_norms=norms)
         if step % LOG_EVERY == 0 or step == MAX_STEPS:
             elapsed = max(time.perf_counter() - window_start, 1e-9)
             tokens_per_s = tokens_per_step * window_steps / elapsed
@@ -301,30 +351,51 @@ def train(device):
                 gpu_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if ON_GPU else 0.0))
             window_start, window_steps = time.perf_counter(), 0
         if step % CHECKPOINT_EVERY == 0:
-            path = train_checkpoint.save(CHECKPOINT_DIR, step, fsdp_model, optimizer, KEEP_CHECKPOINTS)
+            path = train_checkpoint.save(CHECKPOINT_DIR, step, fsdp_model, optimizer, KEEP_CHECKPOINTS, layout)
             log(f"checkpoint of step {step} saved to {path}")
             if PREFLIGHT:
-                equal, tensors = train_checkpoint.round_trip(CHECKPOINT_DIR, step, fsdp_model, optimizer)
-                report("checkpoint_round_trip", step=step, equal=equal, tensors=tensors)
+                equal, tensors = train_checkpoint.round_trip(CHECKPOINT_DIR, step, fsdp_model, optimizer, layout)
+                folders = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, files in os.walk(path)
+                                 for f in files if f == ".metadata")
+                report("checkpoint_round_trip", step=step, equal=equal, tensors=tensors, folders=folders,
+                       tp_degree=layout.tp_degree)
             window_start, window_steps = time.perf_counter(), 0  # the save is not training time
     if PREFLIGHT and start < MAX_STEPS:
         with torch.no_grad(), warnings.catch_warnings():  # the same batch again: did training lower its loss?
             warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
             after = mean_over_ranks(forward(model, batches.batch(start + 1).to(device)).float())
         report("loss_on_first_batch", step=start + 1, after=after, steps=MAX_STEPS - start)
-    save_final_model(fsdp_model)
+    save_final_model(fsdp_model, hf_config)
 
 
-def save_final_model(fsdp_model):
-    """The whole model, gathered on rank 0, in Hugging Face format under SM_MODEL_DIR."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+def save_final_model(fsdp_model, hf_config):
+    """The whole model under SM_MODEL_DIR as AWS's examples export it: FSDP's FULL_STATE_DICT gathered on
+    rank 0, `pytorch_model.bin` (the name Hugging Face's from_pretrained reads) and the model's config."""
+    from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     # Offloading the gathered weights to CPU is what GPUs need; FSDP on a CPU crashes with it.
-    state = get_model_state_dict(fsdp_model, options=StateDictOptions(full_state_dict=True, cpu_offload=ON_GPU))
+    config = FullStateDictConfig(rank0_only=True, offload_to_cpu=ON_GPU)
+    with warnings.catch_warnings(), FSDP.state_dict_type(fsdp_model, StateDictType.FULL_STATE_DICT, config):
+        warnings.simplefilter("ignore", FutureWarning)
+        state = fsdp_model.state_dict()
+    if LOCAL:
+        state = tsm.full_model_state_dict(state)  # SMP gathers TP slices itself; the stand-in does it here
     if dist.get_rank() == 0:
-        fsdp_model.module.save_pretrained(MODEL_DIR, state_dict=state)
+        os.makedirs(MODEL_DIR, exist_ok=True)
+        torch.save(state, os.path.join(MODEL_DIR, "pytorch_model.bin"))
+        hf_config.save_pretrained(MODEL_DIR)
         log(f"model saved to {MODEL_DIR}")
+        if PREFLIGHT:
+            report_export(state)
     dist.barrier()
+
+
+def report_export(state):
+    """Preflight: the exported directory loads into the Hugging Face class, with the weights just saved."""
+    loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
+    same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
+    report("final_model", loads=same, tensors=len(state), model_class=HF_CLASSES[1])
 
 
 def main():

@@ -1,12 +1,18 @@
-"""Sharded checkpoints: every rank writes its own shards with torch.distributed.checkpoint (DCP).
+"""Sharded checkpoints with torch.distributed.checkpoint (DCP), laid out as AWS's SMP v2 examples do.
 
 Layout: <dir>/step_00000500/ holds the DCP files and, once every rank has finished, a `.complete`
-marker; a checkpoint without it (a job stopped mid-save) is never resumed from. SageMaker syncs
-<dir> (/opt/ml/checkpoints) to the job's checkpoint S3 URI and restores it when a job restarts.
+marker; a checkpoint without it (a job stopped mid-save) is never resumed from. Under tensor (or
+expert) parallelism every TP rank holds a different slice under the same parameter name, and one DCP
+save over the world would keep one of them: each TP/EP rank saves into its own sub-folder
+(`tp{degree}-{tp_rank}`, `ep{degree}-{ep_rank}`), over the FSDP process group that holds its slice,
+and only the replication-rank-0 ranks write (the other replicas hold the same shards). Every rank
+loads its own sub-folder over the same group. SageMaker syncs <dir> (/opt/ml/checkpoints) to the
+job's checkpoint S3 URI and restores it when a job restarts.
 """
 import os
 import re
 import shutil
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -17,6 +23,28 @@ _STEP_DIR = re.compile(r"^step_(\d{8})$")
 
 def step_dir(root, step):
     return os.path.join(root, f"step_{step:08d}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this rank's shards go and who writes them: from tsm.state and the FSDP model."""
+
+    tp_degree: int = 1
+    tp_rank: int = 0
+    ep_degree: int = 1
+    ep_rank: int = 0
+    group: object = None  # the FSDP process group (None: the world)
+    writer: bool = True   # replication rank 0
+
+
+def shard_dir(root, step, layout):
+    """This rank's folder of checkpoint `step`: per TP and EP rank when those degrees are above 1."""
+    path = step_dir(root, step)
+    if layout.tp_degree > 1:
+        path = os.path.join(path, f"tp{layout.tp_degree}-{layout.tp_rank}")
+    if layout.ep_degree > 1:
+        path = os.path.join(path, f"ep{layout.ep_degree}-{layout.ep_rank}")
+    return path
 
 
 def complete_steps(root):
@@ -64,29 +92,34 @@ def state_dicts(model, optimizer):
     return {"model": model_sd, "optimizer": optim_sd}
 
 
-def save(root, step, model, optimizer, keep):
-    """Write checkpoint `step` on every rank, mark it complete, prune old ones (one writer per host)."""
+def save(root, step, model, optimizer, keep, layout):
+    """Write checkpoint `step` (replication-rank-0 ranks, per TP/EP rank), mark it complete once every
+    rank is done, and prune old ones (one pruner per host)."""
     import torch.distributed.checkpoint as dcp
 
-    path = step_dir(root, step)
-    dcp.save(state_dicts(model, optimizer), checkpoint_id=path)
+    path = shard_dir(root, step, layout)
+    state = state_dicts(model, optimizer)  # every rank: FSDP's state dicts are collective
+    if layout.writer:
+        dcp.save(state, checkpoint_id=path, process_group=layout.group)
     dist.barrier()
     if int(os.environ.get("LOCAL_RANK", 0)) == 0:
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
+        top = step_dir(root, step)
+        os.makedirs(top, exist_ok=True)
+        with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
             f.write(f"{step}\n")
         prune(root, keep)
     dist.barrier()
-    return path
+    return step_dir(root, step)
 
 
-def load(root, step, model, optimizer):
-    """Load checkpoint `step` into the wrapped model and optimizer, in place."""
+def load(root, step, model, optimizer, layout):
+    """Load checkpoint `step` into the wrapped model and optimizer, in place: every rank reads its own
+    TP/EP sub-folder over its FSDP group, replicas included."""
     import torch.distributed.checkpoint as dcp
 
     _, set_state_dict = _state_dict_api()
     state = state_dicts(model, optimizer)
-    dcp.load(state, checkpoint_id=step_dir(root, step))
+    dcp.load(state, checkpoint_id=shard_dir(root, step, layout), process_group=layout.group)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 
@@ -109,9 +142,10 @@ def local_tensors(tree, prefix=""):
     return out
 
 
-def round_trip(root, step, model, optimizer):
+def round_trip(root, step, model, optimizer, layout):
     """Preflight check: perturb every parameter and optimizer state, load checkpoint `step` back,
-    and compare each local shard with what was saved, bit for bit. Returns (equal, tensors compared)."""
+    and compare each local shard with what was saved, bit for bit, on every rank.
+    Returns (equal on every rank, tensors compared on this rank)."""
     saved = local_tensors(state_dicts(model, optimizer))
     with torch.no_grad():
         for p in model.parameters():
@@ -120,8 +154,10 @@ def round_trip(root, step, model, optimizer):
             for value in per_param.values():
                 if isinstance(value, torch.Tensor):
                     value.add_(1.0)
-    load(root, step, model, optimizer)
+    load(root, step, model, optimizer, layout)
     loaded = local_tensors(state_dicts(model, optimizer))
     equal = saved.keys() == loaded.keys() and all(
         saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved)
-    return equal, len(saved)
+    everywhere = torch.tensor([1 if equal else 0])
+    dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
+    return bool(everywhere.item()), len(saved)

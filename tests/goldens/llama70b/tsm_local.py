@@ -1,11 +1,19 @@
 """A stand-in for `torch.sagemaker` (SMP v2) when the library is not installed: the local preflight.
 
-It provides the few names the entry script uses (init, state, transform, is_initialized) and owns
-the sharding layout SMP would impose: HYBRID_SHARD gets an explicit 2-D device mesh
-(replicate, shard), because FSDP's default hybrid groups silently become NO_SHARD on a CPU.
-Tensor, context and expert parallelism need SMP's kernels; asking for them here is an error,
-never a silent degree of 1.
+It provides the names the entry script uses (init, state, transform, is_initialized, clip_grad_norm_,
+DelayedParamIniter) and owns the layout SMP would impose:
+- ranks are grouped as SMP groups them: the ranks of one tensor-parallel group are consecutive
+  (tp_rank = rank % tp), so a data-parallel rank is rank // tp, as AWS's examples compute it;
+- FSDP runs over the ranks holding the same tensor-parallel slice, with an explicit (replicate, shard)
+  device mesh, because FSDP's default hybrid groups silently become NO_SHARD on a CPU;
+- tensor parallelism is emulated on gloo: transform() splits each attention and MLP projection
+  Megatron-style (column- then row-parallel), so every TP rank holds its own slice under the same
+  parameter name, the forward pass all-reduces over the TP group, and clip_grad_norm_ counts the
+  slices of every TP rank and the replicated parameters once, as SMP's does.
+Context and expert parallelism need SMP's kernels; asking for them here is an error, never a silent
+degree of 1.
 """
+import contextlib
 import json
 import os
 import sys
@@ -13,9 +21,19 @@ from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
 
 LOCAL_PREFLIGHT = True
-UNSUPPORTED = ("tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree")
+UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
+# Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
+# columns (row-parallel). Mixtral's experts are fused 3-D tensors in transformers 5; they stay whole.
+TP_PLAN = {
+    "llama": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
+    "mistral": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
+    "mixtral": (("q_proj", "k_proj", "v_proj"), ("o_proj",)),
+    "gpt_neox": (("query_key_value", "dense_h_to_4h"), ("dense", "dense_4h_to_h")),
+}
 
 state = SimpleNamespace()
 _initialized = False
@@ -36,8 +54,33 @@ def _load_config(config):
         return json.load(f)
 
 
+class Ranker:
+    """SMP's rank arithmetic for a world of (replicate, shard, tp) with tp innermost."""
+
+    def __init__(self, world, tp, shard):
+        self.world, self.tp, self.shard = world, tp, shard
+
+    def get_tp_rank(self, rank):
+        return rank % self.tp
+
+    def get_dp_rank(self, rank):
+        return rank // self.tp
+
+    def get_rep_rank(self, rank):
+        """Which copy of the sharded state this rank holds: 0 for the ranks that write checkpoints."""
+        return self.get_dp_rank(rank) // self.shard if self.shard > 1 else 0
+
+    def get_rep_groups(self):
+        """The ranks holding the same shard of the same TP slice."""
+        groups = {}
+        for rank in range(self.world):
+            key = (self.get_tp_rank(rank), self.get_dp_rank(rank) % self.shard if self.shard > 1 else rank)
+            groups.setdefault(key, []).append(rank)
+        return sorted(groups.values())
+
+
 def init(config=None):
-    """Mirror `tsm.init`: read the SMP parameters once the process group exists."""
+    """Mirror `tsm.init`: read the SMP parameters once the process group exists, and build the groups."""
     global _initialized
     if not dist.is_initialized():
         raise RuntimeError("tsm_local.init() needs torch.distributed.init_process_group() first")
@@ -49,30 +92,45 @@ def init(config=None):
                 "`smp-launch submit --local` runs with degree 1 and reports it as not exercised.")
     world = dist.get_world_size()
     rank = dist.get_rank()
-    shard = int(params.get("hybrid_shard_degree", 0)) or world
-    if shard > world or world % shard:
-        raise RuntimeError(f"hybrid_shard_degree {shard} must divide the local world size {world}")
+    tp = int(params.get("tensor_parallel_degree", 1))
+    if tp < 1 or world % tp:
+        raise RuntimeError(f"tensor_parallel_degree {tp} must divide the local world size {world}")
+    dp = world // tp
+    shard = int(params.get("hybrid_shard_degree", 0)) or dp
+    if shard > dp or dp % shard:
+        raise RuntimeError(f"hybrid_shard_degree {shard} must divide the local data-parallel size {dp} "
+                           f"(world {world} / tensor parallel degree {tp})")
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    mesh = None
-    if shard > 1:
+    mesh, dp_mesh, tp_group = None, None, None
+    if tp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        full = init_device_mesh(device_type, (dp // shard, shard, tp), mesh_dim_names=("replicate", "shard", "tp"))
+        mesh = full["replicate", "shard"] if shard > 1 else None
+        dp_mesh = full["replicate"] if shard == 1 else None
+        tp_group = full["tp"].get_group()
+    elif shard > 1:
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(device_type, (world // shard, shard), mesh_dim_names=("replicate", "shard"))
+    ranker = Ranker(world, tp, shard)
     state.__dict__.update(
         rank=rank, world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        hybrid_shard_degree=shard, device_mesh=mesh,
-        tensor_parallel_degree=1, tp_size=1, tp_rank=0, tp_process_group=None,
+        hybrid_shard_degree=shard, device_mesh=mesh, dp_mesh=dp_mesh, ranker=ranker,
+        tensor_parallel_degree=tp, tp_size=tp, tp_rank=ranker.get_tp_rank(rank), tp_process_group=tp_group,
         context_parallel_degree=1, cp_size=1, cp_rank=0,
         expert_parallel_degree=1, ep_size=1, ep_rank=0,
         sm_activation_offloading=bool(params.get("sm_activation_offloading", True)),
         activation_loading_horizon=int(params.get("activation_loading_horizon", 2)),
-        world_process_group=dist.group.WORLD,
+        world_process_group=dist.group.WORLD, tp_partition={},
     )
     _initialized = True
     if rank == 0:
+        layout = f"(replicate {dp // shard}, shard {shard}, tp {tp})" if tp > 1 else (
+            f"(replicate {world // shard}, shard {shard})" if mesh else "none")
         print(f"LOCAL PREFLIGHT: torch.sagemaker is not installed; tsm_local stands in for it "
-              f"(world {world}, hybrid shard degree {shard}, tensor/context/expert degree 1, "
-              f"{device_type} device mesh {'(%d, %d)' % (world // shard, shard) if mesh else 'none'})",
+              f"(world {world}, hybrid shard degree {shard}, tensor parallel degree {tp}"
+              f"{' emulated on gloo' if tp > 1 else ''}, context/expert degree 1, {device_type} device mesh {layout})",
               file=sys.stderr, flush=True)
     return state
 
@@ -81,8 +139,208 @@ def is_initialized():
     return _initialized
 
 
+def fsdp_arguments(strategy):
+    """FSDP's process groups as SMP sets them for this rank: its TP slice's data-parallel ranks only."""
+    from torch.distributed.fsdp import ShardingStrategy
+
+    if state.hybrid_shard_degree == 1:
+        out = {"sharding_strategy": ShardingStrategy.NO_SHARD}
+        if state.dp_mesh is not None:
+            out["device_mesh"] = state.dp_mesh
+        return out
+    return {"sharding_strategy": strategy, "device_mesh": state.device_mesh} if state.device_mesh else {}
+
+
+class _CopyToTensorParallel(torch.autograd.Function):
+    """Identity forward; the input's gradient is summed over the TP group (each rank saw part of it)."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class _ReduceFromTensorParallel(torch.autograd.Function):
+    """Sum of the ranks' partial outputs forward; the gradient passes through unchanged."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        x = x.contiguous().clone()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class TensorParallelLinear(nn.Module):
+    """This rank's slice of a Linear: `column` keeps out_features/tp output rows, `row` in_features/tp inputs."""
+
+    def __init__(self, linear, style, tp_size, tp_rank, group):
+        super().__init__()
+        self.style, self.tp_size, self.tp_rank, self.group = style, tp_size, tp_rank, group
+        self.out_features, self.in_features = linear.out_features, linear.in_features
+        dim = 0 if style == "column" else 1
+        if linear.weight.shape[dim] % tp_size:
+            raise RuntimeError(f"cannot split a {tuple(linear.weight.shape)} projection {tp_size} ways")
+        self.weight = nn.Parameter(self._slice(linear.weight.detach(), dim).clone())
+        bias = linear.bias
+        if bias is None:
+            self.bias = None
+        elif style == "column":
+            self.bias = nn.Parameter(self._slice(bias.detach(), 0).clone())
+        else:
+            self.bias = nn.Parameter(bias.detach().clone())
+
+    def _slice(self, tensor, dim):
+        size = tensor.shape[dim] // self.tp_size
+        return tensor.narrow(dim, self.tp_rank * size, size)
+
+    def sharded_parameters(self):
+        """The parameters that differ per TP rank (a row-parallel bias is replicated)."""
+        return [self.weight] + ([self.bias] if self.bias is not None and self.style == "column" else [])
+
+    def init_from_full(self, init_weights):
+        """Run the model's initialiser on the full-size Linear and keep this rank's slice: every rank draws
+        the same random numbers, so replicated parameters stay equal and the slices tile one full matrix."""
+        full = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
+        full.to_empty(device=self.weight.device)
+        init_weights(full)
+        with torch.no_grad():
+            dim = 0 if self.style == "column" else 1
+            self.weight.copy_(self._slice(full.weight, dim))
+            if self.bias is not None:
+                self.bias.copy_(self._slice(full.bias, 0) if self.style == "column" else full.bias)
+
+    def forward(self, x):
+        if self.style == "column":
+            return F.linear(_CopyToTensorParallel.apply(x, self.group), self.weight, self.bias)
+        out = _ReduceFromTensorParallel.apply(F.linear(x, self.weight), self.group)
+        return out + self.bias if self.bias is not None else out
+
+
+def _broadcast_from_rank0(model):
+    """SMP's load_state_dict_from_rank0: rank 0's real weights reach every rank before the split."""
+    device = next((t.device for t in model.parameters() if not t.is_meta), torch.device("cpu"))
+    for module in model.modules():
+        if any(t.is_meta for t in (*module.parameters(recurse=False), *module.buffers(recurse=False))):
+            module.to_empty(device=device, recurse=False)
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            dist.broadcast(tensor.data, src=0)
+
+
 def transform(model, device=None, dtype=None, config=None, load_state_dict_from_rank0=False, **kwargs):
-    """Identity: with tensor, context and expert degree 1 there is nothing to convert."""
+    """Split the model's projections across the TP group (the identity at tensor parallel degree 1)."""
     if not _initialized:
         raise RuntimeError("call tsm_local.init() before transform()")
+    if load_state_dict_from_rank0 and dist.get_world_size() > 1:
+        _broadcast_from_rank0(model)
+    if state.tp_size == 1:
+        return model
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in TP_PLAN:
+        raise RuntimeError(f"tensor parallelism is not emulated for model type {model_type!r}")
+    column, row = TP_PLAN[model_type]
+    replacements = []
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, nn.Linear) and ".layers." in f".{name}" and leaf in (*column, *row):
+            replacements.append((name, module, "column" if leaf in column else "row"))
+    for name, module, style in replacements:
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, leaf, TensorParallelLinear(module, style, state.tp_size, state.tp_rank,
+                                                   state.tp_process_group))
+        state.tp_partition[f"{name}.weight"] = 0 if style == "column" else 1
+        if module.bias is not None and style == "column":
+            state.tp_partition[f"{name}.bias"] = 0
     return model
+
+
+class DelayedParamIniter:
+    """SMP's DelayedParamIniter, locally: FSDP's param_init_fn materialises each module that still has meta
+    tensors and runs the model's own initialiser on it (on the full matrix, for a TP slice)."""
+
+    def __init__(self, model, init_method_using_config=None, verbose=False):
+        self.model = model
+        self.init_weights = model._init_weights
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else (
+            torch.device("cpu"))
+
+    def get_param_init_fn(self):
+        def param_init_fn(module):
+            for sub in module.modules():
+                if any(t.is_meta for t in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))):
+                    sub.to_empty(device=self.device, recurse=False)
+                    if isinstance(sub, TensorParallelLinear):
+                        sub.init_from_full(self.init_weights)
+                    else:
+                        self.init_weights(sub)
+
+        return param_init_fn
+
+    def get_post_param_init_fn(self):
+        return None
+
+    @contextlib.contextmanager
+    def validate_params_and_buffers_inited(self):
+        yield
+        meta = [n for n, t in (*self.model.named_parameters(), *self.model.named_buffers()) if t.is_meta]
+        if meta:
+            raise RuntimeError(f"still on the meta device after FSDP's init: {', '.join(meta[:3])}")
+
+
+def _tensor_parallel_ids(model):
+    return {id(p) for m in model.modules() if isinstance(m, TensorParallelLinear) for p in m.sharded_parameters()}
+
+
+def clip_grad_norm_(model, max_norm, norm_type=2.0):
+    """SMP's clip_grad_norm_: one total norm for the whole model on every rank. FSDP's own reduces over
+    its group only, so under TP each TP rank would see a different norm. Here the squares of this rank's
+    FSDP shard are summed over the FSDP group (not under NO_SHARD, whose ranks hold whole copies), the
+    TP-sliced ones also over the TP group, and the replicated ones once."""
+    from torch.distributed.fsdp import ShardingStrategy
+
+    if float(norm_type) != 2.0:
+        raise ValueError("the local stand-in clips by the 2-norm only")
+    sliced_ids = _tensor_parallel_ids(model)
+    grads = [(id(p), p.grad) for p in model.parameters() if p.grad is not None]
+    sums = torch.zeros(2, dtype=torch.float64)
+    for pid, grad in grads:
+        sums[0 if pid in sliced_ids else 1] += grad.detach().double().pow(2).sum().cpu()
+    group = getattr(model, "process_group", None)
+    if group is not None and getattr(model, "sharding_strategy", None) != ShardingStrategy.NO_SHARD:
+        dist.all_reduce(sums, group=group)
+    if state.tp_size > 1:
+        sliced = sums[:1].clone()
+        dist.all_reduce(sliced, group=state.tp_process_group)
+        sums[0] = sliced[0]
+    total = sums.sum().sqrt()
+    coef = float(max_norm) / (float(total) + 1e-6)
+    if coef < 1.0:
+        with torch.no_grad():
+            for _, grad in grads:
+                grad.mul_(coef)
+    return total.float()
+
+
+def full_model_state_dict(state_dict):
+    """SMP gathers the TP slices of a full state dict; here the ranks of the first TP group (FSDP's
+    rank-0s, which hold the gathered slices) concatenate them onto global rank 0."""
+    if state.tp_size == 1 or state.ranker.get_dp_rank(dist.get_rank()) != 0:
+        return state_dict
+    merged = dict(state_dict)
+    for name, dim in sorted(state.tp_partition.items()):
+        local = state_dict[name].contiguous()
+        parts = [torch.empty_like(local) for _ in range(state.tp_size)]
+        dist.all_gather(parts, local, group=state.tp_process_group)
+        merged[name] = torch.cat(parts, dim=dim)
+    return merged
