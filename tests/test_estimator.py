@@ -164,6 +164,8 @@ def test_a_refused_create_training_job_raises_and_the_sdk_logs_nothing(aws, monk
 
 
 FAILING_START = """
+import atexit, gc
+atexit.register(lambda: print("frozen at exit" if gc.get_freeze_count() else "collected at exit"))
 import boto3
 from botocore.exceptions import ClientError
 from launcher import emulator
@@ -190,12 +192,13 @@ with emulator.mocked():
 """
 
 
-def test_no_sdk_line_reaches_stderr_when_create_training_job_fails(tmp_path):
+def test_in_a_real_process_no_sdk_line_reaches_stderr_and_exit_skips_the_collection(tmp_path):
+    """CreateTrainingJob refused: stderr stays empty (smp-launch reports it); the heap is frozen at exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
     env.update(emulator.FAKE_CREDENTIALS, AWS_DEFAULT_REGION="us-west-2", XDG_STATE_HOME=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", FAILING_START], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
-    assert out.stdout.strip() == "refused", out.stderr
+    assert out.stdout.split() == ["refused", "frozen", "at", "exit"], out.stderr
     assert out.stderr == ""
 
 
