@@ -6,7 +6,7 @@ deprecation warning, root-logger changes, its own error line) is kept from the u
 its SDK-defaults files and its telemetry:
 
 - Defaults: the SDK reads its defaults config from the files named by its own override variables
-  (https://sagemaker.readthedocs.io/en/stable/overview.html#configuring-and-using-defaults-with-the-sagemaker-python-sdk).
+  (https://sagemaker.readthedocs.io/en/stable/api/utility/config.html).
   While the Session is built both point at an empty file, so a user's defaults (tags, VPC, KMS) cannot
   change the request `plan` predicted, nothing is fetched from S3, and the config is empty. An empty
   config is also what keeps submit fast: the SDK validates a non-empty one against its JSON schema
