@@ -111,7 +111,10 @@ def import_sdk():
 
 
 def untracked_fit():
-    """`EstimatorBase.fit` without the SDK's telemetry decorator; refuses an SDK built differently."""
+    """`EstimatorBase.fit` without the SDK's telemetry decorator; refuses an SDK built differently.
+
+    `PyTorch.fit`, above it, only adds a training-recipe channel, and a plan never names a recipe.
+    """
     from sagemaker.estimator import EstimatorBase
     from sagemaker.telemetry import telemetry_logging
 
