@@ -37,8 +37,8 @@ def aws(monkeypatch, tmp_path):
 
         plan = build_plan(loaded)
         staged = stage(loaded, plan, arns["Good"])
-        yield SimpleNamespace(clients=clients, plan=plan, source_uri=staged.source_uri, role=arns["Good"],
-                              request=staged.request)
+        yield SimpleNamespace(clients=clients, loaded=loaded, plan=plan, source_uri=staged.source_uri,
+                              role=arns["Good"], request=staged.request)
 
 
 def start(aws):
@@ -77,6 +77,16 @@ def egress(monkeypatch):
 def test_start_sends_create_training_job_and_nothing_else(aws, egress):
     assert start(aws) == aws.plan.job_name
     assert egress.api == ["sagemaker.CreateTrainingJob"]
+    assert egress.telemetry == [] and egress.http == [] and egress.sockets == []
+
+
+def test_a_whole_submit_writes_only_the_tarball_and_the_job(aws, egress):
+    from launcher.submit import submit
+
+    submit(aws.loaded, aws.clients, warn=lambda _: None)
+    reads = ("Get", "Head", "List", "Describe", "Simulate")
+    writes = [call for call in egress.api if not call.split(".")[1].startswith(reads)]
+    assert writes == ["s3.PutObject", "sagemaker.CreateTrainingJob"], egress.api
     assert egress.telemetry == [] and egress.http == [] and egress.sockets == []
 
 
