@@ -203,9 +203,15 @@ with emulator.mocked():
 
 
 def test_in_a_real_process_no_sdk_line_reaches_stderr_and_exit_skips_the_collection(tmp_path):
-    """CreateTrainingJob refused: stderr stays empty (smp-launch reports it); the heap is frozen at exit."""
+    """CreateTrainingJob refused: stderr stays empty (smp-launch reports it); the heap is frozen at exit.
+
+    A malformed SDK defaults file of the user's is ignored too (the SDK's import would print its schema errors).
+    """
+    bad_defaults = tmp_path / "config.yaml"
+    bad_defaults.write_text("SchemaVersion: '1.0'\nSageMaker:\n  Bogus: 1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
-    env.update(emulator.FAKE_CREDENTIALS, AWS_DEFAULT_REGION="us-west-2", XDG_STATE_HOME=str(tmp_path))
+    env.update(emulator.FAKE_CREDENTIALS, AWS_DEFAULT_REGION="us-west-2", XDG_STATE_HOME=str(tmp_path),
+               SAGEMAKER_USER_CONFIG_OVERRIDE=str(bad_defaults))
     out = subprocess.run([sys.executable, "-c", FAILING_START], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.stdout.split() == ["refused", "frozen", "at", "exit"], out.stderr

@@ -94,12 +94,14 @@ def _skip_the_exit_collection() -> None:
 def import_sdk():
     """Import sagemaker.pytorch quietly and leave the root logger as it was.
 
+    The import builds a JumpStart Session, which reads the SDK defaults files: without them it
+    cannot fetch a config from S3 or print a page of schema errors for a malformed one.
     `sagemaker.experiments` is imported here too: `fit` imports it lazily, and its import
     configures the root logger (INFO, to stderr).
     """
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
-    with _root_logger_kept(), warnings.catch_warnings():
+    with _root_logger_kept(), _no_sdk_defaults(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import sagemaker
         import sagemaker.experiments  # noqa: F401
