@@ -272,9 +272,11 @@ def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
     from launcher.backends.estimator import import_sdk
 
     import_sdk()
+    import requests
     import sagemaker.telemetry.telemetry_logging as telemetry
 
-    sent = []
+    sent, http = [], []
     monkeypatch.setattr(telemetry, "_send_telemetry_request", lambda *a, **k: sent.append(a))
+    monkeypatch.setattr(requests.Session, "send", lambda _s, request, **_: http.append(request.url))
     result, request = run(spec())
-    assert request and result.job_name and sent == []
+    assert request and result.job_name and sent == [] and http == []
