@@ -30,16 +30,26 @@ CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 ENTRY_POINT = "train.py"
 
 
-def resolve_region(spec_region: str | None, env: Mapping[str, str]) -> str | None:
-    """The spec's region, else the environment's, else the AWS profile's (read from disk, no network)."""
+def resolve_region(spec_region: str | None, env: Mapping[str, str], *, flag: str | None = None,
+                   profile: str | None = None) -> str | None:
+    """The one place a command's region is decided: --region, else the spec's, else AWS_REGION /
+    AWS_DEFAULT_REGION, else the profile's (read from disk, no network). Decide it once, before
+    anything reads it, and hand the result to everything (plan, bucket checks, clients, state)."""
+    if flag:
+        return flag
     if spec_region:
         return spec_region
     for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         if env.get(var):
             return env[var]
+    import botocore.exceptions
     import botocore.session  # only when neither the spec nor the environment names a region
 
-    return botocore.session.Session(profile=env.get("AWS_PROFILE") or None).get_config_variable("region")
+    try:
+        session = botocore.session.Session(profile=profile or env.get("AWS_PROFILE") or None)
+        return session.get_config_variable("region")
+    except botocore.exceptions.ProfileNotFound:
+        return None  # the client factory says so, in one line, when a client is made
 
 
 def job_name(base: str, now: datetime) -> str:
@@ -134,13 +144,15 @@ class Plan:
 
 
 def build_plan(loaded: LoadedSpec, now: datetime | None = None,
-               env: Mapping[str, str] | None = None) -> Plan:
-    """Compute the frozen Plan for a validated spec. Pure: no network, no files written."""
+               env: Mapping[str, str] | None = None, region: str | None = None) -> Plan:
+    """Compute the frozen Plan for a validated spec. Pure: no network, no files written.
+
+    `region`, when given, is the one the caller already resolved (resolve_region) and wins."""
     env = os.environ if env is None else env
     spec = loaded.spec
     now = now or datetime.now(timezone.utc)
     name = job_name(spec.name, now)
-    region = resolve_region(spec.cluster.region, env)
+    region = region or resolve_region(spec.cluster.region, env)
     role = spec.role or env.get("SMP_LAUNCH_ROLE") or None
     instance = INSTANCES[spec.cluster.instance_type]
     world = spec.cluster.instance_count * instance.gpus
