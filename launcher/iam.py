@@ -91,6 +91,8 @@ def required_permissions(plan: Plan, account: str) -> list[tuple[str, tuple[str,
         needs.append((key_arn, ("kms:Decrypt", "kms:GenerateDataKey", "kms:CreateGrant")))
     if est.get("subnets"):
         needs.append(("*", VPC_ACTIONS))
+    for arn in plan.secrets.values():  # read by train_secrets.py when the job starts
+        needs.append((arn, ("secretsmanager:GetSecretValue",)))
     merged: dict[str, list[str]] = {}
     for resource, actions in needs:
         merged.setdefault(resource, [])

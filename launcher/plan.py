@@ -72,7 +72,12 @@ def git_commit(path: str) -> str | None:
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
-    canonical = json.dumps(loaded.spec.model_dump(mode="json", exclude={"extends"}), sort_keys=True)
+    """A hash of the spec as it may be shown (secret-looking environment values redacted): it is a tag."""
+    from launcher.secrets import redact_env
+
+    data = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    data["environment"] = redact_env(data.get("environment", {}))
+    canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -126,9 +131,16 @@ class Plan:
     decisions: dict[str, Any] = field(default_factory=dict)
     advisories: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] | None = None
+    secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
 
     def as_dict(self) -> dict[str, Any]:
-        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines)."""
+        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines).
+
+        Secret-looking environment values are redacted (launcher.secrets): this is what is shown and
+        written (plan.json in the tarball); the backend reads `self.estimator`, which keeps them."""
+        from launcher.secrets import redact_env
+
+        estimator = {**self.estimator, "environment": redact_env(self.estimator.get("environment", {}))}
         return copy.deepcopy({
             "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
             "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
@@ -138,7 +150,7 @@ class Plan:
             "global_batch_sequences": self.global_batch_sequences,
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
-            "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions,
+            "estimator": estimator, "secrets": self.secrets, "channels": self.channels, "decisions": self.decisions,
             "advisories": self.advisories, "memory": self.memory,
         })
 
@@ -222,6 +234,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
                    "image_uri": image},
         distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
         advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
+        secrets=dict(spec.secrets),
     )
 
 

@@ -6,9 +6,11 @@ quoted number is caught before any AWS call. The JSON Schema editors use is gene
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,6 +27,7 @@ from pydantic import (
 from launcher.architecture import MODEL_TYPES, Architecture
 from launcher.catalog import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.durations import parse_duration
+from launcher.secrets import SECRET_ARN_PATTERN
 from launcher.spec.presets import PRESETS
 
 Duration = Annotated[
@@ -216,6 +219,18 @@ TagValue = Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z0-9_.:/=+@ -]*
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,511}$")]
 
 
+def _secret_arn(value: str) -> str:
+    if not re.fullmatch(SECRET_ARN_PATTERN, value):
+        raise ValueError(f"{value[:120]!r} is not a Secrets Manager secret ARN: write "
+                         "arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME (the ARN `aws secretsmanager "
+                         "describe-secret` shows)")
+    return value
+
+
+SecretArn = Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": SECRET_ARN_PATTERN}),
+                      AfterValidator(_secret_arn)]
+
+
 class JobSpec(_Section):
     """A smp-launch job spec (schema version 1)."""
 
@@ -237,8 +252,18 @@ class JobSpec(_Section):
         None, description="IAM role name or ARN for the job; otherwise SMP_LAUNCH_ROLE.")
     tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=40)
     environment: dict[EnvName, StrictStr] = Field(default_factory=dict)
+    secrets: dict[EnvName, SecretArn] = Field(
+        default_factory=dict, description="Environment variables the job reads from AWS Secrets Manager when it "
+        "starts: NAME -> secret ARN. Only the ARN is in the plan; the role needs secretsmanager:GetSecretValue.")
     hyperparameters: dict[str, Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(
         default_factory=dict, description="Passed to the entry script as --key value.")
+
+    @model_validator(mode="after")
+    def _secrets_are_not_environment(self):
+        both = sorted(set(self.secrets) & set(self.environment))
+        if both:
+            raise ValueError(f"{', '.join(both)} is set both in environment and in secrets; keep it in secrets only")
+        return self
 
     @field_validator("tags")
     @classmethod

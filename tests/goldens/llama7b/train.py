@@ -296,6 +296,7 @@ def save_final_model(fsdp_model):
 
 
 def main():
+    import train_secrets; train_secrets.load()  # noqa: E702 (secrets into os.environ before anything reads them)
     device = init_distributed()
     try:
         train(device)
