@@ -19,6 +19,7 @@ from launcher.errors import EXIT_INTERRUPTED, LauncherError
 from launcher.iam import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
 from launcher.plan import Plan, blocking_errors, build_plan, require_region, resolve_region
 from launcher.request import stage
+from launcher.sanitize import clean
 from launcher.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
 
@@ -173,17 +174,18 @@ def submit(loaded: LoadedSpec, clients: Clients, *, dry_run: bool = False, skip_
             from launcher.backends import estimator as start_module
 
             start = start_module.start
-        _start(start, plan, prepared, clients)
+        lost = _start(start, plan, prepared, clients)
         remembered, note = _remember(plan, clients)
-        notes += [note] if note else []
+        notes += [n for n in (lost, note) if n]
     return Submitted(job_name=plan.job_name, region=plan.region, console_url=console_url(plan.region, plan.job_name),
                      source_uri=prepared.source_uri, uploaded=uploaded, dry_run=dry_run, aws_calls=calls,
                      role=prepared.role_check.as_dict() if prepared.role_check else None,
                      warnings=prepared.warnings, request=prepared.request, remembered=remembered, notes=notes)
 
 
-def _start(start: Callable[..., str], plan: Plan, prepared: Prepared, clients: Clients) -> None:
-    """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed) find out what exists."""
+def _start(start: Callable[..., str], plan: Plan, prepared: Prepared, clients: Clients) -> str | None:
+    """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed), or when the answer was
+    lost on the way back, find out what exists. Returns a note to print after the job's name."""
     name = plan.job_name
     with _noting_sigint() as interrupted:
         try:
@@ -193,11 +195,20 @@ def _start(start: Callable[..., str], plan: Plan, prepared: Prepared, clients: C
         except LauncherError:
             raise
         except Exception as exc:
-            if type(exc).__module__.startswith("botocore"):
-                raise explain(exc, "CreateTrainingJob") from None
-            raise LauncherError(f"the SageMaker SDK refused the job: {exc}") from None
+            if not type(exc).__module__.startswith("botocore"):
+                raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, 500)}") from None
+            error = explain(exc, "CreateTrainingJob")
+            if not _answer_may_be_lost(exc):
+                raise error from None
+            state = job_exists(clients, name)
+            if state is STARTED:  # a try timed out after SageMaker had created the job
+                return f"CreateTrainingJob's answer was lost ({error}), but SageMaker has {name}"
+            if state is UNKNOWN_START:
+                raise AwsError(f"{error}; cannot tell whether {name} was started: check with "
+                               f"`smp-launch status {name} --region {plan.region}` before submitting again") from None
+            raise error from None
     if not interrupted.is_set():
-        return
+        return None
     clients.cancel_waits()
     state = job_exists(clients, name)
     region = plan.region
@@ -237,6 +248,19 @@ def _noting_sigint() -> Iterator[threading.Event]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _answer_may_be_lost(exc: BaseException) -> bool:
+    """A failure after which the job may exist all the same: a try that timed out or lost its
+    connection (botocore retried it), or a retry told that the name is already taken."""
+    from botocore import exceptions as bx
+
+    if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)):
+        return True
+    if isinstance(exc, bx.ClientError):
+        message = str(exc.response.get("Error", {}).get("Message", "")).lower()
+        return "already exists" in message or "must be unique" in message
+    return False
 
 
 def job_exists(clients: Clients, name: str) -> bool | None:

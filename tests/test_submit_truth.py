@@ -142,6 +142,33 @@ def test_the_cli_exits_130_with_one_line_after_an_interrupt(aws, run_cli, monkey
     assert r.err.strip().splitlines()[-1].startswith("interrupted: llama2-7b-") and "was not started" in r.err
 
 
+def _timed_out():
+    from botocore.exceptions import ReadTimeoutError
+
+    return ReadTimeoutError(endpoint_url="https://api.sagemaker.us-west-2.amazonaws.com/")
+
+
+def test_an_answer_lost_after_the_job_was_created_is_still_started(aws):
+    def create_then_time_out(*args):
+        from launcher.backends import estimator
+
+        estimator.start(*args)
+        raise _timed_out()
+
+    result = submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=create_then_time_out)
+    assert jobs_in("us-west-2") == [result.job_name] and result.remembered
+    assert result.notes and "answer was lost" in result.notes[0] and result.job_name in result.notes[0]
+
+
+def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
+    def time_out(*_args):
+        raise _timed_out()
+
+    with pytest.raises(AwsError) as err:
+        submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=time_out)
+    assert err.value.exit_code == 4 and "did not answer in time" in str(err.value) and jobs_in("us-west-2") == []
+
+
 # -- 2. state that cannot be written ------------------------------------------------------------------
 
 def test_an_unwritable_state_folder_is_a_warning_after_the_jobs_name(aws, run_cli, tmp_path):
