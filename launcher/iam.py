@@ -39,15 +39,21 @@ class RoleCheck:
     checked: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict, "missing": self.missing,
-                "problems": self.problems, "unknowns": self.unknowns, "actions_checked": self.checked}
+        """Plain data, with every string that came from IAM made safe to print (sanitize.clean_data)."""
+        from launcher.sanitize import clean_data
+
+        return clean_data({"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict,
+                           "missing": self.missing, "problems": self.problems, "unknowns": self.unknowns,
+                           "actions_checked": self.checked})
 
     def lines(self) -> list[str]:
+        from launcher.sanitize import clean
+
         out = [f"role {self.role_arn or self.role}: {self.verdict}"]
         out += [f"  {p}" for p in self.problems]
         out += [f"  missing {m['action']} on {m['resource']} ({m['decision']})" for m in self.missing]
         out += [f"  cannot tell: {u}" for u in self.unknowns]
-        return out
+        return [clean(line) for line in out]
 
 
 def role_name(role: str) -> str:

@@ -332,13 +332,16 @@ def test_an_unparseable_get_role_is_cannot_tell(aws):
     assert check.verdict == UNKNOWN and "ResponseParserError" in check.unknowns[0]
 
 
+@pytest.mark.parametrize("everything", [True, False], ids=["get-role", "simulation"])
 @pytest.mark.parametrize("code", ["InvalidClientTokenId", "ExpiredToken", "SignatureDoesNotMatch"])
-def test_refused_credentials_stay_exit_4(aws, code):
+def test_refused_credentials_stay_exit_4(aws, code, everything):
     error = ClientError({"Error": {"Code": code, "Message": "The security token included in the request is "
                                                             "invalid."}}, "GetRole")
-    clients = Clients(overrides={"iam": BadIam(boto3.client("iam"), error, everything=True)})
+    iam = BadIam(boto3.client("iam"), error, everything=everything)
+    with pytest.raises(ClientError):  # not a verdict of "unknown"
+        check_role(build_plan(spec()), iam, boto3.client("sts"))
     with pytest.raises(AwsError) as err:
-        submit(spec(), clients, now=NOW, dry_run=True, warn=lambda m: None)
+        submit(spec(), Clients(overrides={"iam": iam}), now=NOW, dry_run=True, warn=lambda m: None)
     assert err.value.exit_code == 4 and code in str(err.value)
 
 
