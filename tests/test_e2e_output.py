@@ -38,6 +38,11 @@ def world(endpoint, monkeypatch, tmp_path):
     return session, env
 
 
+def said(stderr: str) -> list[str]:
+    """stderr's lines but the "waiting for ..." notices a slow (loaded) machine may add."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith("waiting for ")]
+
+
 def cli(env, *args, closed_stdout=False):
     """Run the CLI; with closed_stdout its stdout is a pipe whose reader has already gone (`| head`)."""
     if not closed_stdout:
@@ -74,7 +79,7 @@ def test_a_refused_create_training_job_prints_nothing_else(world):
         out = cli(env, "submit", "jobs/llama7b.yaml", "--set", "role=Good")
     finally:
         refuse_create(None)
-    assert out.stderr.strip().splitlines() == [
+    assert said(out.stderr) == [
         "CreateTrainingJob: SageMaker rejected the request: Instance type is not supported"]
 
 
@@ -128,7 +133,7 @@ PIPED = {
 @pytest.mark.parametrize("name", sorted(PIPED))
 def test_a_closed_pipe_is_a_quiet_exit_0(jobs_running, name):
     out = cli(jobs_running, *PIPED[name], closed_stdout=True)
-    assert (out.returncode, out.stderr) == (0, ""), out.stderr
+    assert (out.returncode, said(out.stderr)) == (0, []), out.stderr
 
 
 # -- 5. a plain moto_server: no IAM simulation --------------------------------------------------------
@@ -174,7 +179,7 @@ def plain_world(plain_endpoint, monkeypatch, tmp_path):
 def test_check_role_on_a_plain_moto_server_cannot_tell(plain_world):
     out = cli(plain_world, "check-role", "jobs/llama7b.yaml", "--set", "role=Good")
     assert out.returncode == 0, out.stderr
-    lines = out.stderr.strip().splitlines()
+    lines = said(out.stderr)
     assert lines[0] == "role arn:aws:iam::123456789012:role/Good: unknown"
     assert any("cannot tell: IAM did not simulate the role's permissions" in ln for ln in lines)
     assert "<" not in out.stderr and "Traceback" not in out.stderr
@@ -184,4 +189,4 @@ def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_world):
     out = cli(plain_world, "submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "dry run: would start llama2-7b-" in out.stdout and "role:    arn:aws:iam" in out.stdout
-    assert out.stderr.startswith("warning: role check: cannot tell: ") and "<" not in out.stderr
+    assert said(out.stderr)[0].startswith("warning: role check: cannot tell: ") and "<" not in out.stderr
