@@ -122,8 +122,13 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
     results = []
     for spec in loaded:
         clients = Clients(profile=profile, region=region)  # submit resolves flag > spec > env > profile
-        result = submit(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check,
-                        warn=lambda m: click.echo(f"warning: {m}", err=True))
+        try:
+            result = submit(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check,
+                            warn=lambda m: click.echo(f"warning: {m}", err=True))
+        except LauncherError:
+            if output == "json" and results:  # the jobs already started must still be reported
+                emit_json([clean_data(r.as_dict()) for r in results])
+            raise
         results.append(result)
         if output == "json":
             continue

@@ -169,6 +169,18 @@ def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
     assert err.value.exit_code == 4 and "did not answer in time" in str(err.value) and jobs_in("us-west-2") == []
 
 
+def test_json_still_reports_the_jobs_started_before_an_interrupt(aws, run_cli, monkeypatch):
+    from launcher.backends import estimator
+
+    real = estimator.start
+    starts = iter([real, interrupt_before_creating])
+    monkeypatch.setattr(estimator, "start", lambda *a: next(starts)(*a))
+    r = run_cli("submit", "jobs/llama7b.yaml", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
+    assert r.code == 130 and "was not started" in r.err
+    reported = json.loads(r.out)
+    assert [x["job_name"] for x in reported] == jobs_in("us-west-2") and len(reported) == 1
+
+
 # -- 2. state that cannot be written ------------------------------------------------------------------
 
 def test_an_unwritable_state_folder_is_a_warning_after_the_jobs_name(aws, run_cli, tmp_path):
