@@ -264,7 +264,7 @@ def test_a_silent_endpoint_fails_in_one_line_after_saying_what_it_waits_for(sile
         monkeypatch.setenv(k, v)
     said = []
     env = {"AWS_ENDPOINT_URL": silent_endpoint}
-    clients = Clients(region="us-west-2", env=env, connect_timeout=0.5, read_timeout=0.5, max_attempts=2,
+    clients = Clients(region="us-west-2", env=env, connect_timeout=0.5, read_timeout=0.5, max_attempts=1,
                       wait_notice_s=0.2, notify=said.append)
     begun = time.monotonic()
     with pytest.raises(AwsError) as err:
@@ -280,7 +280,7 @@ def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_c
     from launcher import aws
 
     monkeypatch.setattr(aws, "READ_TIMEOUT", 0.5)
-    monkeypatch.setattr(aws, "MAX_ATTEMPTS", 2)
+    monkeypatch.setattr(aws, "TRIES", 2)
     monkeypatch.setattr(aws, "WAIT_NOTICE_S", 0.2)
     r = run_cli("status", "some-job", env={**emulator.FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": silent_endpoint})
     lines = r.err.strip().splitlines()
@@ -291,8 +291,11 @@ def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_c
 def test_the_default_budget_per_call_is_under_a_minute():
     from launcher import aws
 
-    worst = aws.MAX_ATTEMPTS * max(aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT) + 2 ** aws.MAX_ATTEMPTS
+    worst = aws.TRIES * max(aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT) + 2 ** aws.TRIES
     assert worst < 60 and aws.WAIT_NOTICE_S < 10
+    config = Clients(region="us-west-2").sagemaker.meta.config
+    assert config.retries["total_max_attempts"] == aws.TRIES  # botocore's max_attempts counts retries
+    assert (config.read_timeout, config.connect_timeout) == (aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT)
 
 
 # -- 5. IAM that cannot answer ------------------------------------------------------------------------
