@@ -276,6 +276,14 @@ def test_a_silent_endpoint_fails_in_one_line_after_saying_what_it_waits_for(sile
     print(f"2 tries of 0.5 s read timeout: gave up after {spent:.2f} s")
 
 
+def test_a_call_that_answers_says_nothing(aws):
+    said = []
+    clients = Clients(region="us-west-2", wait_notice_s=0.3, notify=said.append)
+    clients.sagemaker.list_training_jobs()
+    time.sleep(0.6)
+    assert said == []
+
+
 def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_cli, monkeypatch):
     from launcher import aws
 
