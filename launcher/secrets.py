@@ -25,7 +25,8 @@ REDACTED = "<redacted>"
 SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
                           "CREDENTIALS", "APIKEY", "PAT"})
 # Secrets Manager secret ARNs: arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME-SUFFIX
-# (https://docs.aws.amazon.com/secretsmanager/latest/userguide/reference_iam-permissions.html#iam-resources)
+# (the pattern AWS APIs document for a secret ARN, e.g.
+# https://docs.aws.amazon.com/iot-mi/latest/APIReference/API_SecretsManager.html)
 SECRET_ARN_PATTERN = (r"^arn:aws(-cn|-us-gov|-iso|-iso-b)?:secretsmanager:[a-z]{2}(-[a-z]+)+-\d:\d{12}:"
                       r"secret:[A-Za-z0-9/_+=.@-]{1,512}$")
 _WORDS = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
