@@ -6,12 +6,23 @@ tool at an emulator); code takes a `Clients` as an argument so tests inject thei
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sys
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher import __version__
 from launcher.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
+from launcher.sanitize import clean
+
+# Per call: an endpoint that never answers costs at most TRIES x (CONNECT or READ timeout) plus the
+# standard mode's backoff (under 2 s for 3 tries): about 47 s, never the 6 minutes of the old
+# setting (botocore's `max_attempts` counts retries: 5 meant 6 tries of 60 s).
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+TRIES = 3  # in all, the first one included
+WAIT_NOTICE_S = 3.0  # after this long without an answer, say on stderr what we are waiting for
 
 
 class AwsError(LauncherError):
@@ -31,18 +42,26 @@ class Clients:
     profile: str | None = None
     region: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    max_attempts: int = 5
+    max_attempts: int | None = None  # botocore's meaning: retries after the first try (default TRIES - 1)
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    wait_notice_s: float | None = None
+    notify: Callable[[str], None] | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     _session: Any = None
     _cache: dict[str, Any] = field(default_factory=dict)
+    _waits: dict[int, threading.Timer] = field(default_factory=dict)
 
     @property
     def session(self):
         if self._session is None:
             import boto3
 
-            self._session = boto3.Session(profile_name=self.profile or self.env.get("AWS_PROFILE") or None,
-                                          region_name=self.region)
+            try:
+                self._session = boto3.Session(profile_name=self.profile or self.env.get("AWS_PROFILE") or None,
+                                              region_name=self.region)
+            except Exception as exc:  # ProfileNotFound: one line, never a traceback
+                raise explain(exc) from None
         return self._session
 
     def client(self, service: str):
@@ -51,17 +70,54 @@ class Clients:
         if service not in self._cache:
             from botocore.config import Config
 
-            config = Config(retries={"mode": "standard", "max_attempts": self.max_attempts},
-                            user_agent_extra=f"smp-launch/{__version__}", connect_timeout=10, read_timeout=60)
+            retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
+            config = Config(retries={"mode": "standard", "max_attempts": retries},
+                            user_agent_extra=f"smp-launch/{__version__}",
+                            connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
+                            read_timeout=self.read_timeout or READ_TIMEOUT)
             kwargs: dict[str, Any] = {"config": config}
+            if self.region:  # the one region resolved for this command, whatever the session's default
+                kwargs["region_name"] = self.region
             endpoint = self.env.get("AWS_ENDPOINT_URL")
             if endpoint:
                 kwargs["endpoint_url"] = endpoint
             try:
-                self._cache[service] = self.session.client(service, **kwargs)
+                client = self.session.client(service, **kwargs)
+            except LauncherError:
+                raise
             except Exception as exc:  # NoRegionError, ProfileNotFound, ...
                 raise explain(exc) from None
+            self._watch(client, service)
+            self._cache[service] = client
         return self._cache[service]
+
+    def _watch(self, client: Any, service: str) -> None:
+        """Say on stderr what we wait for when a call has had no answer for a few seconds."""
+        delay = WAIT_NOTICE_S if self.wait_notice_s is None else self.wait_notice_s
+        notify = self.notify or (lambda m: print(m, file=sys.stderr, flush=True))
+        where = f"{service}.{client.meta.region_name}"
+
+        def begin(**_):
+            self.cancel_waits()
+            timer = threading.Timer(delay, lambda: _quietly(notify, f"waiting for {where}…"))
+            timer.daemon = True
+            self._waits[threading.get_ident()] = timer
+            timer.start()
+
+        def end(**_):
+            timer = self._waits.pop(threading.get_ident(), None)
+            if timer is not None:
+                timer.cancel()
+
+        client.meta.events.register("before-call.*.*", begin)
+        client.meta.events.register("after-call.*.*", end)
+        client.meta.events.register("after-call-error.*.*", end)
+
+    def cancel_waits(self) -> None:
+        """Forget this thread's pending notice (a call that ended by an interrupt emits no event)."""
+        timer = self._waits.pop(threading.get_ident(), None)
+        if timer is not None:
+            timer.cancel()
 
     def __getattr__(self, name: str):
         services = {"sagemaker": "sagemaker", "logs": "logs", "s3": "s3", "iam": "iam", "sts": "sts",
@@ -69,6 +125,13 @@ class Clients:
         if name in services:
             return self.client(services[name])
         raise AttributeError(name)
+
+
+def _quietly(notify: Callable[[str], None], message: str) -> None:
+    try:
+        notify(message)
+    except (OSError, ValueError):  # stderr closed
+        pass
 
 
 _ACTIONABLE = {
@@ -97,11 +160,17 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
         return AwsError(f"{where}no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region")
     if isinstance(exc, bx.ProfileNotFound):
         return AwsError(f"{where}{exc}; check AWS_PROFILE and ~/.aws/config")
-    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
-        return AwsError(f"{where}cannot reach AWS ({exc}); check the network, the region and AWS_ENDPOINT_URL")
+    if isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError)):
+        url = clean(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "", 200)
+        return AwsError(f"{where}{url or 'AWS'} did not answer in time (each try timed out); check the "
+                        "network, the region and AWS_ENDPOINT_URL, then retry")
+    if isinstance(exc, bx.EndpointConnectionError):
+        return AwsError(f"{where}cannot reach AWS ({clean(exc, 300)}); check the network, the region and "
+                        "AWS_ENDPOINT_URL")
     if isinstance(exc, bx.ClientError):
         err = exc.response.get("Error", {})
-        code, message = str(err.get("Code", "")), str(err.get("Message", "")).strip()
+        code = clean(err.get("Code", ""), 100)
+        message = clean(str(err.get("Message", "")).strip(), 500)
         op = getattr(exc, "operation_name", "") or "the request"
         if code in _ACTIONABLE:
             return AwsError(f"{where}{_ACTIONABLE[code]} ({op}: {code})")
@@ -116,5 +185,5 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
             return AwsError(f"{where}SageMaker rejected the request: {message}")
         return AwsError(f"{where}{op} failed: {code}: {message}")
     if isinstance(exc, bx.BotoCoreError):
-        return AwsError(f"{where}{exc}")
-    return AwsError(f"{where}{type(exc).__name__}: {exc}")
+        return AwsError(f"{where}{clean(exc, 500)}")
+    return AwsError(f"{where}{type(exc).__name__}: {clean(exc, 500)}")

@@ -17,7 +17,37 @@ SET = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE"
                    help="Override a spec value (typed as YAML); repeatable; applied after extends.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _PipeClosed(Exception):
+    """stdout's reader went away; raised past click, whose own EPIPE handling exits 1."""
+
+
+class _Group(click.Group):
+    """Lets a closed stdout (EPIPE) reach `main` whether it happens in a command or in --help."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except OSError as exc:
+            if _is_closed_pipe(exc):
+                raise _PipeClosed from None
+            raise
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if _is_closed_pipe(exc):
+                raise _PipeClosed from None
+            raise
+
+
+def _is_closed_pipe(exc: BaseException) -> bool:
+    import errno
+
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="smp-launch")
 def cli() -> None:
     """Plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
@@ -257,15 +287,36 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:
+    except _PipeClosed:
         _quiet_broken_pipe()
+    except OSError as exc:
+        if not _is_closed_pipe(exc):
+            raise
+        _quiet_broken_pipe()
+    except SystemExit as done:
+        _flush_or_quiet()
+        raise done
+    _flush_or_quiet()
     sys.exit(0)
 
 
+def _flush_or_quiet() -> None:
+    """Flush stdout now, while a closed pipe can still be caught (at exit Python would print a warning)."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if not _is_closed_pipe(exc):
+            raise
+        _quiet_broken_pipe()
+
+
 def _quiet_broken_pipe() -> None:
-    """`smp-launch ... | head` closed our stdout: exit quietly, as awslogs does."""
+    """`smp-launch ... | head` closed our stdout: exit 0 quietly, as awslogs does (whatever command)."""
     import os
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
     sys.exit(0)

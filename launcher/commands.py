@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 from launcher.errors import EXIT_INVALID, EXIT_OK, LauncherError, UsageError
 from launcher.output import emit_json
+from launcher.sanitize import clean, clean_data
 
 
 def validate_specs(specs: Sequence[str], overrides: Sequence[str], output: str) -> int:
@@ -85,12 +86,13 @@ def check_role_command(spec: str, overrides: Sequence[str], profile: str | None,
     from launcher.aws import Clients, explain
     from launcher.errors import EXIT_PREFLIGHT
     from launcher.iam import FAIL, check_role
-    from launcher.plan import build_plan, require_region
+    from launcher.plan import build_plan, require_region, resolve_region
     from launcher.spec import load_spec
 
     loaded = load_spec(spec, overrides)
-    plan = build_plan(loaded)
-    clients = Clients(profile=profile, region=require_region(plan))
+    clients = Clients(profile=profile)
+    plan = build_plan(loaded, region=resolve_region(loaded.spec.cluster.region, clients.env, profile=profile))
+    clients.region = require_region(plan)
     try:
         result = check_role(plan, clients.iam, clients.sts)
     except LauncherError:
@@ -98,10 +100,10 @@ def check_role_command(spec: str, overrides: Sequence[str], profile: str | None,
     except Exception as exc:
         raise explain(exc, "checking the role") from None
     if output == "json":
-        emit_json(result.as_dict())
+        emit_json(clean_data(result.as_dict()))
     else:
         for line in result.lines():
-            click.echo(line, err=result.verdict != "pass")
+            click.echo(clean(line), err=result.verdict != "pass")
     return EXIT_PREFLIGHT if result.verdict == FAIL else EXIT_OK
 
 
@@ -119,9 +121,14 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
     loaded = [load_spec(path, overrides) for path in specs]
     results = []
     for spec in loaded:
-        clients = Clients(profile=profile, region=region or spec.spec.cluster.region)
-        result = submit(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check,
-                        warn=lambda m: click.echo(f"warning: {m}", err=True))
+        clients = Clients(profile=profile, region=region)  # submit resolves flag > spec > env > profile
+        try:
+            result = submit(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check,
+                            warn=lambda m: click.echo(f"warning: {m}", err=True))
+        except LauncherError:
+            if output == "json" and results:  # the jobs already started must still be reported
+                emit_json([clean_data(r.as_dict()) for r in results])
+            raise
         results.append(result)
         if output == "json":
             continue
@@ -137,9 +144,13 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
         if result.role:
             click.echo(f"  role:    {result.role['role_arn'] or result.role['role']}: {result.role['verdict']}")
         click.echo(f"  AWS calls ({len(result.aws_calls)}): {calls}")
+        for note in result.notes:
+            click.echo(f"warning: {note}", err=True)
     if output == "json":
-        data = [r.as_dict() for r in results]
+        data = [clean_data(r.as_dict()) for r in results]
         emit_json(data[0] if len(data) == 1 else data)
+        for note in (n for r in results for n in r.notes):
+            click.echo(f"warning: {note}", err=True)
     if wait:
         from launcher.tail import follow
 

@@ -39,15 +39,21 @@ class RoleCheck:
     checked: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict, "missing": self.missing,
-                "problems": self.problems, "unknowns": self.unknowns, "actions_checked": self.checked}
+        """Plain data, with every string that came from IAM made safe to print (sanitize.clean_data)."""
+        from launcher.sanitize import clean_data
+
+        return clean_data({"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict,
+                           "missing": self.missing, "problems": self.problems, "unknowns": self.unknowns,
+                           "actions_checked": self.checked})
 
     def lines(self) -> list[str]:
+        from launcher.sanitize import clean
+
         out = [f"role {self.role_arn or self.role}: {self.verdict}"]
         out += [f"  {p}" for p in self.problems]
         out += [f"  missing {m['action']} on {m['resource']} ({m['decision']})" for m in self.missing]
         out += [f"  cannot tell: {u}" for u in self.unknowns]
-        return out
+        return [clean(line) for line in out]
 
 
 def role_name(role: str) -> str:
@@ -91,6 +97,8 @@ def required_permissions(plan: Plan, account: str) -> list[tuple[str, tuple[str,
         needs.append((key_arn, ("kms:Decrypt", "kms:GenerateDataKey", "kms:CreateGrant")))
     if est.get("subnets"):
         needs.append(("*", VPC_ACTIONS))
+    for arn in plan.secrets.values():  # read by train_secrets.py when the job starts
+        needs.append((arn, ("secretsmanager:GetSecretValue",)))
     merged: dict[str, list[str]] = {}
     for resource, actions in needs:
         merged.setdefault(resource, [])
@@ -150,24 +158,60 @@ def _caller_arn(sts: Any) -> str | None:
     return None
 
 
+# Answers that are definite refusals of the caller, not of the check: these stop the command (exit 4).
+CREDENTIAL_ERRORS = ("InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "ExpiredTokenException",
+                     "SignatureDoesNotMatch", "InvalidAccessKeyId", "IncompleteSignature")
+
+
+def _definite(exc: BaseException) -> bool:
+    """True when `exc` says AWS refused these credentials or cannot be reached at all.
+
+    Everything else (a 5xx, an answer that does not parse, an endpoint without the operation, a
+    throttle that outlived the retries, AccessDenied) leaves the role check unable to tell.
+    """
+    from botocore import exceptions as bx
+
+    if isinstance(exc, bx.ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "")) in CREDENTIAL_ERRORS
+    return isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.EndpointConnectionError,
+                            bx.ConnectTimeoutError, bx.ReadTimeoutError))
+
+
 def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
-    """Read the role, its trust policy and simulate what the job needs; never writes."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    """Read the role, its trust policy and simulate what the job needs; never writes.
+
+    Raises botocore's exception only for a definite refusal (`_definite`); any other failure to read
+    or simulate is a verdict of unknown, with the reason, so submit warns and goes on.
+    """
+    from botocore.exceptions import ClientError
 
     if not plan.role:
         raise UsageError("no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE (a role name or ARN)")
     check = RoleCheck(role=plan.role)
     try:
         role = iam.get_role(RoleName=role_name(plan.role))["Role"]
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
+    except Exception as exc:
+        if _definite(exc):
+            raise
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
         if code == "NoSuchEntity":
             check.verdict = FAIL
             check.problems.append(f"role {role_name(plan.role)} does not exist in this account")
             return check
         check.verdict = UNKNOWN
-        check.unknowns.append(f"cannot read the role ({code}); the job may still work")
+        check.unknowns.append(f"cannot read the role ({_why(exc)}); the job may still work")
         return check
+    try:
+        return _check_read_role(plan, role, check, iam, sts)
+    except Exception as exc:
+        if _definite(exc):
+            raise
+        check.verdict = UNKNOWN
+        check.unknowns.append(f"IAM's answer could not be used ({_why(exc)})")
+        return check
+
+
+def _check_read_role(plan: Plan, role: dict[str, Any], check: RoleCheck, iam: Any, sts: Any) -> RoleCheck:
     check.role_arn = role["Arn"]
     if plan.role.startswith("arn:") and plan.role != role["Arn"]:
         check.problems.append(f"the spec names {plan.role} but the role's ARN is {role['Arn']}")
@@ -178,7 +222,9 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
     for resource, actions in required_permissions(plan, account):
         try:
             results = _simulate(iam, role["Arn"], actions, resource)
-        except (ClientError, BotoCoreError) as exc:
+        except Exception as exc:
+            if _definite(exc):
+                raise
             check.unknowns.append(f"IAM did not simulate the role's permissions ({_why(exc)})")
             break
         check.checked += len(actions)
@@ -198,7 +244,9 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
                 if r.get("EvalDecision") != "allowed":
                     check.missing.append({"action": "iam:PassRole (caller)", "resource": role["Arn"],
                                           "decision": r.get("EvalDecision", "")})
-    except (ClientError, BotoCoreError) as exc:
+    except Exception as exc:
+        if _definite(exc):
+            raise
         check.unknowns.append(f"cannot simulate the caller's iam:PassRole ({_why(exc)})")
     if check.problems or check.missing:
         check.verdict = FAIL
@@ -208,5 +256,13 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
 
 
 def _why(exc: Exception) -> str:
-    err = getattr(exc, "response", {}).get("Error", {}) if hasattr(exc, "response") else {}
-    return err.get("Code") or type(exc).__name__
+    """A short reason: the error code AWS gave, else the exception's kind (never a raw response body)."""
+    from launcher.sanitize import clean
+
+    response = getattr(exc, "response", None)
+    err = response.get("Error", {}) if isinstance(response, dict) else {}
+    code = err.get("Code") if isinstance(err, dict) else None
+    if code:
+        return clean(code, 80)
+    status = (response or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+    return f"{type(exc).__name__}{f', HTTP {status}' if status else ''}"

@@ -11,6 +11,7 @@ from typing import Any
 from launcher.aws import Clients
 from launcher.errors import EXIT_OK, UsageError
 from launcher.output import emit_json
+from launcher.sanitize import clean_data
 from launcher.state import resolve_job
 from launcher.timeutil import clock_time, parse_since
 
@@ -65,7 +66,7 @@ def status(job: str, output: str, profile: str | None, region: str | None) -> in
     from launcher.jobs import describe, exit_code_for, summary
 
     name, region = resolve_job(job, region)
-    data = summary(describe(_clients(profile, region), name))
+    data = clean_data(summary(describe(_clients(profile, region), name)))
     if output == "json":
         emit_json(data)
     else:
@@ -103,7 +104,7 @@ def list_jobs(running: bool, name_contains: str | None, limit: int, output: str,
               region: str | None) -> int:
     from launcher.jobs import list_jobs as find
 
-    rows = find(_clients(profile, region), running=running, name_contains=name_contains, limit=limit)
+    rows = clean_data(find(_clients(profile, region), running=running, name_contains=name_contains, limit=limit))
     if output == "json":
         emit_json(rows)
         return EXIT_OK
@@ -124,7 +125,7 @@ def stop(job: str, yes: bool, output: str, profile: str | None, region: str | No
 
     name, region = resolve_job(job, region)
     confirm = (lambda q: click.confirm(q, default=False, err=True)) if sys.stdin.isatty() else None
-    result = stop_job(_clients(profile, region), name, yes=yes, confirm=confirm)
+    result = clean_data(stop_job(_clients(profile, region), name, yes=yes, confirm=confirm))
     if output == "json":
         emit_json(result)
     else:
@@ -136,7 +137,7 @@ def metrics(job: str, since: str, output: str, profile: str | None, region: str 
     from launcher.metrics import fetch, render
 
     name, region = resolve_job(job, region)
-    data = fetch(_clients(profile, region), name, parse_since(since), time.time())
+    data = clean_data(fetch(_clients(profile, region), name, parse_since(since), time.time()))
     if output == "json":
         emit_json(data)
     else:

@@ -6,6 +6,7 @@ from typing import Any
 
 from launcher.aws import Clients, explain
 from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
+from launcher.sanitize import clean
 from launcher.timeutil import epoch
 
 MANAGED_TAG = "smp-launch:managed"  # the same tag launcher.plan puts on every job it launches
@@ -125,7 +126,7 @@ def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] |
                 "message": f"{job} is {status}; nothing to stop"}
     if not yes:
         itype, count = instances(desc)
-        question = f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?"
+        question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")
         if confirm is None:
             raise UsageError(f"stop asks before stopping {job}, and there is no terminal to ask on; pass --yes")
         if not confirm(question):

@@ -14,7 +14,12 @@ def emit_json(data: Any) -> None:
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1; the CLI's own handler exits 0 quietly
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(highlight=False, soft_wrap=True)
 
 
 def _fmt_tokens(n: int) -> str:

@@ -30,16 +30,26 @@ CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 ENTRY_POINT = "train.py"
 
 
-def resolve_region(spec_region: str | None, env: Mapping[str, str]) -> str | None:
-    """The spec's region, else the environment's, else the AWS profile's (read from disk, no network)."""
+def resolve_region(spec_region: str | None, env: Mapping[str, str], *, flag: str | None = None,
+                   profile: str | None = None) -> str | None:
+    """The one place a command's region is decided: --region, else the spec's, else AWS_REGION /
+    AWS_DEFAULT_REGION, else the profile's (read from disk, no network). Decide it once, before
+    anything reads it, and hand the result to everything (plan, bucket checks, clients, state)."""
+    if flag:
+        return flag
     if spec_region:
         return spec_region
     for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         if env.get(var):
             return env[var]
+    import botocore.exceptions
     import botocore.session  # only when neither the spec nor the environment names a region
 
-    return botocore.session.Session(profile=env.get("AWS_PROFILE") or None).get_config_variable("region")
+    try:
+        session = botocore.session.Session(profile=profile or env.get("AWS_PROFILE") or None)
+        return session.get_config_variable("region")
+    except botocore.exceptions.ProfileNotFound:
+        return None  # the client factory says so, in one line, when a client is made
 
 
 def job_name(base: str, now: datetime) -> str:
@@ -62,7 +72,12 @@ def git_commit(path: str) -> str | None:
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
-    canonical = json.dumps(loaded.spec.model_dump(mode="json", exclude={"extends"}), sort_keys=True)
+    """A hash of the spec as it may be shown (secret-looking environment values redacted): it is a tag."""
+    from launcher.secrets import redact_env
+
+    data = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    data["environment"] = redact_env(data.get("environment", {}))
+    canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -119,9 +134,16 @@ class Plan:
     advisories: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] | None = None
     storage: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
 
     def as_dict(self) -> dict[str, Any]:
-        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines)."""
+        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines).
+
+        Secret-looking environment values are redacted (launcher.secrets): this is what is shown and
+        written (plan.json in the tarball); the backend reads `self.estimator`, which keeps them."""
+        from launcher.secrets import redact_env
+
+        estimator = {**self.estimator, "environment": redact_env(self.estimator.get("environment", {}))}
         return copy.deepcopy({
             "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
             "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
@@ -131,19 +153,22 @@ class Plan:
             "global_batch_sequences": self.global_batch_sequences,
             "global_batch_tokens": self.global_batch_tokens, "model": self.model,
             "framework": self.framework, "distribution": self.distribution,
-            "estimator": self.estimator, "channels": self.channels, "decisions": self.decisions,
-            "advisories": self.advisories, "memory": self.memory, "storage": self.storage,
+            "estimator": estimator, "secrets": self.secrets, "channels": self.channels,
+            "decisions": self.decisions, "advisories": self.advisories, "memory": self.memory,
+            "storage": self.storage,
         })
 
 
 def build_plan(loaded: LoadedSpec, now: datetime | None = None,
-               env: Mapping[str, str] | None = None) -> Plan:
-    """Compute the frozen Plan for a validated spec. Pure: no network, no files written."""
+               env: Mapping[str, str] | None = None, region: str | None = None) -> Plan:
+    """Compute the frozen Plan for a validated spec. Pure: no network, no files written.
+
+    `region`, when given, is the one the caller already resolved (resolve_region) and wins."""
     env = os.environ if env is None else env
     spec = loaded.spec
     now = now or datetime.now(timezone.utc)
     name = job_name(spec.name, now)
-    region = resolve_region(spec.cluster.region, env)
+    region = region or resolve_region(spec.cluster.region, env)
     role = spec.role or env.get("SMP_LAUNCH_ROLE") or None
     instance = INSTANCES[spec.cluster.instance_type]
     world = spec.cluster.instance_count * instance.gpus
@@ -217,6 +242,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
         advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
+        secrets=dict(spec.secrets),
     )
 
 

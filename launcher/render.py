@@ -80,6 +80,7 @@ SOURCE_TEMPLATES = {
     "train_data.py": "train_data.py.j2",
     "train_checkpoint.py": "train_checkpoint.py.j2",
     "tsm_local.py": "tsm_local.py.j2",
+    "train_secrets.py": "train_secrets.py.j2",
     "requirements.txt": "requirements.txt.j2",
 }
 JOB_NAME_PLACEHOLDER = "<job-name>"
@@ -119,6 +120,7 @@ def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, A
     return {
         "description": spec.description,
         "hyperparameters": dict(spec.hyperparameters),
+        "secrets": dict(spec.secrets),
         "model": {
             "hf_module": f"transformers.models.{arch.type}.modeling_{arch.type}",
             "hf_classes": HF_CLASSES[arch.type],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.plan import Plan
+from launcher.secrets import redact_request
 from launcher.spec.loader import LoadedSpec
 
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
@@ -84,7 +85,7 @@ class Staged:
 
 
 def stage(loaded: LoadedSpec, plan: Plan, role_arn: str | None = None) -> Staged:
-    """Render and pack the source dir and predict the request; pure, like building the plan.
+    """Render and pack the source dir and predict the request (as shown: secrets redacted); pure.
 
     A role given by name gets its ARN only from IAM, so without `role_arn` the request shows a
     placeholder that submit fills in.
@@ -100,4 +101,4 @@ def stage(loaded: LoadedSpec, plan: Plan, role_arn: str | None = None) -> Staged
             role_arn = "<no role: set role or SMP_LAUNCH_ROLE>"
         else:
             role_arn = plan.role if plan.role.startswith("arn:") else f"<ARN of role {plan.role}>"
-    return Staged(files, data, source, predict_request(plan, source, role_arn))
+    return Staged(files, data, source, redact_request(predict_request(plan, source, role_arn)))

@@ -38,12 +38,35 @@ def record_submitted(job_name: str, region: str | None, env: Mapping[str, str] |
 
 
 def last_submitted(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The latest record, or None when nothing was submitted from here (or the file is unreadable)."""
+    """The latest record, or None when nothing was submitted from here.
+
+    A file that exists but cannot be read, is not JSON or has the wrong shape is a UsageError that
+    says so: "nothing was submitted" would be a lie, and a TypeError later would be a traceback.
+    """
+    path = state_dir(env) / _FILE
     try:
-        record = json.loads((state_dir(env) / _FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return None
-    return record if isinstance(record, dict) and record.get("job_name") else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unusable(path, f"cannot be read ({type(exc).__name__})") from None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        raise _unusable(path, "is not valid JSON") from None
+    if not isinstance(record, dict):
+        raise _unusable(path, "does not hold a job record")
+    name, region = record.get("job_name"), record.get("region")
+    if not isinstance(name, str) or not name.strip():
+        raise _unusable(path, "has no job name")
+    if region is not None and not isinstance(region, str):
+        raise _unusable(path, "has a region that is not text")
+    return record
+
+
+def _unusable(path: Path, why: str) -> UsageError:
+    return UsageError(f"the record of the last job submitted from this machine ({path}) {why}; give a job "
+                      "name instead of `latest` (the next submit rewrites that file)")
 
 
 def resolve_job(job: str, region: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str | None]:

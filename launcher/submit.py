@@ -5,17 +5,21 @@ content-addressed upload of the source tarball and one CreateTrainingJob through
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from launcher.aws import AwsError, Clients, explain
-from launcher.errors import LauncherError
+from launcher.errors import EXIT_INTERRUPTED, LauncherError
 from launcher.iam import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
-from launcher.plan import Plan, blocking_errors, build_plan, require_region
+from launcher.plan import Plan, blocking_errors, build_plan, require_region, resolve_region
 from launcher.request import stage
+from launcher.sanitize import clean
 from launcher.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
 
@@ -46,9 +50,25 @@ class Submitted:
     role: dict[str, Any] | None
     warnings: list[str]
     request: dict[str, Any]
+    remembered: bool = False
+    notes: list[str] = field(default_factory=list)  # said after the job's name (e.g. `latest` not saved)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+class Interrupted(LauncherError):
+    """Ctrl-C during submit, with what is known about the job afterwards (exit 130)."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, job_name: str, started: bool | None):
+        super().__init__(message)
+        self.job_name = job_name
+        self.started = started
+
+
+STARTED, NOT_STARTED, UNKNOWN_START = True, False, None
 
 
 def console_url(region: str, job: str) -> str:
@@ -87,12 +107,15 @@ def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = Fal
             now: datetime | None = None, warn: Callable[[str], None] | None = None) -> Prepared:
     """Everything submit does that only reads: the plan, the rules, the role, the buckets, the tarball."""
     warn = warn or (lambda m: print(f"warning: {m}", file=sys.stderr))
-    plan = build_plan(loaded, now=now, env=clients.env)
+    # The region is decided here, once (a --region given as clients.region wins), before any client
+    # exists; the plan, the bucket checks, the clients, the state file and the console URL all use it.
+    clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
+                                    profile=clients.profile)
+    plan = build_plan(loaded, now=now, env=clients.env, region=clients.region)
     refused = blocking_errors(loaded, plan)
     if refused:
         raise refused
     region = require_region(plan)
-    clients.region = clients.region or region
     if not plan.role:
         from launcher.errors import UsageError
 
@@ -131,16 +154,18 @@ def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = Fal
 def submit(loaded: LoadedSpec, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
            now: datetime | None = None, warn: Callable[[str], None] | None = None,
            start: Callable[..., str] | None = None) -> Submitted:
-    """Prepare, then (unless dry_run) upload the tarball if new and start the job."""
+    """Prepare, then (unless dry_run) upload the tarball if new and start the job.
+
+    Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
+    """
     calls: list[str] = []
     clients.session.events.register("before-call.*.*", lambda model, **_: calls.append(
         f"{model.service_model.service_name}.{model.name}"))
     prepared = prepare(loaded, clients, skip_role_check=skip_role_check, now=now, warn=warn)
     plan = prepared.plan
-    uploaded = False
+    uploaded = remembered = False
+    notes: list[str] = []
     if not dry_run:
-        from launcher import state
-
         try:
             uploaded = upload(clients.s3, prepared.source_uri, prepared.data, plan.estimator.get("output_kms_key"))
         except Exception as exc:
@@ -149,18 +174,124 @@ def submit(loaded: LoadedSpec, clients: Clients, *, dry_run: bool = False, skip_
             from launcher.backends import estimator as start_module
 
             start = start_module.start
-        try:
-            start(plan, prepared.source_uri, prepared.role_arn, clients.session, clients.sagemaker)
-        except LauncherError:
-            raise
-        except Exception as exc:
-            if type(exc).__module__.startswith("botocore"):
-                raise explain(exc, "CreateTrainingJob") from None
-            raise LauncherError(f"the SageMaker SDK refused the job: {exc}") from None
-        state.record_submitted(plan.job_name, plan.region, clients.env)
+        lost = _start(start, plan, prepared, clients)
+        remembered, note = _remember(plan, clients)
+        notes += [n for n in (lost, note) if n]
     return Submitted(job_name=plan.job_name, region=plan.region, console_url=console_url(plan.region, plan.job_name),
                      source_uri=prepared.source_uri, uploaded=uploaded, dry_run=dry_run, aws_calls=calls,
                      role=prepared.role_check.as_dict() if prepared.role_check else None,
-                     warnings=prepared.warnings, request=prepared.request)
+                     warnings=prepared.warnings, request=prepared.request, remembered=remembered, notes=notes)
 
 
+def _start(start: Callable[..., str], plan: Plan, prepared: Prepared, clients: Clients) -> str | None:
+    """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed), or when the answer was
+    lost on the way back, find out what exists. Returns a note to print after the job's name."""
+    name = plan.job_name
+    with _noting_sigint() as interrupted:
+        try:
+            start(plan, prepared.source_uri, prepared.role_arn, clients.session, clients.sagemaker)
+        except KeyboardInterrupt:
+            interrupted.set()
+        except LauncherError:
+            raise
+        except Exception as exc:
+            if not type(exc).__module__.startswith("botocore"):
+                raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, 500)}") from None
+            error = explain(exc, "CreateTrainingJob")
+            if not _answer_may_be_lost(exc):
+                raise error from None
+            state = job_exists(clients, name)
+            if state is STARTED:  # a try timed out after SageMaker had created the job
+                return f"CreateTrainingJob's answer was lost ({error}), but SageMaker has {name}"
+            if state is UNKNOWN_START:
+                raise AwsError(f"{error}; cannot tell whether {name} was started: check with "
+                               f"`smp-launch status {name} --region {plan.region}` before submitting again") from None
+            raise error from None
+    if not interrupted.is_set():
+        return None
+    clients.cancel_waits()
+    state = job_exists(clients, name)
+    region = plan.region
+    if state is STARTED:
+        _remember(plan, clients)
+        message = (f"interrupted, but {name} was started in {region} and is running: follow it with "
+                   f"`smp-launch logs {name} --region {region}`, stop it with "
+                   f"`smp-launch stop {name} --region {region}`")
+    elif state is NOT_STARTED:
+        message = f"interrupted: {name} was not started (SageMaker has no such job in {region}); nothing is running"
+    else:
+        message = (f"interrupted: cannot tell whether {name} was started; check with "
+                   f"`smp-launch status {name} --region {region}` before submitting again")
+    raise Interrupted(message, name, state)
+
+
+@contextlib.contextmanager
+def _noting_sigint() -> Iterator[threading.Event]:
+    """Remember a Ctrl-C even if the code it interrupts swallows the KeyboardInterrupt.
+
+    The SDK's telemetry wrapper ends in `finally: return response`, which discards a KeyboardInterrupt
+    raised inside CreateTrainingJob; the flag set here survives that.
+    """
+    interrupted = threading.Event()
+    previous = None
+
+    def handler(signum, frame):
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: nothing to install, rely on the exception alone
+        previous = None
+    try:
+        yield interrupted
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _answer_may_be_lost(exc: BaseException) -> bool:
+    """A failure after which the job may exist all the same: a try that timed out or lost its
+    connection (botocore retried it), or a retry told that the name is already taken."""
+    from botocore import exceptions as bx
+
+    if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)):
+        return True
+    if isinstance(exc, bx.ClientError):
+        message = str(exc.response.get("Error", {}).get("Message", "")).lower()
+        return "already exists" in message or "must be unique" in message
+    return False
+
+
+def job_exists(clients: Clients, name: str) -> bool | None:
+    """DescribeTrainingJob by name: True exists, False SageMaker says there is no such job, None unknown."""
+    from botocore.exceptions import ClientError
+
+    try:
+        clients.sagemaker.describe_training_job(TrainingJobName=name)
+        return STARTED
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        code, message = str(err.get("Code", "")), str(err.get("Message", "")).lower()
+        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
+                code == "ValidationException" and ("not found" in message or "could not find" in message)):
+            return NOT_STARTED
+        return UNKNOWN_START
+    except (Exception, KeyboardInterrupt):  # unreachable, throttled, or a second Ctrl-C: cannot tell
+        return UNKNOWN_START
+    finally:
+        clients.cancel_waits()
+
+
+def _remember(plan: Plan, clients: Clients) -> tuple[bool, str | None]:
+    """Record the job as `latest`; a state folder that cannot be written is a warning, never a failure."""
+    from launcher import state
+
+    try:
+        state.record_submitted(plan.job_name, plan.region, clients.env)
+        return True, None
+    except OSError as exc:
+        folder = state.state_dir(clients.env)
+        why = exc.strerror or type(exc).__name__
+        return False, (f"{plan.job_name} is running, but it could not be remembered as `latest` ({folder}: {why}); "
+                       f"use its name in later commands")

@@ -21,10 +21,28 @@ def test_home_fallback_and_a_broken_file(tmp_path):
     env = {"HOME": str(tmp_path)}
     assert state_dir(env) == tmp_path / ".local" / "state" / "smp-launch"
     state_dir(env).mkdir(parents=True)
-    (state_dir(env) / "last-submitted.json").write_text("{not json")
-    assert last_submitted(env) is None
     with pytest.raises(UsageError, match="no job has been submitted from this machine"):
         resolve_job("latest", None, env)
+
+
+@pytest.mark.parametrize("content,why", [
+    ("{not json", "is not valid JSON"),
+    ('["a list"]', "does not hold a job record"),
+    ('{"job_name": 7, "region": "us-west-2"}', "has no job name"),
+    ('{"job_name": "j-1", "region": ["us-west-2"]}', "region that is not text"),
+    (b"\xff\xfe\x00junk", "cannot be read"),
+])
+def test_a_corrupt_state_file_is_one_clear_line(tmp_path, content, why):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    state_dir(env).mkdir(parents=True)
+    path = state_dir(env) / "last-submitted.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(UsageError) as err:
+        resolve_job("latest", None, env)
+    message = str(err.value)
+    assert why in message and str(path) in message and "give a job name" in message and "\n" not in message
+    assert err.value.exit_code == 2
+    assert resolve_job("named-job", None, env) == ("named-job", None)  # a name never reads the file
 
 
 def test_tests_never_write_the_real_state_dir(tmp_path_factory):

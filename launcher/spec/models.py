@@ -31,6 +31,7 @@ from pydantic import (
 from launcher.architecture import MODEL_TYPES, Architecture
 from launcher.catalog import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.durations import parse_duration
+from launcher.secrets import SECRET_ARN_PATTERN
 from launcher.spec.presets import PRESETS
 
 Duration = Annotated[
@@ -372,6 +373,18 @@ HyperKey = Annotated[str, AfterValidator(_hyperparameter_key),
 HyperValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr], AfterValidator(_hyperparameter_value)]
 
 
+def _secret_arn(value: str) -> str:
+    if not re.fullmatch(SECRET_ARN_PATTERN, value):
+        raise ValueError(f"{value[:120]!r} is not a Secrets Manager secret ARN: write "
+                         "arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME (the ARN `aws secretsmanager "
+                         "describe-secret` shows)")
+    return value
+
+
+SecretArn = Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": SECRET_ARN_PATTERN}),
+                      AfterValidator(_secret_arn)]
+
+
 class JobSpec(_Section):
     """A smp-launch job spec (schema version 1)."""
 
@@ -394,6 +407,9 @@ class JobSpec(_Section):
     tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=40)
     environment: dict[EnvName, Annotated[str, Field(max_length=ENVIRONMENT_VALUE_MAX)]] = Field(
         default_factory=dict, json_schema_extra={"maxProperties": ENVIRONMENT_MAX})
+    secrets: dict[EnvName, SecretArn] = Field(
+        default_factory=dict, description="Environment variables the job reads from AWS Secrets Manager when it "
+        "starts: NAME -> secret ARN. Only the ARN is in the plan; the role needs secretsmanager:GetSecretValue.")
     hyperparameters: dict[HyperKey, HyperValue] = Field(
         default_factory=dict, description="Passed to the entry script as --key value.",
         json_schema_extra={"maxProperties": HYPERPARAMETERS_MAX - SDK_HYPERPARAMETERS})
@@ -414,6 +430,13 @@ class JobSpec(_Section):
             raise ValueError(f"at most {room} hyperparameters: SageMaker takes {HYPERPARAMETERS_MAX} and the SDK "
                              f"adds {SDK_HYPERPARAMETERS} of its own; this spec sets {len(hp)}")
         return hp
+
+    @model_validator(mode="after")
+    def _secrets_are_not_environment(self):
+        both = sorted(set(self.secrets) & set(self.environment))
+        if both:
+            raise ValueError(f"{', '.join(both)} is set both in environment and in secrets; keep it in secrets only")
+        return self
 
     @field_validator("tags")
     @classmethod

@@ -399,6 +399,7 @@ def report_export(state):
 
 
 def main():
+    import train_secrets; train_secrets.load()  # noqa: E702 (secrets into os.environ before anything reads them)
     device = init_distributed()
     try:
         train(device)

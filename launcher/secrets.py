@@ -1,0 +1,52 @@
+"""Secret values never leave this process except to SageMaker itself.
+
+Two ways a spec can hand a job a secret:
+
+* `secrets: {HF_TOKEN: arn:aws:secretsmanager:...}` (the right way): only the ARN is in the plan,
+  the job's entry script fetches the value at start (train_secrets.py, rendered next to train.py)
+  and the role check asks for secretsmanager:GetSecretValue on exactly those ARNs.
+* `environment: {HF_TOKEN: ${HF_TOKEN}}`: the value must reach CreateTrainingJob's Environment,
+  so it is in the request the SDK sends, but every plan, output and file written shows it redacted.
+
+The rule for "looks secret" (`looks_secret`), on the variable's NAME, never its value: split the name
+into words at `_`, `-`, `.` and lower-to-upper case changes; it is secret when any word is one of
+SECRET_WORDS, or when the last word is KEY and the word before it is not KMS (KMS_KEY and *_KMS_KEY
+name key ids, not secrets; *_KEY_ID and *_KEY_ARN end in ID/ARN and are not secret either).
+So HF_TOKEN, WANDB_API_KEY, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, hfToken are secret; NCCL_DEBUG,
+TOKENIZERS_PARALLELISM (TOKENIZERS is not TOKEN), KMS_KEY_ID, SSE_KMS_KEY, KEY_PREFIX are not.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "<redacted>"
+SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                          "CREDENTIALS", "APIKEY", "PAT"})
+# Secrets Manager secret ARNs: arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME-SUFFIX
+# (the pattern AWS APIs document for a secret ARN, e.g.
+# https://docs.aws.amazon.com/iot-mi/latest/APIReference/API_SecretsManager.html)
+SECRET_ARN_PATTERN = (r"^arn:aws(-cn|-us-gov|-iso|-iso-b)?:secretsmanager:[a-z]{2}(-[a-z]+)+-\d:\d{12}:"
+                      r"secret:[A-Za-z0-9/_+=.@-]{1,512}$")
+_WORDS = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def looks_secret(name: str) -> bool:
+    """True when an environment variable NAME says its value is a secret (the rule is in the docstring)."""
+    words = [w.upper() for w in _WORDS.split(name) if w]
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    return bool(words) and words[-1] == "KEY" and (len(words) < 2 or words[-2] != "KMS")
+
+
+def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
+    """The environment map with the values of secret-looking names replaced by REDACTED."""
+    return {k: (REDACTED if looks_secret(str(k)) and v not in ("", None) else v) for k, v in env.items()}
+
+
+def redact_request(request: dict[str, Any]) -> dict[str, Any]:
+    """A CreateTrainingJob request as it may be shown: Environment redacted (a copy; the input is kept)."""
+    if not request.get("Environment"):
+        return request
+    return {**request, "Environment": redact_env(request["Environment"])}
