@@ -1,7 +1,8 @@
-"""`smp-launch advise`: search SMP v2 layouts for a model and rank them the way the seed does.
+"""`smp-launch advise`: search SMP v2 layouts for a model and rank them the way AWS's SMP v2 best practices do.
 
-The seed's order (seed README, "Starting points"): the lowest sharding degree that fits, tensor
-parallelism only when needed, activation offloading before more sharding, checkpointing always.
+The order of AWS's best practices ("Starting points" in
+https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-best-practices-v2.html): the lowest
+sharding degree that fits, tensor parallelism only when needed, activation offloading before more sharding, checkpointing always.
 Every candidate is checked by the same rules `plan` runs, so advice never contradicts `validate`.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from launcher.spec.presets import PRESETS
 MAX_BATCH = 16
 TP_CHOICES = (1, 2, 4, 8)
 INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-# The seed's reference table: (preset, instances) -> (shard, tp, checkpointing, offloading, batch).
+# The best practices' reference table: (preset, instances) -> (shard, tp, checkpointing, offloading, batch).
 SEED_REFERENCES = {
     ("llama2-7b", 1): (8, 1, True, False, 4),
     ("llama2-70b", 32): (256, 1, True, False, 2),
@@ -29,7 +30,7 @@ SEED_REFERENCES = {
 
 
 def parse_tokens(text: str) -> int:
-    """`4M`, `4Mi`, `512K` or a plain number; M and K are binary (4M = 4,194,304, the seed's limit)."""
+    """`4M`, `4Mi`, `512K` or a plain number; M and K are binary (4M = 4,194,304, the best practices' limit)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMm]i?)?\s*", str(text))
     if not m:
         raise UsageError(f"--global-batch-tokens: {text!r} is not a token count such as 4M or 2097152")
@@ -53,7 +54,7 @@ class Candidate:
 
     @property
     def key(self) -> tuple:
-        """Fewest warnings (the seed's own advice, e.g. long context wants TP), checkpointing on, then
+        """Fewest warnings (the best practices' own advice, e.g. long context wants TP), checkpointing on, then
         the least tensor parallelism, the lowest sharding degree, no offloading, the largest batch."""
         return (len(self.warnings), not self.checkpointing, self.tp, self.shard, self.offloading, -self.batch)
 
@@ -116,7 +117,7 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
 
 
 def _explain(ranked: list[Candidate]) -> list[Candidate]:
-    """Attach the seed's reasons to each candidate, and say why the best differs from the reference."""
+    """Attach the best practices' reasons to each candidate, and say why the best differs from the reference."""
     if not ranked:
         return ranked
     fewest = min(len(c.warnings) for c in ranked)
@@ -140,12 +141,12 @@ def _explain(ranked: list[Candidate]) -> list[Candidate]:
         if c.offloading:
             r.append(f"activation offloading keeps the sharding degree at {c.shard}")
         if not c.checkpointing:
-            r.append("no activation checkpointing: faster, but the seed enables it for every model size")
+            r.append("no activation checkpointing: faster, but AWS's best practices enable it for every model size")
         r.append(f"{c.memory.per_gpu_gb:.1f} of {c.memory.capacity_gb:.0f} GB per GPU; "
                  f"{c.global_tokens:,} tokens per step")
         r.extend(f"warning {w}" for w in c.warnings)
         if c.reference:
-            r.append("the seed's reference configuration")
+            r.append("AWS's reference configuration")
         out.append(Candidate(**{**c.__dict__, "reasons": r}))
     best, ref = out[0], next((c for c in out if c.reference), None)
     if ref is not None and not best.reference:
@@ -158,8 +159,8 @@ def _explain(ranked: list[Candidate]) -> list[Candidate]:
             why.append("it needs no activation offloading")
         if best.batch != ref.batch:
             why.append(f"batch {best.batch} per rank instead of {ref.batch}")
-        best.reasons.append("ranks above the seed's reference (sharding " f"{ref.shard}, tensor {ref.tp}, batch "
-                            f"{ref.batch}): " + "; ".join(why or ["the seed's order prefers it"]))
+        best.reasons.append(f"ranks above AWS's reference configuration (sharding {ref.shard}, tensor {ref.tp}, "
+                            f"batch {ref.batch}): " + "; ".join(why or ["the best practices' order prefers it"]))
     return out
 
 
@@ -167,7 +168,7 @@ def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int |
            seq_length: int = 4096, global_batch_tokens: int | None = None,
            precision: str = "bf16") -> list[Candidate]:
     """Feasible configurations, best first. Without `instances`, the smallest cluster whose largest
-    fitting local batch reaches `global_batch_tokens` (the seed's sharded-data-parallel step 2)."""
+    fitting local batch reaches `global_batch_tokens` (the best practices' sharded-data-parallel step 2)."""
     if preset not in PRESETS:
         from launcher.spec.models import did_you_mean
 

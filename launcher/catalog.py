@@ -18,8 +18,8 @@ class InstanceType:
     gpus: int
     gpu: str
     gpu_memory_gb: float
-    smddp: bool  # SMDDP's optimised AllGather exists only on P4 (smp_v2.md section 5)
-    fp8: bool    # FP8 needs Hopper (smp_v2.md section 2.3)
+    smddp: bool  # SMDDP's optimised AllGather exists only on P4 (https://docs.aws.amazon.com/sagemaker/latest/dg/data-parallel-intro.html)
+    fp8: bool    # FP8 needs Hopper (https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-core-features-v2-mixed-precision.html)
     vcpus: int   # CloudWatch's CPUUtilization sums 0-100 over these
     host_memory_gib: int   # host RAM: where each rank builds the model without delayed parameter init
     instance_storage_gb: int  # local NVMe: SageMaker mounts it instead of an EBS volume (0: none)

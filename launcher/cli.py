@@ -106,7 +106,7 @@ def check_role(spec: str, overrides: tuple[str, ...], profile: str | None, outpu
 @OUTPUT
 def advise(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
            precision: str, top: int, write_to: str | None, output: str) -> None:
-    """Recommend SMP v2 configurations for a model, ranked the seed's way."""
+    """Recommend SMP v2 configurations for a model, ranked as AWS's SMP v2 best practices advise."""
     from launcher.commands import advise_command
 
     sys.exit(advise_command(model, instances, seq_length, instance_type, global_batch, precision, top,

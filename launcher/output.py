@@ -110,7 +110,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
     for col in ("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note"):
         t.add_column(col, justify="right" if col != "note" else "left")
     for i, c in enumerate(ranked[:top], start=1):
-        note = "seed reference" if c.reference else ("warnings" if c.warnings else "")
+        note = "AWS reference" if c.reference else ("warnings" if c.warnings else "")
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
                   f"{c.global_tokens:,}", note)
@@ -120,6 +120,6 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
         console.print(f"  - {reason}")
     ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
     if ref and ref > top:
-        console.print(f"the seed's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)")
+        console.print(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)")
     if written:
         console.print(f"wrote {written}")

@@ -82,7 +82,7 @@ def spec_hash(loaded: LoadedSpec) -> str:
 
 
 def distribution(loaded: LoadedSpec) -> dict[str, Any]:
-    """The SMP v2 `distribution` dict, exactly as the Estimator gets it (smp_v2.md section 1.1).
+    """The SMP v2 `distribution` dict, exactly as the Estimator gets it (https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html).
 
     `enabled` must be the bool True: the SDK forwards `parameters` only on an identity check.
     """

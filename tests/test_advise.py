@@ -19,7 +19,7 @@ def test_the_seeds_reference_is_feasible_and_the_best_says_why_it_differs(preset
     assert ranked[layouts.index(ref)].reference
     best = ranked[0]
     if (best.shard, best.tp, best.checkpointing, best.offloading, best.batch) != ref:
-        assert any("ranks above the seed's reference" in r for r in best.reasons)
+        assert any("ranks above AWS's reference configuration" in r for r in best.reasons)
 
 
 def test_lowest_sharding_degree_that_fits_comes_first():

@@ -1,7 +1,7 @@
 """SageMaker training jobs that live: status moves with the emulator clock, and StopTrainingJob works.
 
-moto creates every training job `Completed` at once and does not implement StopTrainingJob
-(reference: cloudwatch_logs_and_moto.md section 4). These patches put a scripted timeline
+moto creates every training job `Completed` at once and does not implement StopTrainingJob.
+These patches put a scripted timeline
 (scenario.EmulatedJob) behind each job and refresh the job's fields before every read.
 """
 from __future__ import annotations

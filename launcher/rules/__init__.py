@@ -1,4 +1,4 @@
-"""The SMP v2 advisor: the seed's best practices and SMP v2's rules, and what `auto` resolves to."""
+"""The SMP v2 advisor: AWS's SMP v2 best practices and SMP v2's rules, and what `auto` resolves to."""
 from launcher.rules import checks as _checks  # noqa: F401  (importing registers the rules)
 from launcher.rules.engine import RULES, Context, evaluate
 

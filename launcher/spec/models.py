@@ -237,7 +237,7 @@ class FrameworkSpec(_Section):
 
 
 class SmpSpec(_Section):
-    """The nine SMP v2 parameters plus how the script uses them (smp_v2.md section 1.2)."""
+    """The nine SMP v2 parameters plus how the script uses them (https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html)."""
 
     hybrid_shard_degree: StrictInt = Field(
         0, ge=0, le=8192, description="0: SMP's default (with tensor parallelism the largest degree, else native "

@@ -30,7 +30,7 @@ PRESETS: dict[str, Preset] = {
                          "meta-llama/Llama-2-13b-hf config.json; 13.0B parameters"),
     "llama2-70b": Preset(_llama(80, 8192, 64, 8, 28672, 32000), 69.0e9, 4096, 10000.0,
                          "meta-llama/Llama-2-70b-hf config.json; 69.0B parameters"),
-    # The seed's 175B reference: GPT-3 175B's depth, width and heads (Brown et al. 2020, table 2.1)
+    # The best practices' 175B reference: GPT-3 175B's depth, width and heads (Brown et al. 2020, table 2.1)
     # in a Llama block, whose SwiGLU MLP width of 8/3 x hidden keeps the count at 175B.
     "llama-175b": Preset(_llama(96, 12288, 96, 96, 32768, 32000), 175.0e9, 4096, 10000.0,
                          "GPT-3 175B: 96 layers, d_model 12288, 96 heads; 175B parameters"),
