@@ -2,7 +2,8 @@
 
 The order of AWS's best practices ("Starting points" in
 https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-best-practices-v2.html): the lowest
-sharding degree that fits, tensor parallelism only when needed, activation offloading before more sharding, checkpointing always.
+sharding degree that fits, tensor parallelism only when needed, activation offloading before more
+sharding, checkpointing always.
 Every candidate is checked by the same rules `plan` runs, so advice never contradicts `validate`.
 """
 from __future__ import annotations
