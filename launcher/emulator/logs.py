@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right, insort
+from itertools import islice
 from typing import Any
 
 from launcher.emulator import core, scenario
@@ -141,7 +142,7 @@ def filter_log_events(group: Any, log_group_name: str, log_stream_names: list[st
             lo = max(lo, bisect_right(index, after, key=lambda k: k[:4]))
         hi = len(index) if not end_time else bisect_right(index, end_time, key=lambda k: k[0])
         if lo < hi:
-            runs.append(index[i] for i in range(lo, hi))
+            runs.append(islice(index, lo, hi))
     page, size, more = [], 0, False
     for key in heapq.merge(*runs, key=lambda k: k[:4]):
         cost = len(key[4].message.encode("utf-8", "surrogatepass")) + EVENT_OVERHEAD
