@@ -242,12 +242,12 @@ def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_
 
 
 def test_every_line_of_a_job_whose_lines_turn_90s_late_prints_once(aws, clock):
-    # After 12 s of training every host's lines start reaching CloudWatch 90 s after their timestamps.
-    late = {(h, i): 90.0 for h in range(1, 17) for i in range(12, 200)}
+    # After 12 s of training half the hosts' lines start reaching CloudWatch 90 s after their timestamps.
+    late = {(h, i): 90.0 for h in range(1, 9) for i in range(12, 200)}
     job = emulator.add_job(emulator.EmulatedJob("drift", hosts=16, training=200, decoy=False, late_lines=late), aws)
     result, out, _ = run("drift", clock, interval=5.0)
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
-    assert result.stats.max_late_s == 90.0 and result.stats.late == 0  # all equally late: still in order
+    assert result.stats.max_late_s == 90.0 and result.stats.late > 0
 
 
 def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(aws, clock):
@@ -306,3 +306,14 @@ def test_a_host_beyond_the_jobs_count_is_warned_about(aws, clock):
     _, out, err = run("two", clock, follow=False, hosts=[2, 9])
     assert "warning: two has 2 host(s), algo-1 to algo-2; nothing will print for algo-9" in err
     assert out and all(ln.startswith("[algo-2]") for ln in out.splitlines())
+
+
+def test_a_huge_host_range_is_refused_at_once_not_expanded():
+    from launcher.errors import UsageError
+    from launcher.job_commands import MAX_HOST, parse_hosts
+
+    with pytest.raises(UsageError, match=f"host numbers go up to {MAX_HOST}"):
+        parse_hosts("1-100000000")
+    with pytest.raises(UsageError, match="give host numbers like 1,3 or 1-4"):
+        parse_hosts("3-1")
+    assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
