@@ -170,3 +170,75 @@ def _apply() -> None:
 
 
 core.register_patch("logs:hosts", _apply)
+
+
+class SyntheticLogs:
+    """A Logs client for one job whose hosts each write `rate` lines a second, without moto: for volume.
+
+    Host h writes its k-th line at `start + k / rate` (plus a per-host phase), and it reaches
+    CloudWatch after a lag drawn from `lag` (mostly well under 2 s, a long tail), never later than
+    the end of writing. `filter_log_events` serves it as CloudWatch does (timestamp order, pages of
+    10,000 events or 1 MB, startTime and endTime inclusive, a resumable nextToken), generating
+    events on demand: memory stays flat, however long the job, so a benchmark measures the reader.
+    """
+
+    def __init__(self, job: str, hosts: int, rate: float, start: float, duration: float, clock: Any,
+                 lag: Any = None, seed: int = 0):
+        from launcher.emulator.scenario import LagModel, unit
+
+        self.job, self.hosts, self.clock = job, hosts, clock
+        self.period = 1000.0 / rate  # ms between two lines of one host
+        self.start_ms, self.end_ms = int(start * 1000), int((start + duration) * 1000)
+        self.count = int(duration * rate)  # lines per host
+        step = max(1, int(self.period)) / hosts
+        self.phase = [int(i * step) for i in range(hosts)]  # host i+1 writes `phase[i]` ms into each period
+        model = lag or LagModel()
+        self._lags = [int(model.sample(unit(seed, i, 1), unit(seed, i, 2)) * 1000) for i in range(1 << 16)]
+        self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
+        self.calls = self.served = 0
+
+    def times(self, host: int, k: int) -> tuple[int, int]:
+        """(timestamp, ingestionTime) in ms of host `host`'s k-th line."""
+        ts = self.start_ms + int(k * self.period) + self.phase[host - 1]
+        lag = self._lags[(host * 0x9E3779B1 + k * 0x85EBCA77 >> 7) & 0xFFFF]
+        return ts, min(ts + lag, max(ts, self.end_ms))
+
+    def message(self, host: int, k: int) -> str:
+        return (f"[1,mpirank:{(host - 1) * 8},algo-{host}]<stdout>:[smp-progress] step={k} "
+                f"loss={8.0 / (1 + 0.05 * k):.4f} lr=3.000e-04 tokens_per_s=15234.5 tflops_per_gpu=150.00 "
+                "gpu_mem_gb=31.50")
+
+    def expected(self) -> int:
+        return self.hosts * self.count
+
+    def filter_log_events(self, startTime: int | None = None, endTime: int | None = None,
+                          nextToken: str | None = None, limit: int | None = None, **_ignored: Any) -> dict:
+        self.calls += 1
+        now = int(self.clock() * 1000)
+        first = self.start_ms if startTime is None else startTime
+        last = now if endTime is None else min(endTime, now)
+        k = max(0, int((first - self.start_ms - self.period) // self.period))
+        h0 = 1
+        if nextToken:
+            k, h0 = (int(x) for x in nextToken.split(":"))
+        limit = min(limit or PAGE_EVENTS, PAGE_EVENTS)
+        events: list[dict] = []
+        size = 0
+        while k < self.count:
+            if self.start_ms + int(k * self.period) > last:
+                break
+            for h in range(h0, self.hosts + 1):
+                ts, ingested = self.times(h, k)
+                if ts < first or ts > last or ingested > now:
+                    continue
+                message = self.message(h, k)
+                cost = len(message) + EVENT_OVERHEAD
+                if len(events) >= limit or (events and size + cost > PAGE_BYTES):
+                    self.served += len(events)
+                    return {"events": events, "nextToken": f"{k}:{h}"}
+                size += cost
+                events.append({"logStreamName": self.streams[h - 1], "eventId": f"{k * self.hosts + h:056d}",
+                               "timestamp": ts, "ingestionTime": ingested, "message": message})
+            k, h0 = k + 1, 1
+        self.served += len(events)
+        return {"events": events}
