@@ -216,41 +216,56 @@ class LogReader:
     def horizon_s(self) -> float:
         return self._horizon / 1000
 
-    def poll(self, drain: bool = False) -> list[Line]:
-        """New lines since the last poll, in timestamp order; `drain` pages to the end however long."""
+    def poll(self, drain: bool = False, emit: Callable[[list[Line]], None] | None = None) -> list[Line]:
+        """New lines since the last poll; `drain` pages to the end however long.
+
+        With `emit`, each page's lines go to it as soon as they are read (memory stays that of a page,
+        whatever the volume) and nothing is returned; without, the poll's lines come back in order.
+        """
         self.stats.polls += 1
         now_ms = int(self._clock() * 1000)
         if self._sweep_from is None:  # older lines than the horizon have all arrived: the first read is final
             self._sweep_from = now_ms - self._horizon if self._since is None else max(now_ms - self._horizon,
                                                                                      self._since)
         before = self.stats.throttled + self.stats.retried
-        fresh, pages = self._fresh(now_ms, drain)
-        fresh += self._sweep(now_ms, budget=pages + 2, final=False)
+        kept: list[Line] = []
+        sink = self._sink(emit, kept)
+        pages = self._fresh(now_ms, drain, sink)
+        self._sweep(now_ms, pages + 2, False, sink)
         if self.stats.throttled + self.stats.retried > before:
             self.slowdown = min(self.slowdown * 2, 8.0)
         else:
             self.slowdown = max(1.0, self.slowdown / 2)
-        return self._order(fresh)
+        return self._order(kept) if emit is None else []
 
-    def finish(self) -> list[Line]:
+    def finish(self, emit: Callable[[list[Line]], None] | None = None) -> list[Line]:
         """After the job has ended (and a draining poll): sweep every slice not yet swept, to the end."""
         if self._sweep_from is None or self._fresh_from is None:
             return []
-        lines: list[Line] = []
+        kept: list[Line] = []
+        sink = self._sink(emit, kept)
         while self._sweep_resume is not None or self._sweep_from < self._fresh_from:
-            lines += self._sweep(int(self._clock() * 1000), budget=None, final=True)
-        return self._order(lines)
+            self._sweep(int(self._clock() * 1000), None, True, sink)
+        return self._order(kept) if emit is None else []
 
-    def _fresh(self, now_ms: int, drain: bool) -> tuple[list[Line], int]:
+    def _sink(self, emit: Callable[[list[Line]], None] | None, kept: list[Line]) -> Callable[[list[Line]], None]:
+        return kept.extend if emit is None else (lambda lines: emit(self._order(lines)))
+
+    def _page(self, page: dict[str, Any], fresh: bool, sink: Callable[[list[Line]], None]) -> None:
+        out: list[Line] = []
+        for event in page.get("events", ()):
+            self._accept(event, out, fresh)
+        if out:
+            sink(out)
+
+    def _fresh(self, now_ms: int, drain: bool, sink: Callable[[list[Line]], None]) -> int:
         params = self._fresh_resume or self._query(self._fresh_from, None)
         self._fresh_resume = None
-        out: list[Line] = []
         pages = 0
         while True:
             page = self._call(params)
             pages += 1
-            for event in page.get("events", ()):
-                self._accept(event, out, fresh=True)
+            self._page(page, True, sink)
             token = page.get("nextToken")
             if not token:
                 break
@@ -264,14 +279,13 @@ class LogReader:
             self._fresh_from = floor if self._fresh_from is None else max(self._fresh_from, floor)
             self._ids.freeze_below(self._fresh_from)
         self._ids.forget_below(self._sweep_from or 0)
-        return out, pages
+        return pages
 
-    def _sweep(self, now_ms: int, budget: int | None, final: bool) -> list[Line]:
+    def _sweep(self, now_ms: int, budget: int | None, final: bool, sink: Callable[[list[Line]], None]) -> None:
         """Re-read the oldest unswept slice once its lines can no longer arrive (or the job has ended)."""
-        out: list[Line] = []
         if self._sweep_resume is None:
             if self._fresh_from is None or self._sweep_from is None:
-                return out
+                return
             due = self._fresh_from if final else min(now_ms - self._horizon, self._fresh_from)
             if not final and due - self._sweep_from > self._horizon:  # reads cannot keep up with the volume
                 skip_to = due - self._horizon
@@ -282,7 +296,7 @@ class LogReader:
                 self._sweep_from = skip_to
             to = due if final else due - due % BUCKET_MS
             if to <= self._sweep_from or (not final and to - self._sweep_from < self._span):
-                return out
+                return
             self._sweep_to = to
             self._sweep_resume = self._query(self._sweep_from, to - 1)  # endTime: nothing later returned
         params = self._sweep_resume
@@ -291,17 +305,15 @@ class LogReader:
             page = self._call(params)
             pages += 1
             self.stats.sweep_calls += 1
-            for event in page.get("events", ()):
-                self._accept(event, out, fresh=False)
+            self._page(page, False, sink)
             token = page.get("nextToken")
             if not token:
                 self._sweep_resume = None
                 self._sweep_from = self._sweep_to
                 self._ids.forget_below(self._sweep_from)
-                return out
+                return
             params = {**params, "nextToken": token}
         self._sweep_resume = params
-        return out
 
     def _query(self, start: int | None, end: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": self.prefix,
@@ -435,7 +447,7 @@ class _Printer:
             text = "".join(self._record(ln) + "\n" for ln in lines)
         else:
             text = "".join(f"{self._label(ln)} {clean(ln.message)}\n" for ln in lines)
-        self.out.write(text)  # one write a poll: a pipe or a terminal gets whole lines, quickly
+        self.out.write(text)  # one write a page: a pipe or a terminal gets whole lines, quickly
         self.out.flush()
 
     @staticmethod
@@ -555,7 +567,7 @@ def follow(job: str, clients: Clients, *, follow: bool = True, since: float | No
             if host_set:
                 watcher.check()
                 _warn_missing_hosts(host_set, watcher, printer)
-            printer.lines(reader.poll(drain=True))
+            reader.poll(drain=True, emit=printer.lines)
             if reader.stats.events == reader.stats.foreign:  # nothing of this job's (not merely filtered out)
                 desc = watcher.check()
                 printer.note(f"no log lines yet for {job} ({desc['TrainingJobStatus']}, {desc.get('SecondaryStatus')})")
@@ -595,11 +607,11 @@ def _follow_loop(reader: LogReader, watcher: _Status, printer: _Printer, interva
             ended = min(noticed, epoch(watcher.desc.get("TrainingEndTime")) or noticed)
             if ended + settle > noticed:
                 sleep(ended + settle - noticed)
-            printer.lines(reader.poll(drain=True))
-            printer.lines(reader.finish())
+            reader.poll(drain=True, emit=printer.lines)
+            reader.finish(emit=printer.lines)
             return
         started = clock()
-        printer.lines(reader.poll())
+        reader.poll(emit=printer.lines)
         # Polls start `interval` apart: time spent reading (pages, waits for tokens) is not added to it.
         sleep(max(0.0, interval * reader.slowdown * rng.uniform(0.9, 1.1) - (clock() - started)))
         if clock() >= next_status:
