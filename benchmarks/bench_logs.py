@@ -132,9 +132,9 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
 
     original_finish = tail.LogReader.finish
 
-    def finish(self):
+    def finish(self, emit=None):
         sink.final = True
-        return original_finish(self)
+        return original_finish(self, emit)
 
     tail.LogReader.finish = finish
     cpu = time.process_time()
