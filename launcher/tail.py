@@ -244,6 +244,11 @@ class LogReader:
             return []
         kept: list[Line] = []
         sink = self._sink(emit, kept)
+        pages = self._ids.size / 7_000  # a page holds 10,000 events or 1 MB, about 7,000 progress lines
+        if pages / self.limiter.rate > 5:
+            self._notify(f"reading the last {self.horizon_s / 60:.0f} minutes of {self.job} once more for lines "
+                         f"that reached CloudWatch late: about {pages:.0f} reads, {pages / self.limiter.rate:.0f}s at "
+                         f"--rate {self.limiter.rate:g}")
         while self._sweep_resume is not None or self._sweep_from < self._fresh_from:
             self._sweep(int(self._clock() * 1000), None, True, sink)
         return self._order(kept) if emit is None else []
