@@ -317,3 +317,25 @@ def test_a_huge_host_range_is_refused_at_once_not_expanded():
     with pytest.raises(UsageError, match="give host numbers like 1,3 or 1-4"):
         parse_hosts("3-1")
     assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
+
+
+def test_seen_ids_dedup_across_freezing_and_forget_whole_buckets():
+    from launcher.tail import BUCKET_MS, _SeenIds
+
+    ids = _SeenIds()
+    assert ids.add("a", 5) and ids.add("b", BUCKET_MS + 5) and not ids.add("a", 5)
+    ids.freeze_below(BUCKET_MS)  # bucket 0 becomes a sorted array of hashes
+    assert not ids.add("a", 5) and ids.add("c", 7) and not ids.add("c", 7)  # a late id joins a frozen bucket
+    ids.freeze_below(BUCKET_MS)
+    assert ids.size == 3 and not ids.add("c", 7)
+    ids.forget_below(BUCKET_MS)
+    assert ids.size == 1 and ids.add("a", 5)  # forgotten with its bucket; bucket 1 kept
+    assert not ids.add("b", BUCKET_MS + 5)
+
+
+def test_json_marks_lines_printed_out_of_order(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("jlate", hosts=2, training=60, decoy=False, late_lines={(1, 5): 20.0}), aws)
+    _, out, _ = run("jlate", clock, as_json=True, interval=5.0)
+    logs = [json.loads(line) for line in out.splitlines() if '"type": "log"' in line]
+    late = [r for r in logs if r.get("late")]
+    assert len(logs) == 120 and [r["host"] for r in late] == ["algo-1"]
