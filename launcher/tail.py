@@ -570,7 +570,7 @@ def follow(job: str, clients: Clients, *, follow: bool = True, since: float | No
     try:
         if not follow:
             if host_set:
-                watcher.check()
+                watcher.desc = describe(clients, job)  # the host count only: transitions are not printed here
                 _warn_missing_hosts(host_set, watcher, printer)
             reader.poll(drain=True, emit=printer.lines)
             if reader.stats.events == reader.stats.foreign:  # nothing of this job's (not merely filtered out)
