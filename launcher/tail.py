@@ -151,10 +151,14 @@ class _SeenIds:
         """Compact every bucket that ends at or below `ts` (the fresh query no longer reads it)."""
         for bucket in [b for b in self._hot if (b + 1) * BUCKET_MS <= ts]:
             keys = self._hot.pop(bucket)
-            old = self._frozen.get(bucket)
-            if old is not None:
-                keys.update(old)
-            self._frozen[bucket] = array("q", sorted(keys))
+            frozen = self._frozen.get(bucket)
+            if frozen is None or len(keys) > 256:
+                if frozen is not None:
+                    keys.update(frozen)
+                self._frozen[bucket] = array("q", sorted(keys))
+            else:  # a few late ids joining a big frozen bucket: insert them, no 100k int objects made
+                for key in sorted(keys):
+                    frozen.insert(bisect_left(frozen, key), key)
 
     def forget_below(self, ts: int) -> None:
         """Drop every bucket that ends at or below `ts` (no read will return those events again)."""
