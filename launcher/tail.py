@@ -114,11 +114,11 @@ class Stats:
 
 
 HORIZON_S = 300.0  # a line that reaches CloudWatch up to this long after its own timestamp still prints
-BUCKET_MS = 10_000  # eventIds are remembered, and forgotten, by 10 s of event timestamp
+BUCKET_MS = 2_000  # eventIds are remembered, and forgotten, by 2 s of event timestamp
 
 
 class _SeenIds:
-    """The eventIds read so far, by 10 s bucket of event timestamp, forgotten a whole bucket at a time.
+    """The eventIds read so far, by 2 s bucket of event timestamp, forgotten a whole bucket at a time.
 
     Buckets the fresh query still re-reads are sets; older ones are frozen into sorted arrays of 64-bit
     hashes (8 bytes an id), so five minutes of 10,000 lines a second (3M ids) hold about 25 MB. Two
@@ -175,8 +175,8 @@ class LogReader:
     arrived. Two reads share the work:
     - the fresh read, every poll, from the newest timestamp seen less `overlap_s` (2 s: most lines
       arrive within that), so each event is read about 1 + overlap/interval times;
-    - the sweep, which reads each 10 s slice of timestamps once more when it is `horizon_s` (5 min)
-      old, so a line up to 5 minutes late prints once, whether or not lateness was seen before.
+    - the sweep, which reads each slice of timestamps once more when it is `horizon_s` (5 min) old,
+      30 s at a time, so a line up to 5 minutes late prints once, whether or not lateness was seen before.
       It pages at most as fast as the fresh read (its budget is the fresh read's pages plus 2), so it
       never starves it; `finish()` sweeps what is left when the job has ended.
     Every event is therefore read about twice: with timestamp-range reads, no scheme can do less and
