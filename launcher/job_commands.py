@@ -15,28 +15,28 @@ from launcher.sanitize import clean_data
 from launcher.state import resolve_job
 from launcher.timeutil import clock_time, parse_since
 
+MAX_HOST = 4096  # far above any training job's instance count; a typo like 1-100000000 is refused, not expanded
+
 
 def parse_hosts(text: str | None) -> list[int] | None:
-    """`1,3`, `algo-2` or `1-4` -> host numbers (algo-N)."""
+    """`1,3`, `algo-2` or `1-4` -> host numbers (algo-N), each at most MAX_HOST."""
     if not text:
         return None
-    hosts: list[int] = []
+    hosts: set[int] = set()
     for part in text.replace(" ", "").split(","):
         part = part.removeprefix("algo-")
         try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if lo < 1 or hi < lo:
-                    raise ValueError
-                hosts += range(lo, hi + 1)
-            else:
-                n = int(part)
-                if n < 1:
-                    raise ValueError
-                hosts.append(n)
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi or lo)
+            if first < 1 or last < first:
+                raise ValueError
         except ValueError:
-            raise UsageError(f"--host {text!r}: give host numbers like 1,3 or 1-4 (algo-N)") from None
-    return sorted(set(hosts))
+            raise UsageError(f"--host {text[:80]!r}: give host numbers like 1,3 or 1-4 (algo-N)") from None
+        if last > MAX_HOST:
+            raise UsageError(f"--host {text[:80]!r}: host numbers go up to {MAX_HOST} (algo-N is the N-th "
+                             "instance of the job)")
+        hosts.update(range(first, last + 1))
+    return sorted(hosts)
 
 
 def _clients(profile: str | None, region: str | None) -> Clients:

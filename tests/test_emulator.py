@@ -1,4 +1,6 @@
 """The job lifecycle emulator itself: phases over time, StopTrainingJob, host streams, throttling, patches."""
+import time
+
 import boto3
 import pytest
 
@@ -110,3 +112,61 @@ def test_the_server_runs_the_same_lifecycle(clock):
         assert (first, status(sm, "served")) == (("InProgress", "Starting"), ("Completed", "Completed"))
         emulator.reset_server(url)
         assert sm.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_filter_log_events_pages_like_cloudwatch_10000_events_or_1_mb(sm, clock):
+    logs = boto3.client("logs", region_name="us-west-2")
+    group = "/aws/sagemaker/TrainingJobs"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="s/algo-1-1")
+    logs.create_log_stream(logGroupName=group, logStreamName="s/algo-2-1")
+    t0 = int(time.time() * 1000) - 3_600_000  # PutLogEvents refuses events from more than 2 h ahead
+    for stream, n, size in (("s/algo-1-1", 12_000, 10), ("s/algo-2-1", 300, 9_974)):
+        logs.put_log_events(logGroupName=group, logStreamName=stream,
+                            logEvents=[{"timestamp": t0 + i, "message": "x" * size} for i in range(n)])
+    small = logs.filter_log_events(logGroupName=group, logStreamNames=["s/algo-1-1"])
+    assert len(small["events"]) == 10_000 and small["nextToken"]  # the event cap
+    big = logs.filter_log_events(logGroupName=group, logStreamNames=["s/algo-2-1"])
+    assert len(big["events"]) == 1_048_576 // 10_000 and big["nextToken"]  # the 1 MB cap (message + 26 bytes)
+    seen, token, pages = [], None, 0
+    while True:
+        page = logs.filter_log_events(logGroupName=group, **({"nextToken": token} if token else {}))
+        seen += page["events"]
+        pages += 1
+        token = page.get("nextToken")
+        if not token:
+            break
+    assert len(seen) == 12_300 and len({e["eventId"] for e in seen}) == 12_300
+    assert [e["timestamp"] for e in seen] == sorted(e["timestamp"] for e in seen) and pages >= 3
+    window = logs.filter_log_events(logGroupName=group, startTime=t0 + 10, endTime=t0 + 19)["events"]
+    assert {e["timestamp"] for e in window} == set(range(t0 + 10, t0 + 20))  # both ends inclusive
+
+
+def test_lag_is_long_tailed_and_nothing_arrives_after_the_hosts_stop():
+    job = emulator.EmulatedJob("lagged", hosts=4, training=600, lag=emulator.LagModel(), seed=3)
+    job.created = 1_800_000_000.0
+    window = job.training_window()
+    lags = sorted(v - t for h in range(1, 5) for t, v in (job.line_times(h, i) for i in range(job.line_count(h))))
+    assert lags[len(lags) // 2] < 1.0 and sum(x < 2 for x in lags) / len(lags) > 0.9  # most well under 2 s
+    assert lags[-1] > 20  # some are minutes rather than seconds
+    assert max(job.line_times(h, i)[1] for h in range(1, 5) for i in range(job.line_count(h))) <= window[1]
+
+
+def test_synthetic_logs_page_in_order_and_hold_back_what_has_not_arrived():
+    from launcher.emulator.logs import SyntheticLogs
+
+    now = [1_800_000_100.0]
+    logs = SyntheticLogs("syn", hosts=3, rate=50, start=1_800_000_000.0, duration=60, clock=lambda: now[0])
+    seen, token = [], None
+    while True:
+        page = logs.filter_log_events(**({"nextToken": token} if token else {}))
+        seen += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            break
+    assert len(seen) == logs.expected() == 3 * 50 * 60 and len({e["eventId"] for e in seen}) == len(seen)
+    assert [e["timestamp"] for e in seen] == sorted(e["timestamp"] for e in seen)
+    now[0] = 1_800_000_030.0
+    early = logs.filter_log_events(startTime=1_800_000_029_000)["events"]
+    assert early and all(e["ingestionTime"] <= 1_800_000_030_000 for e in early)
+    assert len(early) < 3 * 50  # lines of the last second that have not reached CloudWatch yet are held back

@@ -49,7 +49,9 @@ def test_one_filter_call_per_poll_whatever_the_host_count(aws, clock, hosts):
     result, out, _ = run("cost-job", clock, clients)
     assert result.exit_code == EXIT_OK and result.status == "Completed"
     assert set(calls) == {"FilterLogEvents"}, calls  # never GetLogEvents or DescribeLogStreams per host
-    assert calls["FilterLogEvents"] == result.stats.polls  # exactly one call each poll
+    # one fresh read each poll, plus the late-line sweep's reads (here only the final one)
+    assert calls["FilterLogEvents"] == result.stats.polls + result.stats.sweep_calls
+    assert result.stats.sweep_calls <= 2
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
@@ -142,17 +144,18 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
     printer = _Printer(out, err, False, False)
     reader = LogReader("paged", clients.logs, RateLimiter(100, clock=clock, sleep=clock.sleep), page_size=7,
                        max_pages=2, clock=clock, sleep=clock.sleep)
-    _follow_loop(reader, _Status("paged", clients, printer), printer, 1.0, 3.0, 4.0, 90.0, clock, clock.sleep,
+    _follow_loop(reader, _Status("paged", clients, printer), printer, 1.0, 1.0, 4.0, clock, clock.sleep,
                  random.Random(0))
     assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
 
 
 def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=900, decoy=False), aws)
+    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=1800, decoy=False), aws)
     result, out, _ = run("long", clock, interval=5.0)
-    assert len(body_of(out)) == len(job.expected_messages()) == 4 * 900
-    assert result.stats.max_seen < 4 * 40  # about hosts x (overlap + poll) seconds of ids, not the whole job
+    assert len(body_of(out)) == len(job.expected_messages()) == 4 * 1800
+    # ids are kept for the 5-minute horizon plus a sweep span and a bucket either side, not the whole job
+    assert result.stats.max_seen <= 4 * (300 + 30 + 2 * 10 + 5)
 
 
 def test_own_backoff_on_throttling_with_a_hint(aws, clock):
@@ -225,3 +228,114 @@ def test_one_limiter_is_shared_by_every_logs_read(aws, clock):
     for name in ("s1", "s2"):
         run(name, clock, follow=False, limiter=limiter)
     assert clock.slept == pytest.approx(1.0)  # the second job's read waited for the first's token
+
+
+def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_before(aws, clock):
+    # One line 300 s late and one 60 s late, in a job where every other line arrives at once.
+    job = emulator.add_job(emulator.EmulatedJob("tardy", hosts=2, training=420, decoy=False,
+                                                late_lines={(1, 20): 299.0, (2, 100): 60.0}), aws)
+    result, out, err = run("tardy", clock, interval=5.0)
+    printed = body_of(out)
+    assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
+    assert printed.index(job.line(1, 20, False)) > printed.index(job.line(1, 300, False))  # printed when it came
+    assert result.stats.late == 2 and "reached CloudWatch late and printed out of order (up to" in err
+
+
+def test_every_line_of_a_job_whose_lines_turn_90s_late_prints_once(aws, clock):
+    # After 12 s of training half the hosts' lines start reaching CloudWatch 90 s after their timestamps.
+    late = {(h, i): 90.0 for h in range(1, 9) for i in range(12, 200)}
+    job = emulator.add_job(emulator.EmulatedJob("drift", hosts=16, training=200, decoy=False, late_lines=late), aws)
+    result, out, _ = run("drift", clock, interval=5.0)
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+    assert result.stats.max_late_s == 90.0 and result.stats.late > 0
+
+
+def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(aws, clock):
+    job = emulator.add_job(emulator.EmulatedJob("tail", hosts=4, training=600, decoy=False, line_interval=0.5,
+                                                lag=emulator.LagModel(tail=0.02, tail_max=240.0)), aws)
+    result, out, _ = run("tail", clock, interval=5.0)
+    lines = len(job.expected_messages())
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+    assert result.stats.late > 0
+    # a fresh read re-reads 2 s of a 5 s poll; the sweep reads every event once more
+    assert result.stats.events / lines <= 1 + 2 / 5 + 1 + 0.15
+
+
+def test_returns_within_15s_of_the_job_ending(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("quick-end", hosts=4, training=120, uploading=3.0,
+                                          lag=emulator.LagModel()), aws)
+    result, _, _ = run("quick-end", clock, interval=5.0)
+    end = aws.describe_training_job(TrainingJobName="quick-end")["TrainingEndTime"].timestamp()
+    assert result.status == "Completed" and clock.t - end <= 15.0
+
+
+class _Page:
+    """A Logs client whose one page of events is whatever a test hands it."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def filter_log_events(self, **_params):
+        return {"events": self.events}
+
+
+def _hostile_event(message: str) -> dict:
+    return {"logStreamName": "evil/algo-1-1", "eventId": "1", "timestamp": 1_800_000_000_000,
+            "ingestionTime": 1_800_000_000_000, "message": message}
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_terminal_escapes_and_lone_surrogates_from_cloudwatch_are_neutralised(clock, monkeypatch, as_json):
+    hostile = "ok \x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J \u202eevil \ud800 end"
+    clients = types.SimpleNamespace(logs=_Page([_hostile_event(hostile)]))
+    monkeypatch.setattr("launcher.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")  # a strict UTF-8 stdout
+    follow("evil", clients, follow=False, as_json=as_json, out=out, err=io.StringIO(), clock=clock,
+           sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    out.flush()
+    text = raw.getvalue().decode("utf-8")
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    message = json.loads(text)["message"] if as_json else text.split("] ", 1)[1]
+    assert "\\x1b]0;pwned\\x07" in message and "\ufffd end" in message
+
+
+def test_a_host_beyond_the_jobs_count_is_warned_about(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("two", hosts=2, training=5), aws)
+    clock.t += 20
+    _, out, err = run("two", clock, follow=False, hosts=[2, 9])
+    assert "warning: two has 2 host(s), algo-1 to algo-2; nothing will print for algo-9" in err
+    assert out and all(ln.startswith("[algo-2]") for ln in out.splitlines())
+
+
+def test_a_huge_host_range_is_refused_at_once_not_expanded():
+    from launcher.errors import UsageError
+    from launcher.job_commands import MAX_HOST, parse_hosts
+
+    with pytest.raises(UsageError, match=f"host numbers go up to {MAX_HOST}"):
+        parse_hosts("1-100000000")
+    with pytest.raises(UsageError, match="give host numbers like 1,3 or 1-4"):
+        parse_hosts("3-1")
+    assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
+
+
+def test_seen_ids_dedup_across_freezing_and_forget_whole_buckets():
+    from launcher.tail import BUCKET_MS, _SeenIds
+
+    ids = _SeenIds()
+    assert ids.add("a", 5) and ids.add("b", BUCKET_MS + 5) and not ids.add("a", 5)
+    ids.freeze_below(BUCKET_MS)  # bucket 0 becomes a sorted array of hashes
+    assert not ids.add("a", 5) and ids.add("c", 7) and not ids.add("c", 7)  # a late id joins a frozen bucket
+    ids.freeze_below(BUCKET_MS)
+    assert ids.size == 3 and not ids.add("c", 7)
+    ids.forget_below(BUCKET_MS)
+    assert ids.size == 1 and ids.add("a", 5)  # forgotten with its bucket; bucket 1 kept
+    assert not ids.add("b", BUCKET_MS + 5)
+
+
+def test_json_marks_lines_printed_out_of_order(aws, clock):
+    emulator.add_job(emulator.EmulatedJob("jlate", hosts=2, training=60, decoy=False, late_lines={(1, 5): 20.0}), aws)
+    _, out, _ = run("jlate", clock, as_json=True, interval=5.0)
+    logs = [json.loads(line) for line in out.splitlines() if '"type": "log"' in line]
+    late = [r for r in logs if r.get("late")]
+    assert len(logs) == 120 and [r["host"] for r in late] == ["algo-1"]

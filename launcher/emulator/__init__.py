@@ -21,9 +21,9 @@ from launcher.emulator.core import (
     set_clock,
 )
 from launcher.emulator.jobs import add_job
-from launcher.emulator.scenario import EmulatedJob, expect, forget_all, set_default
+from launcher.emulator.scenario import EmulatedJob, LagModel, expect, forget_all, set_default
 from launcher.emulator.throttle import Throttle, attach, serve
 
-__all__ = ["FAKE_CREDENTIALS", "EmulatedJob", "Throttle", "add_job", "attach", "expect", "forget_all",
+__all__ = ["FAKE_CREDENTIALS", "EmulatedJob", "LagModel", "Throttle", "add_job", "attach", "expect", "forget_all",
            "install", "mocked", "now", "register_patch", "reset_server", "serve", "server", "server_env",
            "set_clock", "set_default"]

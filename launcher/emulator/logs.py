@@ -5,14 +5,27 @@ some hosts start late, some lines are ingested late with older timestamps (back-
 decoy job whose name shares the prefix (`<job>-decoy/...`) logs into the same group. Nothing runs
 in the background: before any Logs read, the lines due by now are written straight into moto's
 backend, so a read in-process and a read through the server see the same thing.
+
+FilterLogEvents is served here rather than by moto, as CloudWatch serves it: a page holds at most
+10,000 events or 1 MB (each event's message bytes plus 26), results are interleaved by timestamp,
+then ingestion time, and startTime/endTime are both inclusive
+(https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_FilterLogEvents.html).
+Like moto, it ignores logStreamNamePrefix (the tailer must check stream names itself). Each stream
+keeps a sorted index, so a read costs a page, not a scan of the whole group.
 """
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, bisect_right, insort
+from itertools import islice
 from typing import Any
 
 from launcher.emulator import core, scenario
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+PAGE_EVENTS = 10_000
+PAGE_BYTES = 1_048_576
+EVENT_OVERHEAD = 26  # bytes counted per event besides its message, as for PutLogEvents batches
 
 
 def pump(backend: Any) -> int:
@@ -35,21 +48,26 @@ def _pump_job(backend: Any, job: scenario.EmulatedJob, at: float) -> int:
     cursor = job.cursor.setdefault("logs", {})
     written = 0
     streams = job.streams()
+    window = job.training_window()
     for host, stream_name in streams.items():
-        # Lines below `next_i` are written or waiting (timestamped already, ingested late).
-        next_i, waiting = cursor.get(host, (0, set()))
-        due = sorted(j for j in waiting if job.line_times(host, j)[1] <= at)
-        waiting.difference_update(due)
-        n = job.line_count(host)
+        # Lines below `next_i` are written or waiting (timestamped already, ingested late): a heap by visible-at.
+        next_i, waiting = cursor.get(host, (0, []))
+        due = []
+        while waiting and waiting[0][0] <= at:
+            due.append(heapq.heappop(waiting)[1])
+        n = job.line_count(host, window)
         while next_i < n:
-            ts, visible = job.line_times(host, next_i)
+            ts, visible = job.line_times(host, next_i, window)
             if ts > at:
                 break
-            (due.append if visible <= at else waiting.add)(next_i)
+            if visible <= at:
+                due.append(next_i)
+            else:
+                heapq.heappush(waiting, (visible, next_i))
             next_i += 1
         cursor[host] = (next_i, waiting)
         if due:
-            events = [(*job.line_times(host, j), job.line(host, j, j == n - 1)) for j in due]
+            events = [(*job.line_times(host, j, window), job.line(host, j, j == n - 1)) for j in due]
             written += _write(backend, stream_name, events)
     if job.decoy and streams:
         written += _pump_decoy(backend, job, cursor, at)
@@ -82,11 +100,156 @@ def _write(backend: Any, stream_name: str, events: list[tuple[float, float, str]
     return len(events)
 
 
+def _index(stream: Any) -> list[tuple]:
+    """The stream's events as (timestamp, ingestionTime, stream, eventId, event), sorted, kept up to date."""
+    index, done = getattr(stream, "_emulator_index", ([], 0))
+    name = stream.log_stream_name
+    for event in stream.events[done:]:
+        key = (event.timestamp, event.ingestion_time, name, event.event_id, event)
+        if index and key[:4] < index[-1][:4]:
+            insort(index, key, key=lambda k: k[:4])
+        else:
+            index.append(key)
+    stream._emulator_index = (index, len(stream.events))
+    return index
+
+
+def filter_log_events(group: Any, log_group_name: str, log_stream_names: list[str], start_time: int,
+                      end_time: int, limit: int | None, next_token: str | None, filter_pattern: str,
+                      interleaved: bool, _moto: Any = None):
+    """One page of a group's events, as CloudWatch pages them (see the module docstring)."""
+    if filter_pattern:
+        return _moto(group, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                     filter_pattern, interleaved)
+    limit = min(limit or PAGE_EVENTS, PAGE_EVENTS)
+    streams = [st for name, st in group.streams.items() if not log_stream_names or name in log_stream_names]
+    searched = [{"logStreamName": st.log_stream_name, "searchedCompletely": True} for st in streams]
+    after: tuple | None = None
+    if next_token:
+        try:
+            head, ts, ingested, rest = next_token.split("@", 3)
+            stream_name, event_id = rest.rsplit("@", 1)
+            if head != log_group_name:
+                raise ValueError
+            after = (int(ts), int(ingested), stream_name, int(event_id))
+        except ValueError:
+            return [], None, searched  # AWS answers an invalid token with nothing
+    runs = []
+    for st in streams:
+        index = _index(st)
+        lo = bisect_left(index, start_time or 0, key=lambda k: k[0])
+        if after is not None:
+            lo = max(lo, bisect_right(index, after, key=lambda k: k[:4]))
+        hi = len(index) if not end_time else bisect_right(index, end_time, key=lambda k: k[0])
+        if lo < hi:
+            runs.append(islice(index, lo, hi))
+    page, size, more = [], 0, False
+    for key in heapq.merge(*runs, key=lambda k: k[:4]):
+        cost = len(key[4].message.encode("utf-8", "surrogatepass")) + EVENT_OVERHEAD
+        if len(page) >= limit or (page and size + cost > PAGE_BYTES):
+            more = True
+            break
+        size += cost
+        page.append(key)
+    events = [{**key[4].to_filter_dict(), "logStreamName": key[2]} for key in page]
+    token = None
+    if more:
+        ts, ingested, stream_name, event_id, _ = page[-1]
+        token = f"{log_group_name}@{ts}@{ingested}@{stream_name}@{event_id}"
+    return events, token, searched
+
+
 def _apply() -> None:
-    from moto.logs.models import LogsBackend
+    import functools
+
+    from moto.logs.models import LogGroup, LogsBackend
 
     for name in ("describe_log_streams", "get_log_events", "filter_log_events", "describe_log_groups"):
         setattr(LogsBackend, name, core.after(pump)(getattr(LogsBackend, name)))
+    LogGroup.filter_log_events = functools.partialmethod(filter_log_events, _moto=LogGroup.filter_log_events)
 
 
 core.register_patch("logs:hosts", _apply)
+
+
+class SyntheticLogs:
+    """A Logs client for one job whose hosts each write `rate` lines a second, without moto: for volume.
+
+    Host h writes its k-th line at `start + k / rate` (plus a per-host phase), and it reaches
+    CloudWatch after a lag drawn from `lag` (mostly well under 2 s, a long tail), never later than
+    the end of writing. `filter_log_events` serves it as CloudWatch does (timestamp order, pages of
+    10,000 events or 1 MB, startTime and endTime inclusive, a resumable nextToken), generating
+    events on demand: memory stays flat, however long the job, so a benchmark measures the reader.
+    """
+
+    def __init__(self, job: str, hosts: int, rate: float, start: float, duration: float, clock: Any,
+                 lag: Any = None, seed: int = 0):
+        from launcher.emulator.scenario import LagModel, unit
+
+        self.job, self.hosts, self.clock = job, hosts, clock
+        self.period = 1000.0 / rate  # ms between two lines of one host
+        self.start_ms, self.end_ms = int(start * 1000), int((start + duration) * 1000)
+        self.count = int(duration * rate)  # lines per host
+        step = max(1, int(self.period)) / hosts
+        self.phase = [int(i * step) for i in range(hosts)]  # host i+1 writes `phase[i]` ms into each period
+        model = lag or LagModel()
+        self._lags = [int(model.sample(unit(seed, i, 1), unit(seed, i, 2)) * 1000) for i in range(1 << 16)]
+        self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
+        self.calls = self.served = 0
+        self.cpu = 0.0  # process CPU spent serving reads, so a benchmark can leave it out
+
+    def times(self, host: int, k: int) -> tuple[int, int]:
+        """(timestamp, ingestionTime) in ms of host `host`'s k-th line."""
+        ts = self.start_ms + int(k * self.period) + self.phase[host - 1]
+        lag = self._lags[(host * 0x9E3779B1 + k * 0x85EBCA77 >> 7) & 0xFFFF]
+        return ts, min(ts + lag, max(ts, self.end_ms))
+
+    def message(self, host: int, k: int) -> str:
+        return (f"[1,mpirank:{(host - 1) * 8},algo-{host}]<stdout>:[smp-progress] step={k} "
+                f"loss={8.0 / (1 + 0.05 * k):.4f} lr=3.000e-04 tokens_per_s=15234.5 tflops_per_gpu=150.00 "
+                "gpu_mem_gb=31.50")
+
+    def expected(self) -> int:
+        return self.hosts * self.count
+
+    def filter_log_events(self, startTime: int | None = None, endTime: int | None = None,
+                          nextToken: str | None = None, limit: int | None = None, **_ignored: Any) -> dict:
+        import time
+
+        cpu = time.process_time()
+        try:
+            return self._page(startTime, endTime, nextToken, limit)
+        finally:
+            self.cpu += time.process_time() - cpu
+
+    def _page(self, startTime: int | None, endTime: int | None, nextToken: str | None,  # noqa: N803
+              limit: int | None) -> dict:
+        self.calls += 1
+        now = int(self.clock() * 1000)
+        first = self.start_ms if startTime is None else startTime
+        last = now if endTime is None else min(endTime, now)
+        k = max(0, int((first - self.start_ms - self.period) // self.period))
+        h0 = 1
+        if nextToken:
+            k, h0 = (int(x) for x in nextToken.split(":"))
+        limit = min(limit or PAGE_EVENTS, PAGE_EVENTS)
+        events: list[dict] = []
+        size = 0
+        while k < self.count:
+            if self.start_ms + int(k * self.period) > last:
+                break
+            for h in range(h0, self.hosts + 1):
+                ts, ingested = self.times(h, k)
+                if ts < first or ts > last or ingested > now:
+                    continue
+                message = self.message(h, k)
+                cost = len(message) + EVENT_OVERHEAD
+                if len(events) >= limit or (events and size + cost > PAGE_BYTES):
+                    self.served += len(events)
+                    return {"events": events, "nextToken": f"{k}:{h}"}
+                size += cost
+                events.append({"logStreamName": self.streams[h - 1], "eventId": f"{k * self.hosts + h:056d}",
+                               "timestamp": ts, "ingestionTime": ingested, "message": message})
+            k, h0 = k + 1, 1
+        self.served += len(events)
+        return {"events": events}

@@ -28,6 +28,60 @@ DEFAULT_FAILURE = ("AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMess
                    "of memory. Tried to allocate 2.00 GiB\" Command \"torchrun --nnodes 2 train.py\"")
 
 
+_MASK = (1 << 64) - 1
+
+
+def unit(*keys: int) -> float:
+    """A uniform number in [0, 1) that is a pure function of `keys` (splitmix64): fast and repeatable."""
+    x = 0
+    for k in keys:
+        x = (x ^ (k & _MASK)) + 0x9E3779B97F4A7C15 & _MASK
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+        x ^= x >> 31
+    return x / 2.0 ** 64
+
+
+@dataclass(frozen=True)
+class LagModel:
+    """How long after its own timestamp a line reaches CloudWatch: mostly well under 2 s, a long tail.
+
+    The body is log-normal around `median` seconds; a `tail` fraction of lines is instead late by a
+    log-uniform amount between `tail_min` and `tail_max` seconds (an agent that buffered, a retry).
+    """
+
+    median: float = 0.4
+    sigma: float = 0.8
+    tail: float = 0.01
+    tail_min: float = 2.0
+    tail_max: float = 120.0
+
+    def sample(self, u: float, v: float) -> float:
+        if u < self.tail:
+            return self.tail_min * (self.tail_max / self.tail_min) ** v
+        z = math.sqrt(2.0) * _erfinv(2.0 * v - 1.0)
+        return self.median * math.exp(self.sigma * z)
+
+
+def _erfinv(y: float) -> float:
+    """Inverse error function (Giles' single-precision approximation; plenty for a lag model)."""
+    y = min(max(y, -0.999999), 0.999999)
+    w = -math.log((1.0 - y) * (1.0 + y))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941):
+            p = c + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                  0.00943887047, 1.00167406, 2.83297682):
+            p = c + p * w
+    return p * y
+
+
 @dataclass
 class EmulatedJob:
     """A job's script. Durations are emulator-clock seconds; hosts are numbered from 1 like algo-N."""
@@ -47,7 +101,9 @@ class EmulatedJob:
     late_hosts: dict[int, float] = field(default_factory=dict)  # host -> seconds before its first line
     backdate_every: int = 0  # every k-th line of a host is ingested `backdate_seconds` late
     backdate_seconds: float = 3.0
-    ingest_lag: float = 0.0
+    ingest_lag: float = 0.0  # every line reaches CloudWatch this long after its timestamp, at least
+    lag: LagModel | None = None  # plus a long-tailed random lag per line (None: none)
+    late_lines: dict[tuple[int, int], float] = field(default_factory=dict)  # (host, i) -> extra seconds late
     decoy: bool = True  # a second job named `<name>-decoy` logs into the same group
     metric_interval: float = 60.0
     region: str = "us-west-2"
@@ -144,19 +200,29 @@ class EmulatedJob:
                                            gpu_mem_gb=31.5)
         return f"{tag}<stdout>:{text}"
 
-    def line_count(self, host: int) -> int:
+    def line_count(self, host: int, window: tuple[float, float] | None = None) -> int:
         """How many lines host `host` writes over the whole run (a stop cuts the run short)."""
-        window = self.training_window()
+        window = window or self.training_window()
         if window is None:
             return 0
         begin = window[0] + self.late_hosts.get(host, 0.0)
         return max(0, math.ceil((window[1] - begin) / self.line_interval))
 
-    def line_times(self, host: int, i: int) -> tuple[float, float]:
-        """(timestamp, visible-at) of host `host`'s i-th line: back-dated lines become visible late."""
-        ts = self.training_window()[0] + self.late_hosts.get(host, 0.0) + i * self.line_interval
-        late = self.backdate_every and i % self.backdate_every == self.backdate_every - 1
-        return ts, ts + self.ingest_lag + (self.backdate_seconds if late else 0.0)
+    def line_times(self, host: int, i: int, window: tuple[float, float] | None = None) -> tuple[float, float]:
+        """(timestamp, visible-at) of host `host`'s i-th line: some lines become visible late.
+
+        Whatever a host still holds when its container exits reaches CloudWatch then (its log agent
+        flushes), so nothing arrives later than the end of training plus `ingest_lag`.
+        """
+        window = window or self.training_window()
+        ts = window[0] + self.late_hosts.get(host, 0.0) + i * self.line_interval
+        lag = self.ingest_lag
+        if self.backdate_every and i % self.backdate_every == self.backdate_every - 1:
+            lag += self.backdate_seconds
+        if self.lag is not None:
+            lag += self.lag.sample(unit(self.seed, host, i, 1), unit(self.seed, host, i, 2))
+        lag += self.late_lines.get((host, i), 0.0)
+        return ts, max(ts + self.ingest_lag, min(ts + lag, window[1] + self.ingest_lag))
 
     def expected_messages(self) -> list[str]:
         """Every line the job's own hosts write (the decoy excluded): the benchmark's ground truth."""
