@@ -1,0 +1,168 @@
+"""Tests for bugs the rest of the suite did not notice: each one fails on a realistic mutation of the core.
+
+The mutation each test kills is named in its docstring; `make mutation` finds more of them.
+"""
+import ast
+from types import SimpleNamespace
+
+import boto3
+import pytest
+import yaml
+
+from launcher import emulator
+from launcher.aws import Clients
+from launcher.errors import SpecError
+from launcher.iam import FAIL, check_role
+from launcher.memory import Layout, logits
+from launcher.plan import build_plan
+from launcher.render import render_source
+from launcher.spec import load_spec
+from launcher.spec.presets import PRESETS
+from tests.aws_setup import ACCOUNT, create_world
+from tests.conftest import JOBS, MINIMAL
+
+L7 = PRESETS["llama2-7b"].architecture
+P4D = "ml.p4d.24xlarge"
+
+
+def test_a_bad_value_a_child_overrides_is_reported_at_the_child(write_spec):
+    """Kills: the base's marks winning over the child's when the two files merge."""
+    write_spec("name: base-job\nsmp:\n  backend: nccl\n  hybrid_shard_degree: 8\n", "base.yaml")
+    child = write_spec("extends: base.yaml\n" + MINIMAL + "smp:\n  backend: smdp\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(child)
+    (problem,) = err.value.problems
+    assert problem.path == "smp.backend" and "did you mean 'smddp'" in problem.message
+    assert problem.mark.file.endswith("job.yaml")
+    assert (problem.mark.line, problem.mark.col) == (_line_of(child, "smdp"), 12)
+
+
+def test_a_bad_value_only_the_base_holds_is_reported_at_the_base(write_spec):
+    """The other half: a value the child does not override keeps the base's file and line."""
+    write_spec("smp:\n  hybrid_shard_degree: 8\n  backend: smdp\n", "base.yaml")
+    child = write_spec("extends: base.yaml\n" + MINIMAL + "smp:\n  hybrid_shard_degree: 4\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(child)
+    (problem,) = err.value.problems
+    assert problem.mark.file.endswith("base.yaml") and (problem.mark.line, problem.mark.col) == (3, 12)
+
+
+def _line_of(path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def _advisories(write_spec, *overrides):
+    plan = build_plan(load_spec(write_spec(MINIMAL), list(overrides)))
+    return {a["rule"]: a for a in plan.advisories}
+
+
+def test_smddp_on_a_tensor_parallel_only_p4d_job_is_refused(write_spec, monkeypatch):
+    """Kills: SMP023 checking only the instance type (its other firing case is p5, not this one)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=8")
+    assert found["SMP023"]["severity"] == "error" and "tensor-parallel-only" in found["SMP023"]["message"]
+    sharded = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=4", "smp.tensor_parallel_degree=2")
+    assert "SMP023" not in sharded
+
+
+def test_context_parallelism_splits_the_logits_too():
+    """Kills: context parallelism dropped from the logits term (TP alone was checked)."""
+    whole = logits(L7, Layout(P4D, 8, batch_size=2))
+    assert whole == 14 * 2 * 4096 * 32000
+    assert logits(L7, Layout(P4D, 4, batch_size=2, context_parallel=2)) == pytest.approx(whole / 2)
+    assert logits(L7, Layout(P4D, 2, batch_size=2, tensor_parallel=2, context_parallel=2)) == pytest.approx(whole / 4)
+
+
+HOSTILE_TRAIN = [
+    "s3://my-bucket/x'; open('pwned', 'w').close() #",
+    's3://my-bucket/x"; open("pwned", "w").close() #',
+    "s3://my-bucket/x'''; open('pwned', 'w').close(); '''",
+    "s3://my-bucket/a'b\"c\\'d\\\\ {{ data.train }} #",
+    "s3://my-bucket/x\nopen('pwned', 'w').close()",
+    "s3://my-bucket/x\r\n\t'\\x00",
+]
+
+
+def _train_data(script: str) -> tuple[object, str]:
+    """TRAIN_DATA's value in the script, and the physical lines its assignment sits on."""
+    lines = script.splitlines()
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TRAIN_DATA"]:
+            assert isinstance(node.value, ast.Constant), ast.dump(node.value)
+            return node.value.value, "\n".join(lines[node.lineno - 1:node.end_lineno])
+    raise AssertionError("train.py has no TRAIN_DATA assignment")
+
+
+def _shape(source: str, replace: str, by: str) -> str:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == replace:
+            node.value = by
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("train", HOSTILE_TRAIN, ids=range(len(HOSTILE_TRAIN)))
+def test_data_train_enters_the_script_as_one_exact_string_constant(write_spec, train, tmp_path, monkeypatch):
+    """Kills: data.train spliced into train.py as text (quotes in an S3 key then become code)."""
+    benign = "s3://my-bucket/plain/prefix"
+    spec = yaml.safe_load(MINIMAL)
+    try:
+        hostile = load_spec(write_spec(yaml.safe_dump({**spec, "data": {"train": train}}), "hostile.yaml"))
+    except SpecError:
+        pytest.skip("the spec loader refuses this value, so it never reaches a script")
+    plain = load_spec(write_spec(yaml.safe_dump({**spec, "data": {"train": benign}}), "plain.yaml"))
+    hostile_files, plain_files = render_source(hostile), render_source(plain)
+    value, source = _train_data(hostile_files["train.py"])
+    assert value == train
+    for name, content in hostile_files.items():
+        if name.endswith(".py"):  # the same program as with a plain prefix: only the constant differs
+            assert _shape(content, train, benign) == _shape(plain_files[name], benign, benign), name
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(source, "train.py", "exec"), namespace)  # the assignment's own lines: nothing else runs
+    assert namespace["TRAIN_DATA"] == train and not (tmp_path / "pwned").exists()
+
+
+def test_quotes_in_data_train_pass_the_spec_loader(write_spec):
+    """So the test above never skips its quote cases: the S3 pattern allows anything after the bucket."""
+    for train in HOSTILE_TRAIN[:4]:
+        spec = {**yaml.safe_load(MINIMAL), "data": {"train": train}}
+        assert load_spec(write_spec(yaml.safe_dump(spec))).spec.data.train == train
+
+
+@pytest.fixture
+def aws(monkeypatch, tmp_path):
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with emulator.mocked():
+        session = boto3.Session(region_name="us-west-2")
+        yield SimpleNamespace(session=session, arns=create_world(session))
+
+
+class _NoSimulation:
+    """IAM where simulation is refused: the cross-account problem alone must still decide the verdict."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def simulate_principal_policy(self, **_):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SimulatePrincipalPolicy")
+
+
+@pytest.mark.parametrize("simulate", [True, False], ids=["simulated", "simulation-denied"])
+def test_a_role_arn_from_another_account_fails(aws, simulate):
+    """Kills: a role ARN whose account differs from the role found getting "cannot tell" (or "pass")."""
+    other = "210987654321"
+    assert other != ACCOUNT
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role=arn:aws:iam::{other}:role/Good"]))
+    clients = Clients(region="us-west-2")
+    iam = clients.iam if simulate else _NoSimulation(clients.iam)
+    check = check_role(plan, iam, clients.sts)
+    assert check.verdict == FAIL
+    assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
