@@ -1,0 +1,379 @@
+"""Mutation testing of the core modules: would the suite notice a realistic one-token bug?
+
+    python benchmarks/mutation.py [--budget-s 600] [--seed 1] [--module memory] [--list]
+
+Each mutant changes one thing in one module (a comparison flipped, `+` for `-`, an integer off by
+one, `and` for `or`, a `not` dropped, a `return` or `raise` removed, True for False), found by
+walking the module's syntax tree. Mutants are sampled in a seeded order, round-robin over the
+modules, and each runs against only the tests that cover its module (TESTS below) until the time
+budget is spent. A mutant is killed when those tests fail or run past their time limit.
+
+The working tree is never written: everything runs in a copy under a temporary folder, and the
+original files' hashes are checked at the end. The score and the survivors are printed and saved to
+benchmarks/results/mutation.json, which docs/reliability.md quotes.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
+COPIED = ("launcher", "templates", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
+
+# module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
+GAPS = "tests/test_mutation_gaps.py::test_"
+TESTS: dict[str, list[str]] = {
+    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
+                                GAPS + "a_bad_value_a_child_overrides_is_reported_at_the_child",
+                                GAPS + "a_bad_value_only_the_base_holds_is_reported_at_the_base"],
+    "launcher/rules/checks.py": ["tests/test_rules.py", GAPS + "smddp_on_a_tensor_parallel_only_p4d_job_is_refused"],
+    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py"],
+    "launcher/rules/engine.py": ["tests/test_rules.py"],
+    "launcher/memory.py": ["tests/test_memory.py", GAPS + "context_parallelism_splits_the_logits_too",
+                           "tests/test_rules.py"],
+    "launcher/request.py": ["tests/test_plan.py",
+                            "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
+    "launcher/render.py": ["tests/test_render.py", GAPS + "data_train_enters_the_script_as_one_exact_string_constant"],
+    "launcher/iam.py": [GAPS + "a_role_arn_from_another_account_fails", "tests/test_submit.py", "-k",
+                        "role or pass or simulat or account"],
+    "launcher/tail.py": ["tests/test_tail.py", "-k", "not bounded and not 64"],
+}
+
+CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+BIN_SWAP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
+            ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult}
+SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
+          ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
+          ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.And: "and", ast.Or: "or"}
+
+
+@dataclass
+class Mutant:
+    module: str
+    index: int          # the index-th mutation site of the module, in tree-walk order
+    line: int
+    change: str
+    status: str = "not run"   # killed | survived | timeout (killed) | not run
+    seconds: float = 0.0
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _sites(tree: ast.AST) -> list[tuple[ast.AST, str, object]]:
+    """Every place a mutation applies: (node, description, how), in a stable walk order."""
+    docs = _docstring_nodes(tree)
+    out: list[tuple[ast.AST, str, object]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in CMP_SWAP:
+                    new = CMP_SWAP[type(op)]
+                    out.append((node, f"{SYMBOL[type(op)]} -> {SYMBOL[new]}", ("cmp", i)))
+        elif isinstance(node, ast.BinOp) and type(node.op) in BIN_SWAP:
+            if isinstance(node.op, ast.Add) and any(isinstance(s, ast.Constant) and isinstance(s.value, str)
+                                                    for s in (node.left, node.right)):
+                continue  # string concatenation: "a" - "b" is only a TypeError, not a realistic bug
+            new = BIN_SWAP[type(node.op)]
+            out.append((node, f"{SYMBOL[type(node.op)]} -> {SYMBOL[new]}", ("bin",)))
+        elif isinstance(node, ast.BoolOp):
+            new = "or" if isinstance(node.op, ast.And) else "and"
+            out.append((node, f"{SYMBOL[type(node.op)]} -> {new}", ("bool",)))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            out.append((node, "drop `not`", ("not",)))
+        elif isinstance(node, ast.Constant) and id(node) not in docs:
+            if isinstance(node.value, bool):
+                out.append((node, f"{node.value} -> {not node.value}", ("bool_const",)))
+            elif isinstance(node.value, int):
+                out.append((node, f"{node.value} -> {node.value + 1}", ("int",)))
+        elif isinstance(node, ast.Return) and node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None):
+            out.append((node, "return X -> return None", ("return",)))
+        elif isinstance(node, ast.Raise):
+            out.append((node, "drop `raise`", ("raise",)))
+        elif isinstance(node, ast.If) and not _is_type_checking(node):
+            out.append((node, "if C -> if not C", ("negate_if",)))
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _apply(node: ast.AST, how: tuple) -> None:
+    kind = how[0]
+    if kind == "cmp":
+        node.ops[how[1]] = CMP_SWAP[type(node.ops[how[1]])]()
+    elif kind == "bin":
+        node.op = BIN_SWAP[type(node.op)]()
+    elif kind == "bool":
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif kind == "bool_const":
+        node.value = not node.value
+    elif kind == "int":
+        node.value = node.value + 1
+    elif kind == "return":
+        node.value = ast.Constant(None)
+    elif kind == "negate_if":
+        node.test = ast.UnaryOp(ast.Not(), node.test)
+
+
+class _Replace(ast.NodeTransformer):
+    """Replace whole statements (`not` dropped, `raise` removed) that _apply cannot change in place."""
+
+    def __init__(self, target: ast.AST, how: tuple):
+        self.target, self.how = target, how
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        return node.operand if node is self.target else node
+
+    def visit_Raise(self, node):
+        return ast.Pass() if node is self.target else node
+
+
+def mutate(source: str, index: int) -> str:
+    """The module's source with its index-th mutation applied."""
+    tree = ast.parse(source)
+    node, _, how = _sites(tree)[index]
+    if how[0] in ("not", "raise"):
+        tree = _Replace(node, how).visit(tree)
+    else:
+        _apply(node, how)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def mutants_of(module: str) -> list[Mutant]:
+    source = (REPO / module).read_text()
+    return [Mutant(module, i, getattr(node, "lineno", 0), change)
+            for i, (node, change, _) in enumerate(_sites(ast.parse(source)))]
+
+
+PRELOAD = ("pytest", "yaml", "jinja2", "pydantic", "click", "rich", "boto3", "botocore.session", "moto",
+           "moto.server", "moto.sagemaker.models", "moto.logs.models", "moto.iam.models", "moto.s3.models", "flask")
+
+
+class Worker:
+    """A process that has imported pytest and the heavy libraries (never `launcher`) once and forks a
+    child per test run: each child imports the mutated module fresh from the copy and runs pytest."""
+
+    def __init__(self, root: Path):
+        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1",
+               "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], cwd=root,
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, args: list[str], timeout: float) -> tuple[str, float]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps({"args": args, "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the mutation worker ended")
+        reply = json.loads(line)
+        return reply["outcome"], reply["seconds"]
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _worker() -> None:
+    """The loop Worker talks to: one JSON request a line in, one JSON reply a line out."""
+    import importlib
+    import signal
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    assert "launcher" not in sys.modules, "the worker must import the mutated launcher in each child"
+    sys.path.insert(0, os.getcwd())
+    for line in sys.stdin:
+        request = json.loads(line)
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:  # the child: one quiet pytest run in its own process group
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            import pytest
+
+            code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *request["args"]])
+            os._exit(int(code))
+        outcome = None
+        while outcome is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                outcome = "passed" if code == 0 else f"failed (exit {code})"
+            elif time.perf_counter() - t0 > request["timeout"]:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                outcome = "timeout"
+            else:
+                time.sleep(0.02)
+        print(json.dumps({"outcome": outcome, "seconds": time.perf_counter() - t0}), flush=True)
+
+
+def _hashes(paths) -> dict[str, str]:
+    return {p: hashlib.sha256((REPO / p).read_bytes()).hexdigest() for p in paths}
+
+
+def _copy_tree(dest: Path) -> None:
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+
+
+def _schedule(modules: list[str], seed: int) -> list[Mutant]:
+    """Each module's mutants in a seeded random order, interleaved so every module gets its share."""
+    rng = random.Random(seed)
+    queues = []
+    for module in modules:
+        ms = mutants_of(module)
+        rng.shuffle(ms)
+        queues.append(ms)
+    order: list[Mutant] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+def _run_all(root: Path, worker: Worker, budget_s: float, seed: int, modules: list[str], started: float,
+             results: list[Mutant], baseline: dict[str, float], broken: dict[str, str], log) -> None:
+    for mutant in _schedule(modules, seed):
+        if time.perf_counter() - started > budget_s:
+            return
+        module = mutant.module
+        if module in broken:
+            continue
+        target = root / module
+        original = (REPO / module).read_text()
+        if module not in baseline:  # the tests must pass on the unmutated module, rewritten the same way
+            target.write_text(ast.unparse(ast.parse(original)))
+            outcome, seconds = worker.run(TESTS[module], timeout=600)
+            target.write_text(original)
+            if outcome != "passed":
+                broken[module] = outcome
+                log(f"  {module}: its tests do not pass unmutated ({outcome}); skipped")
+                continue
+            baseline[module] = seconds
+        try:
+            target.write_text(mutate(original, mutant.index))
+            outcome, mutant.seconds = worker.run(TESTS[module], timeout=3 * baseline[module] + 10)
+        finally:
+            target.write_text(original)
+        mutant.status = "survived" if outcome == "passed" else ("timeout" if outcome == "timeout" else "killed")
+        results.append(mutant)
+        log(f"  {mutant.status:8} {module}:{mutant.line}: {mutant.change} ({mutant.seconds:.1f} s)")
+
+
+def run(budget_s: float, seed: int, modules: list[str], log=print) -> dict:
+    """Run sampled mutants until the budget is spent; the score, per module, and the survivors."""
+    before = _hashes(TESTS)
+    started = time.perf_counter()
+    results: list[Mutant] = []
+    baseline: dict[str, float] = {}
+    broken: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="smp-mutation-") as tmp:
+        root = Path(tmp)
+        _copy_tree(root)
+        worker = Worker(root)
+        try:
+            _run_all(root, worker, budget_s, seed, modules, started, results, baseline, broken, log)
+        finally:
+            worker.close()
+    if _hashes(TESTS) != before:
+        raise SystemExit("mutation: a file in the working tree changed while mutants ran; check `git status`")
+    per_module = {}
+    for module in modules:
+        mine = [m for m in results if m.module == module]
+        killed = sum(m.status in ("killed", "timeout") for m in mine)
+        per_module[module] = {"killed": killed, "run": len(mine), "total": len(mutants_of(module)),
+                              "baseline_s": round(baseline.get(module, 0.0), 1)}
+        if module in broken:
+            per_module[module]["skipped"] = broken[module]
+    killed = sum(m.status in ("killed", "timeout") for m in results)
+    return {
+        "seed": seed, "budget_s": budget_s, "elapsed_s": round(time.perf_counter() - started, 1),
+        "killed": killed, "run": len(results), "score": round(killed / len(results), 4) if results else None,
+        "per_module": per_module,
+        "survivors": [asdict(m) for m in results if m.status == "survived"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget-s", type=float, default=600.0, help="stop starting mutants after this (600)")
+    parser.add_argument("--seed", type=int, default=1, help="the sampling order's seed (1)")
+    parser.add_argument("--module", action="append", default=[],
+                        help="only modules whose path contains this (repeatable)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--no-save", action="store_true", help="do not write " + str(RESULTS.relative_to(REPO)))
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker()
+        return 0
+    modules = [m for m in TESTS if not args.module or any(s in m for s in args.module)]
+    if args.list:
+        for m in _schedule(modules, args.seed):
+            print(f"{m.module}:{m.line}: {m.change}")
+        return 0
+    print(f"mutation: {sum(len(mutants_of(m)) for m in modules)} mutants in {len(modules)} modules; "
+          f"budget {args.budget_s:.0f} s, seed {args.seed}")
+    report = run(args.budget_s, args.seed, modules)
+    print("\nper module (killed/run of total):")
+    for module, r in report["per_module"].items():
+        pct = f"{r['killed'] / r['run']:.0%}" if r["run"] else "-"
+        print(f"  {module:32} {r['killed']:3}/{r['run']:<3} of {r['total']:3}  {pct:>5}  {r.get('skipped', '')}")
+    print("\nsurvivors:" if report["survivors"] else "\nno survivors")
+    for m in report["survivors"]:
+        print(f"  {m['module']}:{m['line']}: {m['change']}")
+    if report["score"] is not None:
+        print(f"\nmutation score: {report['killed']}/{report['run']} = {report['score']:.1%} "
+              f"({report['elapsed_s']:.0f} s)")
+    if not args.no_save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
