@@ -13,7 +13,7 @@ from launcher import emulator
 from launcher.aws import Clients
 from launcher.errors import SpecError
 from launcher.iam import FAIL, check_role
-from launcher.memory import Layout, logits
+from launcher.memory import Layout, activations, logits
 from launcher.plan import build_plan
 from launcher.render import render_source
 from launcher.spec import load_spec
@@ -166,3 +166,21 @@ def test_a_role_arn_from_another_account_fails(aws, simulate):
     check = check_role(plan, iam, clients.sts)
     assert check.verdict == FAIL
     assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
+
+
+# -- survivors of `make mutation` (benchmarks/mutation.py), each killed here ----------------------
+
+def test_a_generic_type_error_is_one_lowercase_sentence_with_the_value(write_spec):
+    """Kills loader: the first letter of pydantic's message taken from the wrong index."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["training.max_steps=[1]"])
+    (problem,) = err.value.problems
+    assert problem.path == "training.max_steps"
+    assert problem.message.startswith("input should be a valid integer"), problem.message
+
+
+def test_offloading_keeps_two_layer_inputs_by_default():
+    """Kills memory: the default activation_loading_horizon (2, SMP v2's default) changed."""
+    sbh = 4096 * 4 * L7.hidden_width
+    offload = Layout(P4D, 8, batch_size=4, activation_offloading=True)
+    assert activations(L7, offload) == pytest.approx(2 * 2 * sbh + 34 * sbh)
