@@ -3,6 +3,7 @@
 The mutation each test kills is named in its docstring; `make mutation` finds more of them.
 """
 import ast
+import io
 from types import SimpleNamespace
 
 import boto3
@@ -184,3 +185,53 @@ def test_offloading_keeps_two_layer_inputs_by_default():
     sbh = 4096 * 4 * L7.hidden_width
     offload = Layout(P4D, 8, batch_size=4, activation_offloading=True)
     assert activations(L7, offload) == pytest.approx(2 * 2 * sbh + 34 * sbh)
+
+
+@pytest.mark.parametrize("overrides, version, fires", [
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"], "2.2.0", True),
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"], "2.3.1", False),
+    (["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.2.0", False),
+    (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], "2.2.0", False),
+    (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.3.1", True),
+    (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.4.1", False),
+])
+def test_feature_versions_fire_below_the_first_release_and_not_at_it(write_spec, monkeypatch, overrides, version,
+                                                                      fires):
+    """Kills checks: a minimum PyTorch version in SMP053 moved (each boundary is tested at the version itself)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, *overrides, f"framework.pytorch_version='{version}'")
+    assert ("SMP053" in found) == fires, found.get("SMP053")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
+    """Kills tail: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
+    from launcher.tail import RateLimiter, follow
+    from tests.emulation import VirtualClock
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    clock = VirtualClock()
+    emulator.set_clock(clock)
+    try:
+        with emulator.mocked():
+            emulator.add_job(emulator.EmulatedJob("tty", hosts=2, training=3, decoy=False),
+                             boto3.client("sagemaker", region_name="us-west-2"))
+            clock.t += 30
+
+            def printed(out, **kw):
+                follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), clock=clock, sleep=clock.sleep,
+                       follow=False, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep), **kw)
+                return out.getvalue()
+
+            assert "\x1b[36m[algo-1]" in printed(_Terminal())
+            assert "\x1b[" not in printed(io.StringIO())
+            as_json = printed(_Terminal(), as_json=True)
+            assert "\x1b" not in as_json and as_json.lstrip().startswith("{")
+            monkeypatch.setenv("NO_COLOR", "1")
+            assert "\x1b[" not in printed(_Terminal())
+    finally:
+        emulator.set_clock(None)
