@@ -235,3 +235,15 @@ def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
             assert "\x1b[" not in printed(_Terminal())
     finally:
         emulator.set_clock(None)
+
+
+@pytest.mark.parametrize("overrides, transform", [
+    ([], False),
+    (["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], True),
+])
+def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec, overrides, transform):
+    """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform)."""
+    assert build_plan(load_spec(write_spec(MINIMAL), overrides)).decisions["transform"] is transform
