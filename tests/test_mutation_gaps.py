@@ -247,3 +247,16 @@ def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
 def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec, overrides, transform):
     """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform)."""
     assert build_plan(load_spec(write_spec(MINIMAL), overrides)).decisions["transform"] is transform
+
+
+@pytest.mark.parametrize("overrides", [
+    ["smp.hybrid_shard_degree=8", "smp.tensor_parallel_degree=2"],
+    ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=2", "smp.tensor_parallel_degree=2",
+     "smp.expert_parallel_degree=4"],
+])
+def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec, monkeypatch, overrides):
+    """Kills engine: the shard x TP x EP product computed with a wrong operator (each degree alone divides 8)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    plan = build_plan(load_spec(write_spec(MINIMAL), overrides))
+    assert "SMP002" in {a["rule"] for a in plan.advisories}
+    assert plan.memory is None
