@@ -153,28 +153,38 @@ class Runner:
         from launcher.cli import main
 
         out, err = io.StringIO(), io.StringIO()
+        armed = [True]
 
         def alarm(*_):
-            raise TooSlow()
+            if armed[0]:
+                raise TooSlow()
+
+        def call() -> int | str:
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    main(args)
+                return 0
+            except SystemExit as exc:
+                return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except TooSlow:
+                raise
+            except RecursionError:
+                return "traceback: RecursionError"
+            except Exception as exc:  # noqa: BLE001 - a traceback is what we are looking for
+                return f"traceback: {type(exc).__name__}: {str(exc)[:120]}"
 
         old = signal.signal(signal.SIGALRM, alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.limit)
-        code: int | str
+        code: int | str = "slow"
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                main(args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, self.limit)
+                code = call()
+            finally:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
         except TooSlow:
             code = "slow"
-        except RecursionError:
-            code = "traceback: RecursionError"
-        except Exception as exc:  # noqa: BLE001 - a traceback is what we are looking for
-            code = f"traceback: {type(exc).__name__}: {str(exc)[:120]}"
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
         return code, out.getvalue() + err.getvalue()
 
     def check(self, label: str, spec: bytes, sets: list[str]) -> None:
