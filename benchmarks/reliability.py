@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,6 +34,7 @@ EXIT_CODES = {0, 1, 2, 3, 4, 5, 130}
 EXE = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
 REPORT = REPO / "docs" / "reliability.md"
 MUTATION = REPO / "benchmarks" / "results" / "mutation.json"
+RESULTS = REPO / "benchmarks" / "results" / "reliability.json"
 GIVE_UP_S = 60.0      # issue 10: an endpoint that never answers fails with one line within 60 s
 KILL_AFTER_S = 100.0  # our own bound on a run that does not give up
 QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1,
@@ -310,7 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fuzz-examples", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print the report instead of writing it")
+    parser.add_argument("--render-only", action="store_true",
+                        help="rewrite the report from the last run's results (e.g. after `make mutation`)")
     args = parser.parse_args(argv)
+    if args.render_only:
+        saved = json.loads(RESULTS.read_text())
+        REPORT.write_text(markdown([Row(**r) for r in saved["rows"]], saved["fuzz"], saved["short"]))
+        print(f"wrote {REPORT.relative_to(REPO)} from {RESULTS.relative_to(REPO)}")
+        return 0
     chosen = [s for s in scenarios() if (not args.short or s.short) and
               (not args.only or any(o in s.name for o in args.only))]
     rows = []
@@ -326,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         print(text)
     else:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps({"rows": [asdict(r) for r in rows], "fuzz": fuzzed, "short": args.short},
+                                      indent=2) + "\n")
         REPORT.write_text(text)
         print(f"wrote {REPORT.relative_to(REPO)}")
     return 0
