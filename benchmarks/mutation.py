@@ -297,9 +297,9 @@ def _schedule(modules: list[str], seed: int) -> list[Mutant]:
     return order
 
 
-def _run_all(root: Path, worker: Worker, budget_s: float, seed: int, modules: list[str], started: float,
+def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], started: float,
              results: list[Mutant], baseline: dict[str, float], broken: dict[str, str], log) -> None:
-    for mutant in _schedule(modules, seed):
+    for mutant in order:
         if time.perf_counter() - started > budget_s:
             return
         module = mutant.module
@@ -326,8 +326,9 @@ def _run_all(root: Path, worker: Worker, budget_s: float, seed: int, modules: li
         log(f"  {mutant.status:8} {module}:{mutant.line}: {mutant.change} ({mutant.seconds:.1f} s)")
 
 
-def run(budget_s: float, seed: int, modules: list[str], log=print) -> dict:
-    """Run sampled mutants until the budget is spent; the score, per module, and the survivors."""
+def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[Mutant] | None = None) -> dict:
+    """Run sampled mutants (or `order`) until the budget is spent; the score, per module, and the survivors."""
+    order = _schedule(modules, seed) if order is None else order
     before = _hashes(TESTS)
     started = time.perf_counter()
     results: list[Mutant] = []
@@ -338,7 +339,7 @@ def run(budget_s: float, seed: int, modules: list[str], log=print) -> dict:
         _copy_tree(root)
         worker = Worker(root)
         try:
-            _run_all(root, worker, budget_s, seed, modules, started, results, baseline, broken, log)
+            _run_all(root, worker, budget_s, order, started, results, baseline, broken, log)
         finally:
             worker.close()
     if _hashes(TESTS) != before:
@@ -360,6 +361,27 @@ def run(budget_s: float, seed: int, modules: list[str], log=print) -> dict:
     }
 
 
+def recheck(budget_s: float) -> dict:
+    """The last run with its survivors run again against today's tests: a survivor that is now killed
+    counts as killed, and the record says how many were killed only by the recheck."""
+    last = json.loads(RESULTS.read_text())
+    order = []
+    for s in last["survivors"]:
+        found = [m for m in mutants_of(s["module"]) if m.line == s["line"] and m.change == s["change"]]
+        order += found[:1] or [Mutant(**{**s, "status": "gone"})]
+    print(f"mutation: running the last run's {len(order)} survivors again")
+    modules = sorted({m.module for m in order if m.status != "gone"})
+    again = run(budget_s, last["seed"], modules, order=[m for m in order if m.status != "gone"])
+    for module, r in last["per_module"].items():
+        r["killed"] += again["per_module"].get(module, {}).get("killed", 0)
+    last["killed"] += again["killed"]
+    last["score"] = round(last["killed"] / last["run"], 4) if last["run"] else None
+    last["killed_by_recheck"] = last.get("killed_by_recheck", 0) + again["killed"]
+    # a survivor whose line changed is not matched again: it stays a survivor, marked so
+    last["survivors"] = again["survivors"] + [asdict(m) for m in order if m.status == "gone"]
+    return last
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-s", type=float, default=600.0, help="stop starting mutants after this (600)")
@@ -368,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only modules whose path contains this (repeatable)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--survivors", action="store_true",
+                        help="run again only the last run's survivors (after adding tests) and update its score")
     parser.add_argument("--no-save", action="store_true", help="do not write " + str(RESULTS.relative_to(REPO)))
     args = parser.parse_args(argv)
     if args.worker:
@@ -378,10 +402,13 @@ def main(argv: list[str] | None = None) -> int:
         for m in _schedule(modules, args.seed):
             print(f"{m.module}:{m.line}: {m.change}")
         return 0
-    print(f"mutation: {sum(len(mutants_of(m)) for m in modules)} mutants in {len(modules)} modules; "
-          f"budget {args.budget_s:.0f} s, seed {args.seed}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the copy and the worker are cleaned up
-    report = run(args.budget_s, args.seed, modules)
+    if args.survivors:
+        report = recheck(args.budget_s)
+    else:
+        print(f"mutation: {sum(len(mutants_of(m)) for m in modules)} mutants in {len(modules)} modules; "
+              f"budget {args.budget_s:.0f} s, seed {args.seed}")
+        report = run(args.budget_s, args.seed, modules)
     print("\nper module (killed/run of total):")
     for module, r in report["per_module"].items():
         pct = f"{r['killed'] / r['run']:.0%}" if r["run"] else "-"
