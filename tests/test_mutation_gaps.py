@@ -260,3 +260,54 @@ def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec,
     plan = build_plan(load_spec(write_spec(MINIMAL), overrides))
     assert "SMP002" in {a["rule"] for a in plan.advisories}
     assert plan.memory is None
+
+
+def test_gathered_layers_hold_only_the_experts_on_this_rank():
+    """Kills memory: experts per rank computed as num_experts * EP instead of num_experts // EP."""
+    from launcher.memory import gathered_units
+
+    mix = PRESETS["mixtral-8x7b"].architecture
+    lay = Layout(P4D, 4, expert_parallel=2)
+    root = mix.embedding_parameters + mix.hidden_width
+    assert gathered_units(mix, lay) == pytest.approx(2 * (3 * mix.layer_parameters(experts=4) + root))
+
+
+def test_the_role_check_counts_each_action_it_simulated(aws):
+    """Kills iam: the caller's PassRole counted as more than one checked action."""
+    from launcher.iam import required_permissions
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    expected = sum(len(actions) for _, actions in required_permissions(plan, ACCOUNT)) + 1
+    assert check.verdict == "pass" and check.checked == expected
+
+
+def test_an_existing_tensor_parallel_degree_is_never_the_suggested_fix(write_spec, monkeypatch):
+    """SMP040 suggests a larger tensor-parallel degree, never the current one. (The `<=` -> `<` mutant of its
+    loop is equivalent: the current degree's global batch is over the limit, so it is never suggested.)"""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=2",
+                        "smp.tensor_parallel_degree=2")
+    message = found["SMP040"]["message"]
+    assert "tensor_parallel_degree to 2" not in message and "tensor_parallel_degree to 4" in message
+
+
+def test_auto_sharding_is_one_when_tensor_parallelism_fills_the_world(write_spec):
+    """Kills decisions: the smallest automatic sharding degree moved from 1."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=0", "smp.tensor_parallel_degree=8"]))
+    assert plan.decisions["hybrid_shard_degree"] == 1 and plan.decisions["sharding_strategy"] == "NO_SHARD"
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e-300, -0.0])
+def test_every_float_becomes_a_literal_that_evaluates_to_itself(value):
+    """Kills render: infinities written as bare `inf` (a NameError in the script) when only NaN is special-cased."""
+    import math
+
+    from launcher.render import py_literal
+
+    back = eval(py_literal(value), {"__builtins__": {"float": float}})  # noqa: S307 - our own literal
+    if math.isnan(value):
+        assert math.isnan(back)
+    else:
+        assert back == value and math.copysign(1, back) == math.copysign(1, value)
