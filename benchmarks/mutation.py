@@ -35,34 +35,46 @@ RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
 COPIED = ("launcher", "templates", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
 
 # module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
-GAPS = "tests/test_mutation_gaps.py::test_"
+def gaps(*names: str) -> list[str]:
+    return [f"tests/test_mutation_gaps.py::test_{name}" for name in names]
+
+
 ROLE_TESTS = [f"tests/test_submit.py::test_{name}" for name in (
     "a_good_role_passes", "a_role_sagemaker_cannot_assume_fails", "missing_permissions_are_listed_with_their_resources",
     "kms_and_vpc_actions_are_checked_when_configured", "a_missing_role_fails", "a_caller_without_pass_role_fails",
     "cannot_tell_when_the_caller_may_not_simulate")]
 TESTS: dict[str, list[str]] = {
-    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
-                                GAPS + "a_bad_value_a_child_overrides_is_reported_at_the_child",
-                                GAPS + "a_bad_value_only_the_base_holds_is_reported_at_the_base",
-                                GAPS + "a_generic_type_error_is_one_lowercase_sentence_with_the_value"],
-    "launcher/rules/checks.py": ["tests/test_rules.py", GAPS + "smddp_on_a_tensor_parallel_only_p4d_job_is_refused",
-                                 GAPS + "feature_versions_fire_below_the_first_release_and_not_at_it",
-                                 GAPS + "an_existing_tensor_parallel_degree_is_never_the_suggested_fix"],
-    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py",
-                                    GAPS + "the_smallest_degree_of_each_parallelism_needs_the_transform",
-                                    GAPS + "auto_sharding_is_one_when_tensor_parallelism_fills_the_world"],
-    "launcher/rules/engine.py": ["tests/test_rules.py",
-                                 GAPS + "no_memory_estimate_when_the_degrees_multiply_past_the_world"],
-    "launcher/memory.py": ["tests/test_memory.py", GAPS + "context_parallelism_splits_the_logits_too",
-                           GAPS + "offloading_keeps_two_layer_inputs_by_default",
-                           GAPS + "gathered_layers_hold_only_the_experts_on_this_rank", "tests/test_rules.py"],
+    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py", *gaps(
+        "a_bad_value_a_child_overrides_is_reported_at_the_child",
+        "a_bad_value_only_the_base_holds_is_reported_at_the_base",
+        "a_generic_type_error_is_one_lowercase_sentence_with_the_value", "a_bad_second_set_names_the_second_set")],
+    "launcher/rules/checks.py": ["tests/test_rules.py", *gaps(
+        "smddp_on_a_tensor_parallel_only_p4d_job_is_refused",
+        "feature_versions_fire_below_the_first_release_and_not_at_it",
+        "an_existing_tensor_parallel_degree_is_never_the_suggested_fix",
+        "an_invalid_degree_lists_the_divisors_of_the_world")],
+    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", *gaps(
+        "the_smallest_degree_of_each_parallelism_needs_the_transform",
+        "auto_sharding_is_one_when_tensor_parallelism_fills_the_world",
+        "auto_sharding_divides_by_tensor_times_expert_parallelism", "decisions_layouts_and_estimates_are_frozen")],
+    "launcher/rules/engine.py": ["tests/test_rules.py", *gaps(
+        "no_memory_estimate_when_the_degrees_multiply_past_the_world",
+        "context_parallelism_past_the_world_gives_no_memory_estimate")],
+    "launcher/memory.py": ["tests/test_memory.py", *gaps(
+        "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
+        "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
+        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py"],
     "launcher/request.py": ["tests/test_plan.py",
                             "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
-    "launcher/render.py": ["tests/test_render.py", GAPS + "data_train_enters_the_script_as_one_exact_string_constant",
-                           GAPS + "every_float_becomes_a_literal_that_evaluates_to_itself"],
-    "launcher/iam.py": [GAPS + "a_role_arn_from_another_account_fails",
-                        GAPS + "the_role_check_counts_each_action_it_simulated", *ROLE_TESTS],
-    "launcher/tail.py": ["tests/test_tail.py", GAPS + "colour_is_for_a_terminal_and_never_for_json_lines", "-k",
+    "launcher/render.py": ["tests/test_render.py", *gaps(
+        "data_train_enters_the_script_as_one_exact_string_constant",
+        "every_float_becomes_a_literal_that_evaluates_to_itself")],
+    "launcher/iam.py": [*gaps(
+        "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
+        "the_caller_becomes_the_principal_simulation_accepts",
+        "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code"),
+        *ROLE_TESTS],
+    "launcher/tail.py": ["tests/test_tail.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines"), "-k",
                          "not bounded and not 64"],
 }
 
@@ -70,6 +82,8 @@ TESTS: dict[str, list[str]] = {
 EQUIVALENT = {
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):
         "the current degree's global batch is over the limit by definition, so it is never suggested",
+    ("launcher/iam.py", 'repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT', "1 -> 2"):
+        "the first part of a split does not depend on how many more splits are made",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

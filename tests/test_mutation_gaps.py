@@ -311,3 +311,92 @@ def test_every_float_becomes_a_literal_that_evaluates_to_itself(value):
         assert math.isnan(back)
     else:
         assert back == value and math.copysign(1, back) == math.copysign(1, value)
+
+
+def test_a_bad_second_set_names_the_second_set(write_spec):
+    """Kills loader: `--set` expressions numbered from the wrong start."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["smp.backend=nccl", "smp.backend=smdp"])
+    (problem,) = err.value.problems
+    assert (problem.mark.file, problem.mark.line) == ("--set", 2)
+
+
+def test_decisions_layouts_and_estimates_are_frozen():
+    """Kills decisions and memory: a plan's parts made mutable (`frozen=True` dropped)."""
+    import dataclasses
+
+    from launcher.memory import estimate
+    from launcher.rules.decisions import decide
+
+    spec = load_spec(JOBS / "llama7b.yaml").spec
+    for value, field in ((decide(spec), "backend"), (Layout(P4D, 8), "batch_size"),
+                         (estimate(L7, Layout(P4D, 8)), "per_gpu_gb")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, 1)
+
+
+@pytest.mark.parametrize("arn, expected", [
+    ("arn:aws:iam::123456789012:user/bob", "arn:aws:iam::123456789012:user/bob"),
+    ("arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:assumed-role/Admin/session-1", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:federated-user/bob", None),
+    ("not-an-arn", None),
+])
+def test_the_caller_becomes_the_principal_simulation_accepts(arn, expected):
+    """Kills iam: a branch of the caller-ARN conversion inverted (roles, users, assumed roles)."""
+    from launcher.iam import _caller_arn
+
+    class Sts:
+        def get_caller_identity(self):
+            return {"Arn": arn}
+
+    assert _caller_arn(Sts()) == expected
+
+
+def test_an_invalid_degree_lists_the_divisors_of_the_world(write_spec, monkeypatch):
+    """Kills checks: the divisor list built from the non-divisors."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    message = _advisories(write_spec, "smp.tensor_parallel_degree=3")["SMP001"]["message"]
+    assert "valid values: 1, 2, 4, 8" in message
+
+
+def test_auto_sharding_divides_by_tensor_times_expert_parallelism(write_spec):
+    """Kills decisions: the degrees the automatic sharding degree leaves room for divided, not multiplied."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=0",
+                                                      "smp.tensor_parallel_degree=2", "smp.expert_parallel_degree=2"]))
+    assert plan.decisions["hybrid_shard_degree"] == 2
+
+
+def test_the_output_path_is_written_and_the_checkpoints_also_read(aws):
+    """Kills iam: the output path needing s3:GetObject too (by default a write is a write only)."""
+    from launcher.iam import required_permissions
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    needs = dict(required_permissions(plan, ACCOUNT))
+    output = plan.estimator["output_path"].rstrip("/")[len("s3://"):]
+    checkpoints = plan.estimator["checkpoint_s3_uri"].rstrip("/")[len("s3://"):]
+    assert needs[f"arn:aws:s3:::{output}/*"] == ("s3:PutObject",)
+    assert needs[f"arn:aws:s3:::{checkpoints}/*"] == ("s3:PutObject", "s3:GetObject")
+
+
+@pytest.mark.parametrize("overrides", [["smp.context_parallel_degree=16", "smp.hybrid_shard_degree=1"],
+                                       ["smp.context_parallel_degree=3"]])
+def test_context_parallelism_past_the_world_gives_no_memory_estimate(write_spec, monkeypatch, overrides):
+    """Kills engine: a degree that exceeds or does not divide the world tolerated when the others' product fits."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    assert build_plan(load_spec(write_spec(MINIMAL), overrides)).memory is None
+
+
+def test_expert_parallelism_changes_nothing_for_a_dense_model():
+    """Kills memory: a dense model's expert parameter count starting from 1, not 0."""
+    from launcher.memory import model_states
+
+    assert model_states(L7, Layout(P4D, 8, expert_parallel=2)) == 16 * L7.parameters / 8
+
+
+def test_a_refused_simulation_names_the_error_code(aws):
+    """Kills iam: the reason for "cannot tell" shown as the exception class instead of AWS's error code."""
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, _NoSimulation(clients.iam), clients.sts)
+    assert check.unknowns and all("AccessDenied" in u for u in check.unknowns), check.unknowns
