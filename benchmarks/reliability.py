@@ -297,7 +297,7 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
                 f"undocumented exit code. {fuzzed['invalid']} inputs were invalid; they made "
                 f"{fuzzed['aws_calls_on_invalid']} AWS calls (counted at the proxy).", ""]
         for kind in ("tracebacks", "slow", "bad_exit", "calls"):
-            for item in fuzzed[kind][:15]:
+            for item in fuzzed[kind][:25]:
                 out.append(f"- {kind}: `{' '.join(item.replace('`', chr(39)).split())}`")
         out.append("")
     out += ["## Mutation testing", "", mutation_line(), ""]
@@ -313,9 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the report instead of writing it")
     parser.add_argument("--render-only", action="store_true",
                         help="rewrite the report from the last run's results (e.g. after `make mutation`)")
+    parser.add_argument("--fuzz-only", action="store_true", help="keep the last run's scenarios, fuzz again")
     args = parser.parse_args(argv)
-    if args.render_only:
+    if args.render_only or args.fuzz_only:
         saved = json.loads(RESULTS.read_text())
+        if args.fuzz_only:
+            saved["fuzz"] = fuzz(args.fuzz_examples, args.seed)
+            RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
         REPORT.write_text(markdown([Row(**r) for r in saved["rows"]], saved["fuzz"], saved["short"]))
         print(f"wrote {REPORT.relative_to(REPO)} from {RESULTS.relative_to(REPO)}")
         return 0

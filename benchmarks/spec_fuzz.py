@@ -145,7 +145,7 @@ class Runner:
         self.bad_exit: list[str] = []
         self.calls: list[str] = []
         self.invalid = 0
-        self.counts: dict[str, int] = {}
+        self.counts: dict[tuple[str, str], int] = {}
         self.aws_calls_on_invalid = 0
         self.n = 0
 
@@ -215,8 +215,10 @@ class Runner:
             self._add(self.bad_exit, f"{command} exit {code}", shown)
 
     def _add(self, found: list[str], what: str, shown: str) -> None:
-        """One entry per kind of failure (digits and quoted text folded), with its first example."""
-        kind = re.sub(r"'[^']*'|\d+", "_", what.split(":", 2)[0] + ":" + what.split(":", 2)[-1][:60])
+        """Every failure of a hand-written input; one entry per kind of failure of the generated ones
+        (numbers, bytes and quoted text folded), with its first example."""
+        label = shown.split(":", 1)[0]
+        kind = (label, re.sub(r"'[^']*'|0x[0-9a-f]+|#x[0-9a-f]+|\d+", "_", what)[:100])
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if self.counts[kind] == 1:
             found.append(f"{what} -- first seen on {shown}")
