@@ -59,7 +59,7 @@ TESTS: dict[str, list[str]] = {
         "auto_sharding_divides_by_tensor_times_expert_parallelism", "decisions_layouts_and_estimates_are_frozen")],
     "launcher/rules/engine.py": ["tests/test_rules.py", *gaps(
         "no_memory_estimate_when_the_degrees_multiply_past_the_world",
-        "context_parallelism_past_the_world_gives_no_memory_estimate")],
+        "context_parallelism_past_the_world_gives_no_memory_estimate", "decisions_layouts_and_estimates_are_frozen")],
     "launcher/memory.py": ["tests/test_memory.py", *gaps(
         "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
         "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",

@@ -322,15 +322,16 @@ def test_a_bad_second_set_names_the_second_set(write_spec):
 
 
 def test_decisions_layouts_and_estimates_are_frozen():
-    """Kills decisions and memory: a plan's parts made mutable (`frozen=True` dropped)."""
+    """Kills decisions, memory and engine: a plan's parts made mutable (`frozen=True` dropped)."""
     import dataclasses
 
     from launcher.memory import estimate
     from launcher.rules.decisions import decide
+    from launcher.rules.engine import Finding
 
     spec = load_spec(JOBS / "llama7b.yaml").spec
     for value, field in ((decide(spec), "backend"), (Layout(P4D, 8), "batch_size"),
-                         (estimate(L7, Layout(P4D, 8)), "per_gpu_gb")):
+                         (estimate(L7, Layout(P4D, 8)), "per_gpu_gb"), (Finding("m", "f"), "message")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, 1)
 
