@@ -156,6 +156,12 @@ def _cli_env(url: str, state: str) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    """A command started from a background job inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt: give the CLI the default disposition a terminal's Ctrl-C meets."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_scenario(world: World, sc: Scenario) -> Row:
     from launcher import emulator
     from tests.emulation import body_of, lost_and_duplicated
@@ -179,7 +185,8 @@ def run_scenario(world: World, sc: Scenario) -> Row:
     with tempfile.TemporaryDirectory(prefix="smp-rel-") as state, FaultProxy(world.url, sc.rules) as proxy:
         t0 = time.monotonic()
         proc = subprocess.Popen([EXE, *args], cwd=REPO, env=_cli_env(proxy.url, state), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=_default_sigint)
         if sc.interrupt:
             if proxy.held.wait(timeout=KILL_AFTER_S):
                 time.sleep(0.3)
@@ -334,6 +341,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"lost {row.lines_lost}, dup {row.lines_duplicated}, {row.wall_s} s "
                   f"{'ok' if not row.problems else 'FAIL: ' + '; '.join(row.problems)}", flush=True)
     fuzzed = fuzz(args.fuzz_examples, args.seed) if args.fuzz_examples else None
+    if args.only and RESULTS.exists() and not args.no_write:  # re-ran a few: keep the others from the last run
+        saved = json.loads(RESULTS.read_text())
+        fresh = {r.scenario: r for r in rows}
+        kept = {r["scenario"]: Row(**r) for r in saved["rows"]}
+        kept.update(fresh)
+        names = [s.name for s in scenarios()]
+        rows = sorted(kept.values(), key=lambda r: names.index(r.scenario) if r.scenario in names else len(names))
+        fuzzed = fuzzed or saved["fuzz"]
     text = markdown(rows, fuzzed, args.short)
     if args.no_write:
         print(text)
