@@ -303,8 +303,10 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
                 f"traceback, {len(fuzzed['slow'])} of running past the limit, {len(fuzzed['bad_exit'])} of an "
                 f"undocumented exit code. {fuzzed['invalid']} inputs were invalid; they made "
                 f"{fuzzed['aws_calls_on_invalid']} AWS calls (counted at the proxy).", ""]
-        for kind in ("tracebacks", "slow", "bad_exit", "calls"):
-            for item in fuzzed[kind][:25]:
+        if fuzzed.get("leaks"):
+            out[-2] += f" {len(fuzzed['leaks'])} echoed the content of a file that is not a spec."
+        for kind in ("tracebacks", "slow", "bad_exit", "calls", "leaks"):
+            for item in fuzzed.get(kind, [])[:25]:
                 out.append(f"- {kind}: `{' '.join(item.replace('`', chr(39)).split())}`")
         out.append("")
     out += ["## Mutation testing", "", mutation_line(), ""]

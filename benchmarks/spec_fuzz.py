@@ -29,6 +29,9 @@ SET_VALUES = ["010", "0x1F", "1e400", "-0", ".inf", ".nan", "&a [*a, *a]", "*x",
               "yes", "2h", "s3://b-1/'\"x", "\u202e\u0007\x1b]0;t\x07"]
 
 
+SECRET_MARK = "$6$saltsalt$hashhashhash"  # the content of a non-spec file that must never be echoed
+
+
 class TooSlow(Exception):
     pass
 
@@ -108,7 +111,7 @@ def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
         f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n".encode()
         for i in range(8))
     secret = folder / "shadow"
-    secret.write_text("root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\n")
+    secret.write_text(f"root:{SECRET_MARK}:19000:0:99999:7:::\n")
     fifo = folder / "endless.yaml"
     if not fifo.exists():
         os.mkfifo(fifo)
@@ -144,6 +147,7 @@ class Runner:
         self.slow: list[str] = []
         self.bad_exit: list[str] = []
         self.calls: list[str] = []
+        self.leaks: list[str] = []
         self.invalid = 0
         self.counts: dict[tuple[str, str], int] = {}
         self.aws_calls_on_invalid = 0
@@ -207,6 +211,8 @@ class Runner:
         path.unlink()
 
     def _judge(self, shown: str, command: str, code, text: str) -> None:
+        if SECRET_MARK in text:
+            self._add(self.leaks, f"{command} echoed another file's content", shown)
         if code == "slow":
             self._add(self.slow, f"{command} > {self.limit:.0f} s", shown)
         elif isinstance(code, str) or "Traceback" in text:
@@ -270,6 +276,7 @@ def run(examples: int, seed_value: int, time_limit_s: float, proxy, with_corpus:
             elapsed = 0.0
     return {"examples": examples, "seed": seed_value, "corpus": len(hand), "time_limit_s": time_limit_s,
             "tracebacks": runner.tracebacks, "slow": runner.slow, "bad_exit": runner.bad_exit,
-            "calls": runner.calls, "failures": sum(runner.counts.values()), "invalid": runner.invalid,
+            "calls": runner.calls, "leaks": runner.leaks, "failures": sum(runner.counts.values()),
+            "invalid": runner.invalid,
             "aws_calls_on_invalid": runner.aws_calls_on_invalid,
             "elapsed_s": round(elapsed, 1)}

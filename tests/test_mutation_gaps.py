@@ -508,3 +508,49 @@ def test_a_spec_below_the_working_folder_is_named_relative(write_spec, tmp_path,
     with pytest.raises(SpecError) as err:
         load_spec("specs/job.yaml")
     assert err.value.problems[0].mark.file == os.path.join("specs", "job.yaml")
+
+
+class _QuietLogs:
+    """A Logs client whose pages carry no ResponseMetadata (as a stub or another SDK may send)."""
+
+    def filter_log_events(self, **_):
+        return {"events": []}
+
+
+def test_calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry():
+    """Kills tail: the slowdown eased by a third instead of half; a missing RetryAttempts counted as one."""
+    from launcher.tail import LogReader, RateLimiter
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    reader = LogReader("calm", _QuietLogs(), RateLimiter(2.0, clock=clock, sleep=clock.sleep), clock=clock,
+                       sleep=clock.sleep)
+    reader.slowdown = 8.0
+    reader.poll()
+    assert reader.stats.retried == 0 and reader.slowdown == 4.0
+    reader.poll()
+    assert reader.slowdown == 2.0
+
+
+def test_the_templates_folder_holds_the_templates():
+    """Kills render: the templates folder taken from the wrong search location."""
+    from launcher.render import SOURCE_TEMPLATES, templates_dir
+
+    assert all((templates_dir() / name).is_file() for name in SOURCE_TEMPLATES.values())
+
+
+def test_missing_log_permissions_name_the_roles_own_account(aws):
+    """Kills iam: the account for the log group's ARN read from the wrong part of the role's ARN."""
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role={aws.arns['NoPerms']}"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    logs = {m["resource"] for m in check.missing if m["action"].startswith("logs:")}
+    assert logs == {f"arn:aws:logs:us-west-2:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:*"}
+
+
+def test_a_bad_set_value_points_at_the_value(write_spec):
+    """Kills loader: the column of a `--set` value (just after `=`) off by one."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["training.max_steps=abc"])
+    (problem,) = err.value.problems
+    assert (problem.mark.line, problem.mark.col) == (1, len("training.max_steps=") + 1)
