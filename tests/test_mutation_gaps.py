@@ -554,3 +554,35 @@ def test_a_bad_set_value_points_at_the_value(write_spec):
         load_spec(write_spec(MINIMAL), ["training.max_steps=abc"])
     (problem,) = err.value.problems
     assert (problem.mark.line, problem.mark.col) == (1, len("training.max_steps=") + 1)
+
+
+def test_degree_one_is_no_parallelism_for_the_model_rules(write_spec, monkeypatch):
+    """Kills checks: EP or CP of degree 1 taken as "uses expert/context parallelism"."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    assert "SMP006" not in _advisories(write_spec)
+    assert "SMP007" not in _advisories(write_spec, "model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=8")
+
+
+def test_tensor_parallelism_of_two_without_sharding_uses_nccl(write_spec):
+    """Kills decisions: "tensor-parallel-only" needing a degree above 2."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=2"]))
+    assert plan.decisions["backend"] == "nccl"
+
+
+def test_a_rate_limit_of_zero_is_refused():
+    """Kills tail: a zero rate accepted (every call would then wait forever)."""
+    from launcher.tail import RateLimiter
+
+    with pytest.raises(ValueError):
+        RateLimiter(0)
+    assert RateLimiter(0.5).rate == 0.5
+
+
+def test_rules_are_frozen():
+    """Kills engine: the rule registry's entries made mutable."""
+    import dataclasses
+
+    from launcher.rules import RULES
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RULES[0].severity = "info"
