@@ -55,7 +55,7 @@ TESTS: dict[str, list[str]] = {
         "feature_versions_fire_below_the_first_release_and_not_at_it",
         "an_existing_tensor_parallel_degree_is_never_the_suggested_fix",
         "an_invalid_degree_lists_the_divisors_of_the_world", "fp8_for_mixtral_needs_pytorch_2_3_1",
-        "degree_one_is_no_parallelism_for_the_model_rules",
+        "degree_one_is_no_parallelism_for_the_model_rules", "a_global_batch_fix_of_exactly_one_sequence_is_offered",
         "the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits")],
     "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", *gaps(
         "the_smallest_degree_of_each_parallelism_needs_the_transform",
@@ -86,7 +86,8 @@ TESTS: dict[str, list[str]] = {
     "launcher/tail.py": ["tests/test_tail.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines",
                                                  "an_unthrottled_poll_leaves_the_interval_alone",
                                                  "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
-                                                 "a_rate_limit_of_zero_is_refused"),
+                                                 "a_rate_limit_of_zero_is_refused",
+                                                 "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval"),
                          "-k",
                          "not bounded and not 64"],
 }

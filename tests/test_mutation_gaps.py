@@ -586,3 +586,48 @@ def test_rules_are_frozen():
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         RULES[0].severity = "info"
+
+
+class _ThrottledOnce:
+    """A Logs client that refuses its first read with ThrottlingException, then answers."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def filter_log_events(self, **_):
+        from botocore.exceptions import ClientError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "FilterLogEvents")
+        return {"events": []}
+
+
+def test_a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval():
+    """Kills tail: the first backoff's base or the interval's doubling changed."""
+    import random
+
+    from launcher.tail import LogReader, RateLimiter
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    slept: list[float] = []
+    notes: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.sleep(seconds)
+
+    reader = LogReader("busy", _ThrottledOnce(), RateLimiter(1000.0, clock=clock, sleep=clock.sleep), clock=clock,
+                       sleep=sleep, rng=random.Random(3), notify=notes.append)
+    reader.poll()
+    assert reader.stats.throttled == 1 and reader.slowdown == 2.0
+    backoffs = [s for s in slept if s >= 0.5]
+    assert len(backoffs) == 1 and 1.0 <= backoffs[0] <= 2.0 and any("throttling" in n for n in notes)
+
+
+def test_a_global_batch_fix_of_exactly_one_sequence_is_offered(write_spec, monkeypatch):
+    """Kills checks: a batch size of 1 not offered when it is exactly what brings the batch to 4 Mi."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=128", "training.batch_size=2")
+    assert "lower training.batch_size to 1 (4,194,304 tokens" in found["SMP040"]["message"]
