@@ -112,8 +112,6 @@ EQUIVALENT = {
      "0 -> 1"): "seq_length is at least 1, so max() never picks the 0 or the 1",
     ("launcher/rules/checks.py", "if ep > 1 and ctx.arch.num_experts % ep:", "> -> >="):
         "any number of experts is divisible by 1",
-    ("launcher/spec/loader.py", "for n in range(len(path), -1, -1):", "1 -> 2"):
-        "every spec has a mark for its root (), so the loop returns before n = -1",
     ("launcher/spec/loader.py", "return Mark(file, 1, 1)", "1 -> 2"):
         "every spec has a mark for its root (), so this fallback is never reached",
     ("launcher/render.py", "lstrip_blocks=True,", "True -> False"):
