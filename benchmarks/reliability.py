@@ -268,9 +268,18 @@ def mutation_line() -> str:
     if not m.get("run"):
         return "Mutation score: no mutant ran in the last `make mutation`."
     per = ", ".join(f"{Path(k).stem} {v['killed']}/{v['run']}" for k, v in m["per_module"].items() if v["run"])
-    return (f"Mutation score (`make mutation`, seed {m['seed']}, {m['budget_s']:.0f} s budget): "
-            f"**{m['killed']}/{m['run']} = {m['score']:.1%}** of a sample of the core's mutants killed "
-            f"({per}); {len(m['survivors'])} survivors listed in `benchmarks/results/mutation.json`.")
+    line = (f"Mutation score (`make mutation`, seed {m['seed']}, {m['budget_s']:.0f} s budget, a sample of the core's "
+            f"mutants): **{m['killed']}/{m['run']} = {m['score']:.1%} killed** ({per}); "
+            f"{len(m['survivors'])} survivors listed in `benchmarks/results/mutation.json`.")
+    rechecked = m.get("killed_by_recheck", 0)
+    equivalent = len(m.get("equivalent", []))
+    if rechecked or equivalent:
+        fresh_run = m["run"] + equivalent
+        line += (f" Before tests were added for its survivors (`make mutation` then `benchmarks/mutation.py "
+                 f"--survivors`) the same sample scored {m['killed'] - rechecked}/{fresh_run} = "
+                 f"{(m['killed'] - rechecked) / fresh_run:.1%}; {equivalent} survivors were found equivalent and "
+                 "left the sample. A fresh seed measures the suite without that help.")
+    return line
 
 
 def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
