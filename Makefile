@@ -69,3 +69,16 @@ logs: venv
 
 status: venv
 	$(BIN)/smp-launch status $(JOB_NAME)
+
+# Mutation testing of the core (benchmarks/mutation.py): MUTATION_BUDGET seconds, seeded; saves
+# benchmarks/results/mutation.json, which the reliability report quotes.
+MUTATION_BUDGET ?= 600
+MUTATION_SEED ?= 1
+.PHONY: mutation reliability
+mutation: venv
+	$(BIN)/python benchmarks/mutation.py --budget-s $(MUTATION_BUDGET) --seed $(MUTATION_SEED)
+
+# The CLI through a fault-injecting proxy in front of moto, and the spec fuzzer: writes docs/reliability.md.
+FUZZ_EXAMPLES ?= 300
+reliability: venv
+	$(BIN)/python benchmarks/reliability.py --fuzz-examples $(FUZZ_EXAMPLES)
