@@ -246,8 +246,11 @@ def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
     (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], True),
 ])
 def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec, overrides, transform):
-    """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform)."""
-    assert build_plan(load_spec(write_spec(MINIMAL), overrides)).decisions["transform"] is transform
+    """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform).
+
+    With the SMP implementation switched off, only what needs it turns the transform on."""
+    off = ["model.use_smp_implementation=false", *overrides]
+    assert build_plan(load_spec(write_spec(MINIMAL), off)).decisions["transform"] is transform
 
 
 @pytest.mark.parametrize("overrides", [
@@ -404,7 +407,8 @@ def test_a_refused_simulation_names_the_error_code(aws):
     assert check.unknowns and all("AccessDenied" in u for u in check.unknowns), check.unknowns
 
 
-@pytest.mark.parametrize("shard, suffix", [([], " with hybrid_shard_degree 1024"), (["smp.hybrid_shard_degree=8"], "")])
+@pytest.mark.parametrize("shard, suffix", [(["smp.hybrid_shard_degree=2048"], " with hybrid_shard_degree 1024"),
+                                          (["smp.hybrid_shard_degree=8"], "")])
 def test_the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits(write_spec, monkeypatch,
                                                                                          shard, suffix):
     """Kills checks: `world % product` (does it divide?) read as `world // product` (is it non-zero?)."""
