@@ -40,6 +40,10 @@ KILL_AFTER_S = 100.0  # our own bound on a run that does not give up
 QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1,
              "decoy": False}
 STARTED = re.compile(r"^started (\S+)", re.M)
+# After a Ctrl-C, submit names a job it found on stderr: "interrupted, but NAME was started in REGION".
+STARTED_AFTER_INTERRUPT = re.compile(r"^interrupted, but (\S+) was started", re.M)
+# SecondaryStatus transitions that `logs` and `submit --wait` print on stderr: progress, not the error.
+TRANSITION = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 UNSURE = re.compile(r"cannot tell|may have started|may not have started|not known|unknown whether", re.I)
 
 
@@ -219,7 +223,7 @@ def run_scenario(world: World, sc: Scenario) -> Row:
     dup: int | str = "-"
     if sc.command.startswith("submit"):
         names = set(world.jobs())
-        said = set(STARTED.findall(out))
+        said = set(STARTED.findall(out)) | set(STARTED_AFTER_INTERRUPT.findall(err))
         created, reported = len(names), len(said)
         unsure = bool(UNSURE.search(text))
         if said - names:
@@ -242,8 +246,9 @@ def run_scenario(world: World, sc: Scenario) -> Row:
             problems.append("failed without a word on stderr")
     elif sc.command == "status" and code == 0 and "Completed" not in out:
         problems.append("exit 0 without the job's status")
-    if isinstance(code, int) and code not in (0, 130) and len(err.strip().splitlines()) > 3:
-        problems.append(f"{len(err.strip().splitlines())} lines on stderr, not one")
+    error_lines = [line for line in err.strip().splitlines() if not TRANSITION.match(line)]
+    if isinstance(code, int) and code not in (0, 130) and len(error_lines) > 3:
+        problems.append(f"{len(error_lines)} lines on stderr besides status transitions, not one")
     faults = "; ".join(f"{n}x {k}" for k, n in sorted(fired.items())) or "none"
     return Row(sc.name, faults, code, created, reported, lost, dup, round(wall, 1), problems)
 

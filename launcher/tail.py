@@ -33,6 +33,11 @@ from launcher.timeutil import clock_time, epoch, iso
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 THROTTLE_CODES = frozenset({"ThrottlingException", "Throttling", "TooManyRequestsException",
                             "RequestLimitExceeded"})
+# A server error or a dropped connection that outlives botocore's own retries: the tailer tries the read a
+# few more times, spaced out, before giving up (a few seconds of CloudWatch trouble must not end a follow).
+TRANSIENT_CODES = frozenset({"InternalFailure", "InternalServerError", "ServiceUnavailable",
+                             "ServiceUnavailableException"})
+MAX_TRANSIENT_RETRIES = 3
 COLOURS = (36, 33, 32, 35, 34, 31)  # by host number: cyan, yellow, green, magenta, blue, red
 
 __all__ = ["FollowResult", "Line", "LogReader", "RateLimiter", "follow", "shared_limiter"]
@@ -388,15 +393,16 @@ class LogReader:
         return self._stream_hosts[stream]
 
     def _call(self, params: dict[str, Any]) -> dict[str, Any]:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
 
-        attempt = 0
+        attempt = failures = 0
         while True:
             self.limiter.acquire()
             try:
                 page = self.client.filter_log_events(**params)
             except ClientError as exc:
-                self.stats.retried += int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+                meta = exc.response.get("ResponseMetadata", {})
+                self.stats.retried += int(meta.get("RetryAttempts", 0) or 0)
                 code = exc.response.get("Error", {}).get("Code", "")
                 if code == "ResourceNotFoundException":  # the group appears with a job's first stream
                     return {"events": []}
@@ -408,6 +414,18 @@ class LogReader:
                                f"account and region); retrying in {delay:.1f}s", force=True)
                     self._sleep(delay)
                     continue
+                status = meta.get("HTTPStatusCode")
+                transient = code in TRANSIENT_CODES or (isinstance(status, int) and status >= 500)
+                if transient and failures < MAX_TRANSIENT_RETRIES:
+                    failures += 1
+                    self._back_off_after_failure(clean(code or status, limit=60), failures)
+                    continue
+                raise explain(exc, f"reading the logs of {self.job}") from None
+            except ConnectionClosedError as exc:
+                if failures < MAX_TRANSIENT_RETRIES:
+                    failures += 1
+                    self._back_off_after_failure("connection dropped", failures)
+                    continue
                 raise explain(exc, f"reading the logs of {self.job}") from None
             except BotoCoreError as exc:
                 raise explain(exc, f"reading the logs of {self.job}") from None
@@ -418,6 +436,12 @@ class LogReader:
                 self._hint("retry", f"CloudWatch Logs throttled or failed {retried} read(s), retried; "
                            "polling more slowly")
             return page
+
+    def _back_off_after_failure(self, what: str, failures: int) -> None:
+        delay = min(8.0, 2.0 ** failures) * self._rng.uniform(0.5, 1.0)
+        self.stats.retried += 1
+        self._hint("failure", f"CloudWatch Logs failed a read ({what}); retrying in {delay:.1f}s", force=True)
+        self._sleep(delay)
 
     def _hint(self, kind: str, message: str, force: bool = False) -> bool:
         """Say `message` on stderr unless a note of this kind went out in the last 30 s; True if said."""

@@ -339,3 +339,46 @@ def test_json_marks_lines_printed_out_of_order(aws, clock):
     logs = [json.loads(line) for line in out.splitlines() if '"type": "log"' in line]
     late = [r for r in logs if r.get("late")]
     assert len(logs) == 120 and [r["host"] for r in late] == ["algo-1"]
+
+
+class _Flaky:
+    """A Logs client whose first reads fail the way a proxy or CloudWatch does after botocore gave up."""
+
+    def __init__(self, real, failures):
+        self.real, self.failures = real, list(failures)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def filter_log_events(self, **params):
+        from botocore.exceptions import ClientError, ConnectionClosedError
+
+        if self.failures:
+            kind = self.failures.pop(0)
+            if kind == "reset":
+                raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
+            raise ClientError({"Error": {"Code": "InternalFailure", "Message": "internal error"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500, "RetryAttempts": 2}}, "FilterLogEvents")
+        return self.real.filter_log_events(**params)
+
+
+@pytest.mark.parametrize("failures", [["5xx", "5xx", "5xx"], ["reset", "5xx", "reset"]])
+def test_server_errors_and_dropped_connections_are_retried_not_fatal(aws, clock, failures):
+    job = emulator.add_job(emulator.EmulatedJob("flaky", hosts=2, training=20), aws)
+    clients = Clients()
+    clients._cache["logs"] = _Flaky(clients.logs, failures)
+    result, out, err = run("flaky", clock, clients)
+    assert result.exit_code == EXIT_OK
+    assert "CloudWatch Logs failed a read" in err and "retrying in" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_server_errors_past_the_retry_budget_end_in_one_line(aws, clock):
+    from launcher.errors import LauncherError
+
+    emulator.add_job(emulator.EmulatedJob("down", hosts=1, training=20), aws)
+    clients = Clients()
+    clients._cache["logs"] = _Flaky(clients.logs, ["5xx"] * 10)
+    with pytest.raises(LauncherError) as err:
+        run("down", clock, clients)
+    assert "FilterLogEvents failed" in str(err.value) and "\n" not in str(err.value)
