@@ -44,13 +44,14 @@ ROLE_TESTS = [f"tests/test_submit.py::test_{name}" for name in (
     "kms_and_vpc_actions_are_checked_when_configured", "a_missing_role_fails", "a_caller_without_pass_role_fails",
     "cannot_tell_when_the_caller_may_not_simulate")]
 TESTS: dict[str, list[str]] = {
-    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py", *gaps(
+    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
+                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py", *gaps(
         "a_bad_value_a_child_overrides_is_reported_at_the_child",
         "a_bad_value_only_the_base_holds_is_reported_at_the_base",
         "a_generic_type_error_is_one_lowercase_sentence_with_the_value", "a_bad_second_set_names_the_second_set",
         "a_set_keeps_the_file_positions_of_every_other_key", "a_yaml_error_points_at_its_line_and_column",
         "a_spec_below_the_working_folder_is_named_relative", "a_bad_set_value_points_at_the_value")],
-    "launcher/rules/checks.py": ["tests/test_rules.py", *gaps(
+    "launcher/rules/checks.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_spec_limits.py", *gaps(
         "smddp_on_a_tensor_parallel_only_p4d_job_is_refused",
         "feature_versions_fire_below_the_first_release_and_not_at_it",
         "an_existing_tensor_parallel_degree_is_never_the_suggested_fix",
@@ -69,7 +70,7 @@ TESTS: dict[str, list[str]] = {
     "launcher/memory.py": ["tests/test_memory.py", *gaps(
         "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
         "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
-        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py"],
+        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py"],
     "launcher/request.py": ["tests/test_plan.py",
                             "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request",
                             *gaps("a_staged_upload_is_frozen")],
@@ -82,7 +83,12 @@ TESTS: dict[str, list[str]] = {
         "the_caller_becomes_the_principal_simulation_accepts",
         "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code",
         "a_pinned_image_needs_pull_rights_on_its_own_repository", "missing_log_permissions_name_the_roles_own_account"),
-        *ROLE_TESTS],
+        *ROLE_TESTS, *(f"tests/test_submit_truth.py::test_{name}" for name in (
+            "iam_that_cannot_simulate_is_cannot_tell", "an_unparseable_get_role_is_cannot_tell",
+            "refused_credentials_stay_exit_4", "a_role_from_another_account_still_fails")),
+        *(f"tests/test_secrets.py::test_{name}" for name in (
+            "the_role_check_asks_for_get_secret_value_on_each_arn",
+            "a_role_without_get_secret_value_fails_the_check"))],
     "launcher/tail.py": ["tests/test_tail.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines",
                                                  "an_unthrottled_poll_leaves_the_interval_alone",
                                                  "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
