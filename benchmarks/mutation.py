@@ -45,20 +45,23 @@ ROLE_TESTS = [f"tests/test_submit.py::test_{name}" for name in (
     "cannot_tell_when_the_caller_may_not_simulate")]
 TESTS: dict[str, list[str]] = {
     "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
-                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py", *gaps(
+                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py",
+                                "tests/test_mutation_gaps_spec.py", *gaps(
         "a_bad_value_a_child_overrides_is_reported_at_the_child",
         "a_bad_value_only_the_base_holds_is_reported_at_the_base",
         "a_generic_type_error_is_one_lowercase_sentence_with_the_value", "a_bad_second_set_names_the_second_set",
         "a_set_keeps_the_file_positions_of_every_other_key", "a_yaml_error_points_at_its_line_and_column",
         "a_spec_below_the_working_folder_is_named_relative", "a_bad_set_value_points_at_the_value")],
-    "launcher/rules/checks.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_spec_limits.py", *gaps(
+    "launcher/rules/checks.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_spec_limits.py",
+                                 "tests/test_mutation_gaps_rules.py", *gaps(
         "smddp_on_a_tensor_parallel_only_p4d_job_is_refused",
         "feature_versions_fire_below_the_first_release_and_not_at_it",
         "an_existing_tensor_parallel_degree_is_never_the_suggested_fix",
         "an_invalid_degree_lists_the_divisors_of_the_world", "fp8_for_mixtral_needs_pytorch_2_3_1",
         "degree_one_is_no_parallelism_for_the_model_rules", "a_global_batch_fix_of_exactly_one_sequence_is_offered",
         "the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits")],
-    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", *gaps(
+    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_mutation_gaps_rules.py",
+                                    *gaps(
         "the_smallest_degree_of_each_parallelism_needs_the_transform",
         "auto_sharding_is_one_when_tensor_parallelism_fills_the_world",
         "auto_sharding_divides_by_tensor_times_expert_parallelism", "decisions_layouts_and_estimates_are_frozen",
@@ -70,7 +73,8 @@ TESTS: dict[str, list[str]] = {
     "launcher/memory.py": ["tests/test_memory.py", *gaps(
         "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
         "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
-        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py"],
+        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py",
+        "tests/test_mutation_gaps_rules.py"],
     "launcher/request.py": ["tests/test_plan.py",
                             "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request",
                             *gaps("a_staged_upload_is_frozen")],
@@ -83,13 +87,14 @@ TESTS: dict[str, list[str]] = {
         "the_caller_becomes_the_principal_simulation_accepts",
         "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code",
         "a_pinned_image_needs_pull_rights_on_its_own_repository", "missing_log_permissions_name_the_roles_own_account"),
-        *ROLE_TESTS, *(f"tests/test_submit_truth.py::test_{name}" for name in (
+        *ROLE_TESTS, "tests/test_mutation_gaps_spec.py", *(f"tests/test_submit_truth.py::test_{name}" for name in (
             "iam_that_cannot_simulate_is_cannot_tell", "an_unparseable_get_role_is_cannot_tell",
             "refused_credentials_stay_exit_4", "a_role_from_another_account_still_fails")),
         *(f"tests/test_secrets.py::test_{name}" for name in (
             "the_role_check_asks_for_get_secret_value_on_each_arn",
             "a_role_without_get_secret_value_fails_the_check"))],
-    "launcher/tail.py": ["tests/test_tail.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines",
+    "launcher/tail.py": ["tests/test_tail.py", "tests/test_mutation_gaps_spec.py", *gaps(
+                                                 "colour_is_for_a_terminal_and_never_for_json_lines",
                                                  "an_unthrottled_poll_leaves_the_interval_alone",
                                                  "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
                                                  "a_rate_limit_of_zero_is_refused",
@@ -122,6 +127,13 @@ EQUIVALENT = {
         "every spec has a mark for its root (), so this fallback is never reached",
     ("launcher/render.py", "lstrip_blocks=True,", "True -> False"):
         "no template indents a block tag today: every rendered file stays byte-identical (the goldens)",
+    ("launcher/rules/decisions.py", "NATIVE_HYBRID_SHARD_DEGREE = 8", "8 -> 9"):
+        "used only in min(world, 8, gpus) and every instance in the catalog has 8 GPUs",
+    ("launcher/spec/loader.py",
+     "elif isinstance(node, list) and part.isdigit() and int(part) < len(node):", "< -> <="):
+        "pydantic reports only list indices it visited, so an index never equals the list's length",
+    ("launcher/tail.py", "self._sweep(int(self._clock() * 1000), None, True, sink)", "1000 -> 1001"):
+        "the final sweep (final=True) never reads now_ms",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
