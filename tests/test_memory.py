@@ -100,6 +100,15 @@ def test_a_mixture_of_experts_keeps_the_mlp_activations_once_per_routed_expert()
     assert activations(mix, lay) == pytest.approx(mix.num_layers * (34 + (mix.num_experts_per_tok - 1) * 19) * sbh)
 
 
+def test_two_experts_both_routed_keep_the_mlp_activations_twice():
+    """The routed-expert term applies from two experts up, not only to large mixtures."""
+    import dataclasses
+
+    two = dataclasses.replace(PRESETS["mixtral-8x7b"].architecture, num_experts=2, num_experts_per_tok=2)
+    lay = Layout(P4D, 8, batch_size=1, activation_checkpointing=False)
+    assert activations(two, lay) == pytest.approx(two.num_layers * (34 + 19) * 4096 * two.hidden_width)
+
+
 def _measure_or_skip():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
