@@ -5,6 +5,7 @@ time (`--since`); it lives outside the spec package so those commands do not loa
 """
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -16,7 +17,7 @@ FORMS = "use e.g. 1d, 12h, 90m, 1h30m or a number of seconds"
 
 def seconds(value: int | float | str) -> float:
     """Seconds in `value`; ValueError when it is not a positive duration."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"expected a duration; {FORMS}")
     if isinstance(value, (int, float)):
         total = float(value)
@@ -30,6 +31,8 @@ def seconds(value: int | float | str) -> float:
             raise ValueError(f"{value!r} is not a duration; {FORMS}")
     if total <= 0:
         raise ValueError("a duration must be positive")
+    if not math.isfinite(total):
+        raise ValueError("a duration must be finite")
     return total
 
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from launcher.errors import SpecError
 from launcher.spec import load_spec
 from launcher.spec.yaml12 import MAX_DEPTH, MAX_NODES
 from tests.conftest import MINIMAL, REPO
@@ -325,3 +326,23 @@ def test_explicit_tags_on_the_wrong_text(run_cli, write_spec, value, words):
 def test_a_control_character_in_a_set_value(run_cli, write_spec):
     m = bounded_error(run_cli("validate", str(write_spec(MINIMAL)), "--set", "description=ab\x1bc"))
     assert (m["file"], m["col"], m["path"]) == ("--set", "15", "description") and "\\x1b" in m["msg"]
+
+
+@pytest.mark.parametrize("override, words", [
+    ("cluster.max_run=[1]", "expected a duration"),
+    ("cluster.max_wait={a: 1}", "expected a duration"),
+    ("cluster.max_run=1e400", "a duration must be finite"),
+])
+def test_durations_of_the_wrong_shape_are_one_line(write_spec, override, words):
+    """A list, a mapping or an infinite number where a duration goes was a traceback."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), [override])
+    assert words in str(err.value)
+
+
+def test_a_mapping_key_and_value_failing_together_is_not_read_as_a_union(write_spec):
+    """`tags={0: [1]}` printed 'expected 0 or 0, got 0'."""
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["tags={0: [1]}"])
+    text = str(err.value)
+    assert "or 0" not in text and "input should be a valid string" in text

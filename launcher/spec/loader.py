@@ -409,6 +409,10 @@ def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
     problems = []
     for path, errs in grouped.items():
         err = errs[0]
+        # Several errors at one path are a union's members (loc continues with each member's name); a
+        # mapping's key and value failing together are not, and fall through to the first error's message.
+        kinds = [e["loc"][len(path)] for e in errs if len(e["loc"]) > len(path)]
+        union = len(errs) > 1 and len(set(kinds)) == len(errs)
         dotted = clean(".".join(path), limit=200)
         mark = nearest_mark(doc.marks, path, file)
         if err["type"] == "extra_forbidden":
@@ -417,9 +421,8 @@ def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
             mark = doc.key_marks.get(path, mark)
         elif err["type"] == "missing":
             msg = "required key is missing"
-        elif len(errs) > 1:
-            kinds = [e["loc"][len(path)] for e in errs if len(e["loc"]) > len(path)]
-            msg = f"expected {' or '.join(kinds) or 'another type'}, got {shown(err.get('input'))}"
+        elif union:
+            msg = f"expected {' or '.join(kinds)}, got {shown(err.get('input'))}"
         elif err["type"] == "literal_error":
             expected = err["ctx"]["expected"]
             options = re.findall(r"'([^']*)'", expected)
