@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,9 @@ def unit(*keys: int) -> float:
     return x / 2.0 ** 64
 
 
+_STANDARD_NORMAL = statistics.NormalDist()
+
+
 @dataclass(frozen=True)
 class LagModel:
     """How long after its own timestamp a line reaches CloudWatch: mostly well under 2 s, a long tail.
@@ -59,27 +63,8 @@ class LagModel:
     def sample(self, u: float, v: float) -> float:
         if u < self.tail:
             return self.tail_min * (self.tail_max / self.tail_min) ** v
-        z = math.sqrt(2.0) * _erfinv(2.0 * v - 1.0)
+        z = _STANDARD_NORMAL.inv_cdf(min(max(v, 1e-12), 1.0 - 1e-12))
         return self.median * math.exp(self.sigma * z)
-
-
-def _erfinv(y: float) -> float:
-    """Inverse error function (Giles' single-precision approximation; plenty for a lag model)."""
-    y = min(max(y, -0.999999), 0.999999)
-    w = -math.log((1.0 - y) * (1.0 + y))
-    if w < 5.0:
-        w -= 2.5
-        p = 2.81022636e-08
-        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-                  -0.00417768164, 0.246640727, 1.50140941):
-            p = c + p * w
-    else:
-        w = math.sqrt(w) - 3.0
-        p = -0.000200214257
-        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-                  0.00943887047, 1.00167406, 2.83297682):
-            p = c + p * w
-    return p * y
 
 
 @dataclass
