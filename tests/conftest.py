@@ -78,6 +78,23 @@ def _state_home(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def aws(monkeypatch):
+    """moto in-process with the emulator's patches, a bucket and the test roles (tests/aws_setup.py)."""
+    from types import SimpleNamespace
+
+    import boto3
+
+    from launcher import emulator
+    from tests.aws_setup import create_world
+
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    with emulator.mocked():
+        session = boto3.Session(region_name="us-west-2")
+        yield SimpleNamespace(session=session, arns=create_world(session))
+
+
+@pytest.fixture
 def clock():
     """A virtual clock driving every emulated job (tests.emulation.VirtualClock)."""
     from launcher import emulator

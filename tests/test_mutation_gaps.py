@@ -5,7 +5,6 @@ The mutation each test kills is named in its docstring; `make mutation` finds mo
 import ast
 import io
 import os
-from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -20,7 +19,7 @@ from launcher.plan import build_plan
 from launcher.render import render_source
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
-from tests.aws_setup import ACCOUNT, create_world
+from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
 
 L7 = PRESETS["llama2-7b"].architecture
@@ -130,16 +129,6 @@ def test_quotes_in_data_train_pass_the_spec_loader(write_spec):
     for train in HOSTILE_TRAIN[:4]:
         spec = {**yaml.safe_load(MINIMAL), "data": {"train": train}}
         assert load_spec(write_spec(yaml.safe_dump(spec))).spec.data.train == train
-
-
-@pytest.fixture
-def aws(monkeypatch, tmp_path):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        yield SimpleNamespace(session=session, arns=create_world(session))
 
 
 class _NoSimulation:

@@ -7,12 +7,10 @@ import os
 import sys
 import tarfile
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 import boto3
 import pytest
 
-from launcher import emulator
 from launcher.aws import Clients
 from launcher.errors import SpecError
 from launcher.iam import required_permissions
@@ -21,7 +19,6 @@ from launcher.render import render_source, write_source_dir
 from launcher.secrets import REDACTED, looks_secret
 from launcher.spec import load_spec
 from launcher.submit import submit
-from tests.aws_setup import create_world
 from tests.conftest import JOBS
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
@@ -74,15 +71,6 @@ def test_the_spec_hash_tag_does_not_depend_on_the_secret(monkeypatch):
     again = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", "environment.HF_TOKEN=${HF_TOKEN}",
                                                          "environment.TOKENIZERS_PARALLELISM='false'"]))
     assert first.spec_hash == again.spec_hash
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        yield SimpleNamespace(session=session, arns=create_world(session))
 
 
 def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(aws, monkeypatch):

@@ -4,7 +4,6 @@ import signal
 import socket
 import time
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -18,20 +17,9 @@ from launcher.plan import build_plan
 from launcher.spec import load_spec
 from launcher.state import last_submitted
 from launcher.submit import Interrupted, submit
-from tests.aws_setup import create_world
 from tests.conftest import JOBS
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        arns = create_world(session)
-        yield SimpleNamespace(session=session, arns=arns)
 
 
 def spec(*overrides, role="Good"):
