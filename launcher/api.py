@@ -1,0 +1,96 @@
+"""The public Python API: what the CLI, pipelines (Airflow, SageMaker Pipelines, CI) and tests share.
+
+Each function takes plain values and optional injected `clients` (launcher.aws.Clients), returns
+typed objects, and raises LauncherError subclasses; nothing here prints, prompts or exits. The CLI
+(launcher.cli) is a thin shell that maps these results and errors to output and exit codes.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from launcher.aws import Clients
+    from launcher.plan import Plan
+    from launcher.spec.loader import LoadedSpec
+
+
+def connect(profile: str | None = None, region: str | None = None) -> Clients:
+    """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), created lazily."""
+    from launcher.aws import Clients
+
+    return Clients(profile=profile, region=region)
+
+
+def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
+              env: Mapping[str, str] | None = None) -> LoadedSpec:
+    """Read, merge (extends), override and validate a spec file; raises SpecError with `.problems`.
+
+    `overrides` are `--set` strings (`"training.batch_size=4"`) or a mapping of dotted keys to values."""
+    from launcher.spec.loader import load_spec as _load
+
+    if isinstance(overrides, Mapping):
+        import json
+
+        overrides = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+    return _load(path, list(overrides), env=env)
+
+
+def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
+               now: Any = None) -> Plan:
+    """The frozen plan for a validated spec: pure, no AWS call, no file written."""
+    from launcher.plan import build_plan as _build
+
+    return _build(spec, now=now, env=env, region=region)
+
+
+def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False, clients: Clients | None = None):
+    """Check the role and buckets, upload the source bundle if new and start the job (not with dry_run)."""
+    raise NotImplementedError("helper core: submit a Plan (launcher.submission)")
+
+
+def status(name: str, *, clients: Clients | None = None):
+    """The job's status now (DescribeTrainingJob)."""
+    from launcher.jobs import describe, summary
+
+    return summary(describe(clients or connect(), name))
+
+
+def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+         clients: Clients | None = None) -> list:
+    """Poll until every job is terminal (or `timeout` seconds pass); the last status of each."""
+    from launcher.jobs import TERMINAL
+
+    clients = clients or connect()
+    pending = list(dict.fromkeys(names))
+    last: dict[str, Any] = {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        for name in pending:
+            last[name] = status(name, clients=clients)
+        pending = [n for n in pending if last[n]["status"] not in TERMINAL]
+        if not pending or (deadline is not None and time.monotonic() >= deadline):
+            return list(last.values())
+        time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+
+
+def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
+         grep: str | None = None, clients: Clients | None = None) -> Iterator:
+    """The job's log lines from every host (algo-N), in order; with `follow`, until the job ends."""
+    raise NotImplementedError("helper 11: launcher.tail's line iterator")
+
+
+def stop(name: str, *, clients: Clients | None = None):
+    """Stop a running job (no question asked: the caller decided)."""
+    from launcher.jobs import stop as _stop
+
+    return _stop(clients or connect(), name, yes=True, confirm=None)
+
+
+def list_jobs(*, running: bool = False, name_contains: str | None = None, limit: int = 50,
+              clients: Clients | None = None) -> list:
+    """The newest jobs this tool launched (tagged smp-launch:managed), newest first."""
+    from launcher.jobs import list_jobs as _list
+
+    return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
