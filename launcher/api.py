@@ -60,7 +60,7 @@ def status(name: str, *, clients: Clients | None = None):
 def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
          clients: Clients | None = None) -> list:
     """Poll until every job is terminal (or `timeout` seconds pass); the last status of each."""
-    from launcher.jobs import TERMINAL
+    from launcher.names import TERMINAL
 
     clients = clients or connect()
     pending = list(dict.fromkeys(names))

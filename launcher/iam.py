@@ -13,12 +13,12 @@ from typing import Any
 
 from launcher.catalog import SMP_IMAGE_ACCOUNT, SMP_IMAGE_REPOSITORY
 from launcher.errors import EXIT_PREFLIGHT, LauncherError, UsageError
+from launcher.names import LOG_GROUP
 from launcher.plan import Plan
 from launcher.source import split_s3
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 VPC_ACTIONS = ("ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
                "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
                "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups")

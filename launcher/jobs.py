@@ -6,12 +6,10 @@ from typing import Any
 
 from launcher.aws import Clients, explain
 from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
+from launcher.names import MANAGED_TAG, RUNNING
 from launcher.sanitize import clean
 from launcher.timeutil import epoch
 
-MANAGED_TAG = "smp-launch:managed"  # the same tag launcher.plan puts on every job it launches
-TERMINAL = ("Completed", "Failed", "Stopped")
-RUNNING = ("InProgress", "Stopping")
 _EXIT = {"Completed": EXIT_OK, "Failed": EXIT_JOB_FAILED, "Stopped": EXIT_STOPPED}
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from launcher.aws import Clients, explain
 from launcher.catalog import INSTANCES
-from launcher.jobs import TERMINAL, describe, instances
+from launcher.jobs import describe, instances
+from launcher.names import METRICS_NAMESPACE as NAMESPACE
+from launcher.names import TERMINAL
 from launcher.timeutil import epoch, iso
 
-NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = (  # (CloudWatch name, label, divided by)
     ("GPUUtilization", "GPU utilization", "gpus"),
     ("GPUMemoryUtilization", "GPU memory utilization", "gpus"),

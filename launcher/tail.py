@@ -26,11 +26,11 @@ from typing import Any, TextIO
 
 from launcher.aws import Clients, explain
 from launcher.errors import EXIT_INTERRUPTED, EXIT_OK
-from launcher.jobs import TERMINAL, describe, exit_code_for
+from launcher.jobs import describe, exit_code_for
+from launcher.names import LOG_GROUP, TERMINAL
 from launcher.sanitize import clean
 from launcher.timeutil import clock_time, epoch, iso
 
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 THROTTLE_CODES = frozenset({"ThrottlingException", "Throttling", "TooManyRequestsException",
                             "RequestLimitExceeded"})
 # A server error or a dropped connection that outlives botocore's own retries: the tailer tries the read a
