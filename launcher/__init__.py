@@ -16,7 +16,8 @@ _EXPORTS = {
     "Plan": "launcher.plan", "LoadedSpec": "launcher.spec.loader", "Clients": "launcher.aws",
     "LauncherError": "launcher.errors", "SpecError": "launcher.errors", "UsageError": "launcher.errors",
     "Problem": "launcher.errors", "AwsError": "launcher.aws", "QuotaError": "launcher.aws",
-    "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs",
+    "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
+    "Submission": "launcher.submission",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from launcher.catalog import INSTANCES
 from launcher.errors import UsageError
-from launcher.memory import Estimate, Layout, estimate
-from launcher.rules import evaluate
+from launcher.memory import Layout, MemoryEstimate, estimate
+from launcher.rules import run_rules
 from launcher.rules.checks import MAX_GLOBAL_TOKENS
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
@@ -47,7 +47,7 @@ class Candidate:
     checkpointing: bool
     offloading: bool
     batch: int
-    memory: Estimate
+    memory: MemoryEstimate
     global_tokens: int
     reference: bool = False
     warnings: tuple[str, ...] = ()
@@ -65,7 +65,7 @@ class Candidate:
             "smp": {"hybrid_shard_degree": self.shard, "tensor_parallel_degree": self.tp,
                     "activation_checkpointing": self.checkpointing, "activation_offloading": self.offloading},
             "training": {"batch_size": self.batch},
-            "memory": self.memory.as_dict(),
+            "memory": self.memory.to_dict(),
             "global_batch_tokens": self.global_tokens,
             "seed_reference": self.reference,
             "warnings": list(self.warnings),
@@ -107,11 +107,11 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                         continue
                     spec = _spec(preset, instance_type, instances, seq, precision,
                                  {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch})
-                    advisories, _ = evaluate(spec, "us-west-2")
-                    if any(a["severity"] == "error" for a in advisories):
+                    advisories, _ = run_rules(spec, "us-west-2")
+                    if any(a.severity == "error" for a in advisories):
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
-                    warns = tuple(f"{a['rule']}: {a['message']}" for a in advisories if a["severity"] == "warning")
+                    warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity == "warning")
                     found.append(Candidate(instances, shard, tp, ac, offload, batch, mem, dp * batch * seq, ref,
                                            warns))
     return _explain(sorted(found, key=lambda c: c.key))

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from launcher.aws import Clients
     from launcher.plan import Plan
     from launcher.spec.loader import LoadedSpec
+    from launcher.submission import Submission
 
 
 def connect(profile: str | None = None, region: str | None = None) -> Clients:
@@ -45,9 +46,18 @@ def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str,
     return _build(spec, now=now, env=env, region=region)
 
 
-def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False, clients: Clients | None = None):
-    """Check the role and buckets, upload the source bundle if new and start the job (not with dry_run)."""
-    raise NotImplementedError("helper core: submit a Plan (launcher.submission)")
+def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
+           clients: Clients | None = None) -> Submission:
+    """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run).
+
+    The clients are for the plan's region (made for it when not given). Raises SpecError when the
+    plan's advisor found errors, RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is
+    created (with `.started`: whether it exists). Warnings are in the Submission, never printed."""
+    from launcher.submission import submit as _submit
+
+    if clients is None:
+        clients = connect(region=plan.region)
+    return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
 
 
 def status(name: str, *, clients: Clients | None = None):

@@ -23,8 +23,7 @@ def validate_specs(specs: Sequence[str], overrides: Sequence[str], output: str) 
         except LauncherError as err:
             results.append({"file": path, "valid": False, "errors": err.lines()})
             continue
-        errors = [f"{loaded.mark(a.get('field', ''))}: {a.get('field') or '(spec)'}: {a['rule']} {a['message']}"
-                  for a in plan.advisories if a["severity"] == "error"]
+        errors = [f"{a.mark}: {a.field or '(spec)'}: {a.rule} {a.message}" for a in plan.errors]
         results.append({"file": path, "valid": not errors, "errors": errors, "job_name": plan.job_name,
                         "world_size": plan.world_size})
     if output == "json":
@@ -63,20 +62,14 @@ def show_plan(spec: str, overrides: Sequence[str], output: str) -> int:
     """Print the plan; exit 2 when an advisory of severity error fires (the plan is still shown)."""
     from launcher import output as out
     from launcher.plan import build_plan
-    from launcher.request import stage
     from launcher.spec import load_spec
 
-    loaded = load_spec(spec, overrides)
-    built = build_plan(loaded)
-    staged = stage(loaded, built)
-    plan = built.as_dict()
-    plan["source_uri"] = staged.source_uri
-    plan["request"] = staged.request
+    built = build_plan(load_spec(spec, overrides))
     if output == "json":
-        emit_json(plan)
+        emit_json(built.to_dict())
     else:
-        out.show_plan(plan)
-    return EXIT_INVALID if any(a["severity"] == "error" for a in plan["advisories"]) else EXIT_OK
+        out.show_plan(built.to_dict())
+    return EXIT_INVALID if built.errors else EXIT_OK
 
 
 def check_role_command(spec: str, overrides: Sequence[str], profile: str | None, output: str) -> int:
@@ -114,7 +107,7 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
 
     from launcher.aws import Clients
     from launcher.spec import load_spec
-    from launcher.submit import submit
+    from launcher.submission import plan_for, submit
 
     if wait and (dry_run or len(specs) != 1):
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
@@ -123,12 +116,13 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
     for spec in loaded:
         clients = Clients(profile=profile, region=region)  # submit resolves flag > spec > env > profile
         try:
-            result = submit(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check,
-                            warn=lambda m: click.echo(f"warning: {m}", err=True))
+            result = submit(plan_for(spec, clients), clients, dry_run=dry_run, skip_role_check=skip_role_check)
         except LauncherError:
             if output == "json" and results:  # the jobs already started must still be reported
-                emit_json([clean_data(r.as_dict()) for r in results])
+                emit_json([clean_data(r.to_dict()) for r in results])
             raise
+        for w in result.warnings:
+            click.echo(f"warning: {w}", err=True)
         results.append(result)
         if output == "json":
             continue
@@ -147,7 +141,7 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
         for note in result.notes:
             click.echo(f"warning: {note}", err=True)
     if output == "json":
-        data = [clean_data(r.as_dict()) for r in results]
+        data = [clean_data(r.to_dict()) for r in results]
         emit_json(data[0] if len(data) == 1 else data)
         for note in (n for r in results for n in r.notes):
             click.echo(f"warning: {note}", err=True)
@@ -164,20 +158,18 @@ def render_spec(spec: str, overrides: Sequence[str], out_dir: str, output: str) 
     import click
 
     from launcher.plan import build_plan
-    from launcher.render import render_source, write_source_dir
+    from launcher.render import write_source_dir
     from launcher.spec import load_spec
 
-    loaded = load_spec(spec, overrides)
-    plan = build_plan(loaded)
-    paths = write_source_dir(render_source(loaded, plan), out_dir)
+    plan = build_plan(load_spec(spec, overrides))
+    paths = write_source_dir(plan.source.files, out_dir)
     if output == "json":
         emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths]})
     else:
         click.echo(f"rendered {len(paths)} files into {out_dir}: {', '.join(p.name for p in paths)}")
-    errors = [a for a in plan.advisories if a["severity"] == "error"]
-    for a in errors:
-        click.echo(f"error: {a['rule']} {a['message']}", err=True)
-    return EXIT_INVALID if errors else EXIT_OK
+    for a in plan.errors:
+        click.echo(f"error: {a.rule} {a.message}", err=True)
+    return EXIT_INVALID if plan.errors else EXIT_OK
 
 
 def submit_local(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, nproc: int,

@@ -40,9 +40,30 @@ class Mark:
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong with a spec: where (file, line, column), which field (a dotted path), and why."""
+
     mark: Mark
     path: str
     message: str
+
+    @property
+    def file(self) -> str:
+        return self.mark.file
+
+    @property
+    def line(self) -> int:
+        return self.mark.line
+
+    @property
+    def column(self) -> int:
+        return self.mark.col
+
+    col = column  # the name Mark uses
+
+    def to_dict(self) -> dict[str, str | int]:
+        """As `validate --output json` gives it (text sanitised like the one-line form)."""
+        return {"file": clean(self.file, limit=200), "line": self.line, "column": self.column,
+                "path": clean(self.path, limit=200), "message": clean(self.message, limit=1000)}
 
     def __str__(self) -> str:
         """One line however hostile the input: escapes shown, the path and the message cut short."""
@@ -69,3 +90,16 @@ class SpecError(LauncherError):
 
 class UsageError(LauncherError):
     exit_code = EXIT_INVALID
+
+
+class Interrupted(LauncherError):
+    """Ctrl-C during submit, with what is known about the job afterwards (exit 130).
+
+    `started`: True the job exists (and runs), False SageMaker has no such job, None cannot tell."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, job_name: str, started: bool | None):
+        super().__init__(message)
+        self.job_name = job_name
+        self.started = started

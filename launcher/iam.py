@@ -79,23 +79,23 @@ def required_permissions(plan: Plan, account: str) -> list[tuple[str, tuple[str,
 
     for uri in plan.channels.values():
         s3_read(uri)
-    s3_read(est["code_location"])
-    s3_write(est["output_path"])
-    s3_write(est["checkpoint_s3_uri"], read_too=True)
+    s3_read(est.code_location)
+    s3_write(est.output_path)
+    s3_write(est.checkpoint_s3_uri, read_too=True)
     needs.append((f"arn:aws:logs:{region}:{account}:log-group:{LOG_GROUP}:*",
                   ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams")))
     needs.append(("*", ("cloudwatch:PutMetricData", "ecr:GetAuthorizationToken")))
-    image = plan.framework["image_uri"] or ""
+    image = plan.framework.image_uri or ""
     repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT
     repo = image.split("/", 1)[1].split(":")[0].split("@")[0] if "/" in image else SMP_IMAGE_REPOSITORY
     needs.append((f"arn:aws:ecr:{region}:{repo_account}:repository/{repo}",
                   ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")))
-    kms = est.get("output_kms_key")
+    kms = est.output_kms_key
     if kms:
         name = kms if kms.startswith("alias/") else f"key/{kms}"
         key_arn = kms if kms.startswith("arn:") else f"arn:aws:kms:{region}:{account}:{name}"
         needs.append((key_arn, ("kms:Decrypt", "kms:GenerateDataKey", "kms:CreateGrant")))
-    if est.get("subnets"):
+    if est.subnets:
         needs.append(("*", VPC_ACTIONS))
     for arn in plan.secrets.values():  # read by train_secrets.py when the job starts
         needs.append((arn, ("secretsmanager:GetSecretValue",)))

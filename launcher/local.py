@@ -197,7 +197,7 @@ def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int
     if tiny:
         changes = tiny_overrides(base.spec, local_tensor_parallel_degree(base.spec, nproc)) + changes
         if base.spec.smp.delayed_param_init == "auto":  # decided by size: keep the full model's answer
-            delayed = build_plan(base).decisions["delayed_param_init"]
+            delayed = build_plan(base).decisions.delayed_param_init
             changes.append(f"smp.delayed_param_init={str(delayed).lower()}")
     return load_spec(spec_path, [*overrides, *changes]), changes
 
@@ -206,7 +206,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
                   max_steps: int | None = None, echo: Callable[[str], None] = print) -> PreflightResult:
     """Render the job, run it twice with torchrun on CPU, and judge what the runs reported."""
     from launcher.plan import build_plan
-    from launcher.render import render_source, write_source_dir
+    from launcher.render import write_source_dir
 
     if nproc < 1:
         raise UsageError("--nproc must be at least 1")
@@ -215,8 +215,8 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
     spec = loaded.spec
     decisions = build_plan(loaded).decisions
     tp = local_tensor_parallel_degree(spec, nproc)
-    shard = local_shard_degree(decisions["hybrid_shard_degree"], nproc // tp)
-    notes = [f"hybrid shard degree {decisions['hybrid_shard_degree']} ran as {shard} over {nproc} processes"
+    shard = local_shard_degree(decisions.hybrid_shard_degree, nproc // tp)
+    notes = [f"hybrid shard degree {decisions.hybrid_shard_degree} ran as {shard} over {nproc} processes"
              + (f" ({nproc // tp} per tensor-parallel slice)" if tp > 1 else ""),
              *substitutions(spec, decisions, tp)]
     with tempfile.TemporaryDirectory(prefix="smp-launch-local-") as tmp:
@@ -243,11 +243,11 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
             spec = loaded.spec
         plan = build_plan(loaded)
         src = root / "src"
-        write_source_dir(render_source(loaded, plan), src)
+        write_source_dir(plan.source.files, src)
         args = [a for k, v in spec.hyperparameters.items() for a in (f"--{k}", str(v))]
         result = PreflightResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
                                  local_changes=changes, notes=notes,
-                                 not_exercised=not_exercised(spec, decisions["backend"], tp))
+                                 not_exercised=not_exercised(spec, decisions.backend, tp))
         first = _torchrun(src, nproc, env, args, echo)
         result.runs.append(first)
         if first.exit_code != 0:

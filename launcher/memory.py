@@ -73,7 +73,7 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class MemoryEstimate:
     per_gpu_gb: float
     capacity_gb: float
     breakdown: dict[str, float]
@@ -88,7 +88,7 @@ class Estimate:
     def utilisation(self) -> float:
         return self.per_gpu_gb / self.capacity_gb
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"per_gpu_gb": round(self.per_gpu_gb, 2), "capacity_gb": self.capacity_gb, "fits": self.fits,
                 "peak_phase": self.peak_phase,
                 "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()},
@@ -163,7 +163,7 @@ def sources(lay: Layout) -> dict[str, str]:
     }
 
 
-def estimate(arch: Architecture, lay: Layout) -> Estimate:
+def estimate(arch: Architecture, lay: Layout) -> MemoryEstimate:
     """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
 
     The peak is model states plus the larger of two phases' transients: forward/backward (gathered
@@ -180,6 +180,6 @@ def estimate(arch: Architecture, lay: Layout) -> Estimate:
     phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (
         "optimizer step", parts["optimizer_step"])
     parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
-    return Estimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
+    return MemoryEstimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
                     capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
                     peak_phase=phase, sources=sources(lay))

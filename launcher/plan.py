@@ -1,33 +1,38 @@
 """The Plan: everything a submit will do, computed from a spec with no side effects.
 
 `plan`, `render`, `submit --dry-run` and `submit` all build the same Plan and differ only in what
-they do with it (design.md). Building one makes no AWS call and writes nothing.
+they do with it. Building one makes no AWS call and writes nothing: the source dir is rendered and
+packed in memory, and the CreateTrainingJob request SDK v2 will send is predicted (launcher.request).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
 from launcher import __version__, progress
+from launcher.architecture import Architecture
 from launcher.catalog import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
-from launcher.errors import Problem, SpecError, UsageError
-from launcher.rules import evaluate
+from launcher.errors import Mark, Problem, SpecError, UsageError
+from launcher.memory import MemoryEstimate
+from launcher.names import CHECKPOINT_LOCAL_PATH, ENTRY_POINT, GIT_COMMIT_TAG, MANAGED_TAG, SPEC_HASH_TAG, VERSION_TAG
+from launcher.rules import Advisory, run_rules
+from launcher.rules.decisions import Decisions
 from launcher.spec.loader import LoadedSpec
+from launcher.spec.models import JobSpec
+from launcher.topology import Topology
 
 SMP_PARAMETER_KEYS = (
     "hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
     "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
     "context_parallel_degree", "expert_parallel_degree", "random_seed",
 )
-MANAGED_TAG = "smp-launch:managed"
-CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
-ENTRY_POINT = "train.py"
 
 
 def resolve_region(spec_region: str | None, env: Mapping[str, str], *, flag: str | None = None,
@@ -111,7 +116,108 @@ def input_channels(loaded: LoadedSpec) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ModelInfo:
+    preset: str | None
+    seq_length: int
+    architecture: Architecture
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"preset": self.preset, "seq_length": self.seq_length, **self.architecture.as_dict()}
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    pytorch_version: str
+    py_version: str
+    smp_version: str
+    image_uri: str | None  # None until a region is known (the SMP images are regional)
+    requirements: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pytorch_version": self.pytorch_version, "py_version": self.py_version,
+                "smp_version": self.smp_version, "image_uri": self.image_uri,
+                "requirements": dict(self.requirements)}
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where the job's local files live (see `storage`)."""
+
+    kind: str
+    size_gb: int
+    volume_size_gb_used: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "size_gb": self.size_gb, "volume_size_gb_used": self.volume_size_gb_used,
+                "note": self.note}
+
+
+@dataclass(frozen=True)
+class EstimatorArgs:
+    """The SageMaker SDK v2 PyTorch Estimator's keyword arguments, every one decided by the plan.
+
+    `source_dir` stays None here: the backend passes the uploaded tarball's URI, and `role` is the
+    spec's (a name or an ARN): submit passes the ARN it resolved."""
+
+    entry_point: str
+    source_dir: str | None
+    role: str | None
+    framework_version: str
+    py_version: str
+    instance_type: str
+    instance_count: int
+    volume_size: int
+    max_run: int
+    use_spot_instances: bool
+    checkpoint_s3_uri: str
+    checkpoint_local_path: str
+    output_path: str
+    code_location: str
+    base_job_name: str
+    distribution: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    environment: dict[str, str]
+    metric_definitions: list[dict[str, str]]
+    tags: list[dict[str, str]]
+    debugger_hook_config: bool = False
+    disable_profiler: bool = True
+    # Given only where the spec asks for them (None: not passed to the SDK at all).
+    image_uri: str | None = None
+    max_wait: int | None = None
+    subnets: list[str] | None = None
+    security_group_ids: list[str] | None = None
+    output_kms_key: str | None = None
+    volume_kms_key: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keyword arguments (a deep copy; secrets NOT redacted: this is what the SDK gets)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return copy.deepcopy({k: v for k, v in out.items() if v is not None or k in _ALWAYS_PASSED})
+
+
+_ALWAYS_PASSED = frozenset({"source_dir", "role"})
+
+
+@dataclass(frozen=True)
+class SourceBundle:
+    """The rendered source dir, its deterministic tarball and where that lands in S3 (under its digest)."""
+
+    files: dict[str, str]
+    tarball: bytes = field(repr=False)
+    digest: str  # sha256 of the tarball, hex
+    uri: str
+
+
+@dataclass(frozen=True)
 class Plan:
+    """Everything a submit will do, decided once: pure data, no AWS call made to build it.
+
+    `to_dict()` is `plan --output json` (a contract for pipelines; secret values redacted).
+    `request` is the CreateTrainingJob request SDK v2 will send, as shown: a role given by name has
+    its ARN only from IAM, so the request names a placeholder there (`role_arn_placeholder`) that
+    submit replaces with the ARN it resolved (`request_for`)."""
+
     spec_file: str
     spec_hash: str
     job_name: str
@@ -119,31 +225,71 @@ class Plan:
     region: str | None
     role: str | None
     instance_type: str
-    instance_count: int
-    gpus_per_instance: int
-    world_size: int
-    data_parallel_degree: int
-    global_batch_sequences: int
-    global_batch_tokens: int
-    model: dict[str, Any]
-    framework: dict[str, Any]
+    topology: Topology
+    model: ModelInfo
+    framework: FrameworkInfo
     distribution: dict[str, Any]
-    estimator: dict[str, Any]
+    estimator: EstimatorArgs
+    decisions: Decisions
+    advisories: tuple[Advisory, ...]
+    memory: MemoryEstimate | None  # None where the layout does not divide the world (no figure means anything)
+    storage: Storage
     channels: dict[str, str] = field(default_factory=dict)
-    decisions: dict[str, Any] = field(default_factory=dict)
-    advisories: list[dict[str, Any]] = field(default_factory=list)
-    memory: dict[str, Any] | None = None
-    storage: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
+    spec: JobSpec | None = field(default=None, compare=False, repr=False)  # what the templates read
+    source: SourceBundle | None = None  # None only while build_plan renders it
+    request: dict[str, Any] | None = None  # likewise: it names the tarball's URI
 
-    def as_dict(self) -> dict[str, Any]:
-        """A deep copy in the JSON shape `plan --output json` promises (a contract for pipelines).
+    @property
+    def instance_count(self) -> int:
+        return self.topology.instance_count
 
-        Secret-looking environment values are redacted (launcher.secrets): this is what is shown and
-        written (plan.json in the tarball); the backend reads `self.estimator`, which keeps them."""
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.topology.gpus_per_instance
+
+    @property
+    def world_size(self) -> int:
+        return self.topology.world_size
+
+    @property
+    def data_parallel_degree(self) -> int:
+        return self.topology.data_parallel_degree
+
+    @property
+    def global_batch_sequences(self) -> int:
+        return self.topology.global_batch_sequences
+
+    @property
+    def global_batch_tokens(self) -> int:
+        return self.topology.global_batch_tokens
+
+    @property
+    def errors(self) -> tuple[Advisory, ...]:
+        """The advisories that block submit."""
+        return tuple(a for a in self.advisories if a.is_error)
+
+    @property
+    def source_uri(self) -> str | None:
+        return self.source.uri if self.source else None
+
+    @property
+    def role_arn_placeholder(self) -> str:
+        """What the predicted request names as RoleArn before IAM is asked (the ARN itself if the spec gives one)."""
+        if not self.role:
+            return "<no role: set role or SMP_LAUNCH_ROLE>"
+        return self.role if self.role.startswith("arn:") else f"<ARN of role {self.role}>"
+
+    def request_for(self, role_arn: str) -> dict[str, Any]:
+        """The predicted request with the role's resolved ARN in place of the placeholder."""
+        return {**copy.deepcopy(self.request or {}), "RoleArn": role_arn}
+
+    def body_dict(self) -> dict[str, Any]:
+        """`to_dict` without the source bundle and the request (what plan.json in the tarball holds)."""
         from launcher.secrets import redact_env
 
-        estimator = {**self.estimator, "environment": redact_env(self.estimator.get("environment", {}))}
+        estimator = self.estimator.to_dict()
+        estimator["environment"] = redact_env(estimator.get("environment", {}))
         return copy.deepcopy({
             "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
             "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
@@ -151,19 +297,27 @@ class Plan:
             "gpus_per_instance": self.gpus_per_instance, "world_size": self.world_size,
             "data_parallel_degree": self.data_parallel_degree,
             "global_batch_sequences": self.global_batch_sequences,
-            "global_batch_tokens": self.global_batch_tokens, "model": self.model,
-            "framework": self.framework, "distribution": self.distribution,
+            "global_batch_tokens": self.global_batch_tokens, "model": self.model.to_dict(),
+            "framework": self.framework.to_dict(), "distribution": self.distribution,
             "estimator": estimator, "secrets": self.secrets, "channels": self.channels,
-            "decisions": self.decisions, "advisories": self.advisories, "memory": self.memory,
-            "storage": self.storage,
+            "decisions": self.decisions.to_dict(), "advisories": [a.to_dict() for a in self.advisories],
+            "memory": self.memory.to_dict() if self.memory else None, "storage": self.storage.to_dict(),
         })
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON `plan --output json` prints (a contract for pipelines): a deep copy, secrets redacted.
+
+        Secret-looking environment values are redacted (launcher.secrets); the backend reads
+        `self.estimator`, which keeps them."""
+        return {**self.body_dict(), "source_uri": self.source_uri, "request": copy.deepcopy(self.request)}
 
 
 def build_plan(loaded: LoadedSpec, now: datetime | None = None,
                env: Mapping[str, str] | None = None, region: str | None = None) -> Plan:
-    """Compute the frozen Plan for a validated spec. Pure: no network, no files written.
+    """Compute the frozen Plan for a validated spec, its source dir rendered in memory.
 
-    `region`, when given, is the one the caller already resolved (resolve_region) and wins."""
+    Pure: no network, no files written. `region`, when given, is the one the caller already
+    resolved (resolve_region) and wins."""
     env = os.environ if env is None else env
     spec = loaded.spec
     now = now or datetime.now(timezone.utc)
@@ -171,95 +325,96 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     region = region or resolve_region(spec.cluster.region, env)
     role = spec.role or env.get("SMP_LAUNCH_ROLE") or None
     instance = INSTANCES[spec.cluster.instance_type]
-    world = spec.cluster.instance_count * instance.gpus
-    smp = spec.smp
-    dp = max(1, world // (smp.tensor_parallel_degree * smp.context_parallel_degree))
-    sequences = dp * spec.training.batch_size
-    arch = spec.model.architecture()
+    topology = Topology.of(spec)
     fw = FRAMEWORKS[spec.framework.pytorch_version]
     image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
-    advisories, ctx = evaluate(spec, region)
-    dist = distribution(loaded)
+    found, ctx = run_rules(spec, region, topology)
+    advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
     digest = spec_hash(loaded)
+    dist = distribution(loaded)
+    plan = Plan(
+        spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
+        region=region, role=role, instance_type=instance.name, topology=topology,
+        model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
+        framework=FrameworkInfo(fw.pytorch, fw.python, fw.smp, image, requirements(fw.pytorch)),
+        distribution=dist, estimator=estimator_args(loaded, name, role, digest, git_commit(loaded.file), dist),
+        decisions=ctx.decisions, advisories=advisories,
+        memory=ctx.memory if ctx.topology_ok else None,
+        storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
+        channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec,
+    )
+    return with_source(plan)
 
+
+def with_source(plan: Plan) -> Plan:
+    """The plan with its source dir rendered and packed, and the request that names the tarball."""
+    from launcher.render import render_source
+    from launcher.request import predict_request
+    from launcher.secrets import redact_request
+    from launcher.source import code_uri, tarball
+
+    files = render_source(plan)
+    data = tarball(files)
+    uri = code_uri(plan.estimator.code_location, data)
+    bundle = SourceBundle(files=files, tarball=data, digest=hashlib.sha256(data).hexdigest(), uri=uri)
+    request = copy.deepcopy(redact_request(predict_request(plan, uri, plan.role_arn_placeholder)))
+    return dataclasses.replace(plan, source=bundle, request=request)
+
+
+def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str, commit: str | None,
+                   dist: dict[str, Any]) -> EstimatorArgs:
+    """The Estimator's arguments for the spec; `digest` and `commit` become provenance tags."""
+    spec = loaded.spec
+    instance = INSTANCES[spec.cluster.instance_type]
+    fw = FRAMEWORKS[spec.framework.pytorch_version]
     output = spec.output.path.rstrip("/")
-    checkpoint_uri = spec.output.checkpoint_path or f"{output}/checkpoints/{name}"
     tags = [{"Key": k, "Value": v} for k, v in spec.tags.items()] + [
         {"Key": MANAGED_TAG, "Value": "true"},
-        {"Key": "smp-launch:version", "Value": __version__},
-        {"Key": "smp-launch:spec-hash", "Value": digest},
+        {"Key": VERSION_TAG, "Value": __version__},
+        {"Key": SPEC_HASH_TAG, "Value": digest},
     ]
-    commit = git_commit(loaded.file)
     if commit:
-        tags.append({"Key": "smp-launch:git-commit", "Value": commit})
-    estimator: dict[str, Any] = {
-        "entry_point": ENTRY_POINT,
-        "source_dir": None,  # the rendered source dir; filled in when the files are written
-        "role": role,
-        "framework_version": fw.pytorch,
-        "py_version": fw.python,
-        "instance_type": instance.name,
-        "instance_count": spec.cluster.instance_count,
-        "volume_size": spec.cluster.volume_size_gb,
-        "max_run": spec.cluster.max_run,
-        "use_spot_instances": spec.cluster.spot,
-        "checkpoint_s3_uri": checkpoint_uri,
-        "checkpoint_local_path": CHECKPOINT_LOCAL_PATH,
-        "output_path": output,
-        "code_location": spec.output.code_path or f"{output}/code",
-        "base_job_name": spec.name,
-        "distribution": dist,
-        "hyperparameters": dict(spec.hyperparameters),
-        "environment": dict(spec.environment),
-        "metric_definitions": progress.metric_definitions(),
-        "tags": tags,
-        "debugger_hook_config": False,
-        "disable_profiler": True,
-    }
-    if spec.framework.image_uri:
-        estimator["image_uri"] = spec.framework.image_uri
-    if spec.cluster.spot:
-        estimator["max_wait"] = spec.cluster.max_wait or spec.cluster.max_run
-    if spec.cluster.subnets:
-        estimator["subnets"] = list(spec.cluster.subnets)
-        estimator["security_group_ids"] = list(spec.cluster.security_group_ids)
-    if spec.cluster.kms_key_id:
+        tags.append({"Key": GIT_COMMIT_TAG, "Value": commit})
+    cluster = spec.cluster
+    kms = cluster.kms_key_id
+    return EstimatorArgs(
+        entry_point=ENTRY_POINT, source_dir=None, role=role, framework_version=fw.pytorch, py_version=fw.python,
+        instance_type=instance.name, instance_count=cluster.instance_count, volume_size=cluster.volume_size_gb,
+        max_run=cluster.max_run, use_spot_instances=cluster.spot,
+        checkpoint_s3_uri=spec.output.checkpoint_path or f"{output}/checkpoints/{name}",
+        checkpoint_local_path=CHECKPOINT_LOCAL_PATH, output_path=output,
+        code_location=spec.output.code_path or f"{output}/code", base_job_name=spec.name,
+        distribution=dist, hyperparameters=dict(spec.hyperparameters),
+        environment=dict(spec.environment), metric_definitions=progress.metric_definitions(), tags=tags,
+        image_uri=spec.framework.image_uri or None,
+        max_wait=(cluster.max_wait or cluster.max_run) if cluster.spot else None,
+        subnets=list(cluster.subnets) if cluster.subnets else None,
+        security_group_ids=list(cluster.security_group_ids) if cluster.subnets else None,
         # CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage (p4d, p4de, p5):
         # their local volumes are encrypted by the instance's hardware; the key protects the S3 output.
-        estimator["output_kms_key"] = spec.cluster.kms_key_id
-        if not instance.instance_storage_gb:
-            estimator["volume_kms_key"] = spec.cluster.kms_key_id
-
-    return Plan(
-        spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
-        region=region, role=role, instance_type=instance.name,
-        instance_count=spec.cluster.instance_count, gpus_per_instance=instance.gpus,
-        world_size=world, data_parallel_degree=dp, global_batch_sequences=sequences,
-        global_batch_tokens=sequences * spec.model.seq_length,
-        model={"preset": spec.model.preset, "seq_length": spec.model.seq_length, **arch.as_dict()},
-        framework={"pytorch_version": fw.pytorch, "py_version": fw.python, "smp_version": fw.smp,
-                   "image_uri": image, "requirements": requirements(fw.pytorch)},
-        distribution=dist, estimator=estimator, channels=input_channels(loaded), decisions=ctx.decisions.as_dict(),
-        advisories=advisories, memory=ctx.memory.as_dict() if ctx.topology_ok else None,
-        storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
-        secrets=dict(spec.secrets),
+        output_kms_key=kms or None,
+        volume_kms_key=kms if kms and not instance.instance_storage_gb else None,
     )
 
 
-def storage(volume_size_gb: int, instance_type: str, instance_storage_gb: int) -> dict[str, Any]:
+def storage(volume_size_gb: int, instance_type: str, instance_storage_gb: int) -> Storage:
     """Where the job's local files live: SageMaker mounts NVMe instance storage instead of an EBS
     volume on instances that have it, so VolumeSizeInGB provisions nothing there (API_ResourceConfig)."""
     if instance_storage_gb:
-        return {"kind": "instance storage", "size_gb": instance_storage_gb, "volume_size_gb_used": False,
-                "note": f"{instance_type} mounts its {instance_storage_gb:,} GB of NVMe instance storage; "
-                        f"volume_size_gb ({volume_size_gb}) provisions no EBS volume"}
-    return {"kind": "EBS volume", "size_gb": volume_size_gb, "volume_size_gb_used": True, "note": ""}
+        return Storage("instance storage", instance_storage_gb, False,
+                       f"{instance_type} mounts its {instance_storage_gb:,} GB of NVMe instance storage; "
+                       f"volume_size_gb ({volume_size_gb}) provisions no EBS volume")
+    return Storage("EBS volume", volume_size_gb, True, "")
 
 
-def blocking_errors(loaded: LoadedSpec, plan: Plan) -> SpecError | None:
-    """The advisor's errors as spec problems (exit 2), each pointing at the field that caused it."""
-    problems = [Problem(loaded.mark(a["field"]), a["field"], f"{a['rule']} {a['message']}")
-                for a in plan.advisories if a["severity"] == "error"]
+def advisory_problems(plan: Plan) -> list[Problem]:
+    """The advisor's errors as spec problems, each pointing at the field (and file position) that caused it."""
+    return [Problem(a.mark or Mark(plan.spec_file, 1, 1), a.field, f"{a.rule} {a.message}") for a in plan.errors]
+
+
+def blocking_errors(plan: Plan) -> SpecError | None:
+    """The advisor's errors as one SpecError (exit 2), or None when nothing blocks submit."""
+    problems = advisory_problems(plan)
     return SpecError(problems) if problems else None
 
 

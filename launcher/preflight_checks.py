@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from launcher.rules.decisions import Decisions
 from launcher.spec.models import JobSpec
 
 MARK = "SMP_PREFLIGHT "
@@ -73,14 +74,14 @@ def not_exercised(spec: JobSpec, backend: str, tensor_parallel: int = 1) -> list
     return out
 
 
-def substitutions(spec: JobSpec, decisions: dict[str, Any], tensor_parallel: int = 1) -> list[str]:
+def substitutions(spec: JobSpec, decisions: Decisions, tensor_parallel: int = 1) -> list[str]:
     """Features that ran, but through the stand-in a CPU allows rather than SMP's own implementation."""
     out = []
     if tensor_parallel > 1:
         out.append(f"tensor parallel degree {spec.smp.tensor_parallel_degree} ran as {tensor_parallel}, emulated on "
                    "gloo by tsm_local (attention and MLP projections split column/row-wise, one slice per TP rank); "
                    "SMP's Transformer Engine layers need GPUs")
-    if decisions["delayed_param_init"]:
+    if decisions.delayed_param_init:
         out.append("delayed parameter init ran as meta device + FSDP param_init_fn with the model's own "
                    "initialiser; SMP's DelayedParamIniter needs SMP")
     if spec.smp.activation_offloading:

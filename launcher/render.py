@@ -10,17 +10,19 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from launcher import progress
 from launcher.architecture import HF_CLASSES
 from launcher.catalog import requirements
-from launcher.plan import CHECKPOINT_LOCAL_PATH, Plan, build_plan
-from launcher.spec.loader import LoadedSpec
+from launcher.names import CHECKPOINT_LOCAL_PATH, GIT_COMMIT_TAG
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
+
+if TYPE_CHECKING:
+    from launcher.plan import Plan
 
 
 def py_literal(value: Any) -> str:
@@ -109,12 +111,14 @@ def hf_config(spec: JobSpec) -> dict[str, Any]:
     return config
 
 
-def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, Any]:
+def script_context(plan: Plan) -> dict[str, Any]:
     """What the templates may read; spec values stay data here and enter code only through `py`.
 
-    `decisions` are the plan's (the advisor's), so the script does what `plan` shows.
+    The decisions are the plan's (the advisor's), so the script does what `plan` shows.
     """
-    spec = loaded.spec
+    spec = plan.spec
+    if spec is None:
+        raise ValueError("this plan carries no spec to render (build it with build_plan)")
     arch = spec.model.architecture()
     t = spec.training
     return {
@@ -130,7 +134,7 @@ def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, A
             "flops_per_token": arch.flops_per_token(spec.model.seq_length),
             "moe": arch.type == "mixtral",  # SMP's MoE implementation (MoEConfig) and Hugging Face's block
         },
-        "decisions": dict(decisions),
+        "decisions": plan.decisions.to_dict(),
         "smp": spec.smp.model_dump(),
         "training": {
             **t.model_dump(),
@@ -142,9 +146,6 @@ def script_context(loaded: LoadedSpec, decisions: dict[str, Any]) -> dict[str, A
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
         "requirements": requirements(spec.framework.pytorch_version),
     }
-
-
-GIT_COMMIT_TAG = "smp-launch:git-commit"
 
 
 def deterministic_plan(plan: Plan) -> dict[str, Any]:
@@ -160,16 +161,17 @@ def deterministic_plan(plan: Plan) -> dict[str, Any]:
             return {k: scrub(v) for k, v in value.items()}
         return value
 
-    data = scrub(plan.as_dict())
+    data = scrub(plan.body_dict())
     data["spec_file"] = Path(plan.spec_file).name
     data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] != GIT_COMMIT_TAG]
     return data
 
 
-def render_source(loaded: LoadedSpec, plan: Plan | None = None) -> dict[str, str]:
-    """The job's source dir as {file name: content}; the same spec always gives the same bytes."""
-    plan = plan or build_plan(loaded)
-    context = script_context(loaded, plan.decisions)
+def render_source(plan: Plan) -> dict[str, str]:
+    """The job's source dir as {file name: content}; the same plan always gives the same bytes.
+
+    build_plan calls this (the plan's `source.files`); nothing but the plan is needed."""
+    context = script_context(plan)
     files = {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
     files["distribution.json"] = json.dumps(plan.distribution, indent=2, sort_keys=True) + "\n"
     files["plan.json"] = json.dumps(deterministic_plan(plan), indent=2, sort_keys=True) + "\n"

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from launcher import emulator
-from launcher.render import render_source
+from launcher.plan import build_plan
 from launcher.spec import load_spec
 from tests.aws_setup import BUCKET, REGION, create_world
 from tests.conftest import JOBS, REPO
@@ -59,7 +59,7 @@ def test_submit_starts_the_job_the_plan_describes(world):
     body = session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         script = tar.extractfile("train.py").read().decode()
-    assert script == render_source(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))["train.py"]
+    assert script == build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"])).source.files["train.py"]
     assert "sagemaker.config" not in out.stdout + out.stderr
     assert "Deprecation" not in out.stderr and "telemetry" not in out.stderr.lower()
 

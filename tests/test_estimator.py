@@ -17,7 +17,6 @@ from botocore.exceptions import ClientError
 from launcher import emulator
 from launcher.aws import Clients
 from launcher.backends import estimator
-from launcher.request import stage
 from launcher.spec import load_spec
 from tests.aws_setup import create_world
 from tests.conftest import JOBS, REPO
@@ -36,9 +35,8 @@ def aws(monkeypatch, tmp_path):
         from launcher.plan import build_plan
 
         plan = build_plan(loaded)
-        staged = stage(loaded, plan, arns["Good"])
-        yield SimpleNamespace(clients=clients, loaded=loaded, plan=plan, source_uri=staged.source_uri,
-                              role=arns["Good"], request=staged.request)
+        yield SimpleNamespace(clients=clients, loaded=loaded, plan=plan, source_uri=plan.source.uri,
+                              role=arns["Good"], request=plan.request_for(arns["Good"]))
 
 
 def start(aws):
@@ -81,9 +79,9 @@ def test_start_sends_create_training_job_and_nothing_else(aws, egress):
 
 
 def test_a_whole_submit_writes_only_the_tarball_and_the_job(aws, egress):
-    from launcher.submit import submit
+    from launcher.submission import submit
 
-    submit(aws.loaded, aws.clients, warn=lambda _: None)
+    submit(aws.plan, aws.clients)
     reads = ("Get", "Head", "List", "Describe", "Simulate")
     writes = [call for call in egress.api if not call.split(".")[1].startswith(reads)]
     assert writes == ["s3.PutObject", "sagemaker.CreateTrainingJob"], egress.api
@@ -131,7 +129,7 @@ def test_the_plans_image_is_what_the_sdk_sends(aws):
     aws.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                         lambda params, **_: sent.update(params))
     start(aws)
-    assert sent["AlgorithmSpecification"]["TrainingImage"] == aws.plan.framework["image_uri"]
+    assert sent["AlgorithmSpecification"]["TrainingImage"] == aws.plan.framework.image_uri
 
 
 def interrupted(*_a, **_k):
@@ -182,7 +180,6 @@ from launcher import emulator
 from launcher.aws import Clients
 from launcher.backends import estimator
 from launcher.plan import build_plan
-from launcher.request import stage
 from launcher.spec import load_spec
 from tests.aws_setup import create_world
 
@@ -196,7 +193,7 @@ with emulator.mocked():
     plan = build_plan(loaded)
     clients.sagemaker.create_training_job = refuse
     try:
-        estimator.start(plan, stage(loaded, plan, role).source_uri, role, clients.session, clients.sagemaker)
+        estimator.start(plan, plan.source.uri, role, clients.session, clients.sagemaker)
     except ClientError:
         print("refused")
 """

@@ -272,8 +272,8 @@ def test_setting_one_alias_changes_one_place(write_spec):
 def _batch_fix(plan) -> int | None:
     import re
 
-    found = [a for a in plan.advisories if a["rule"] == "SMP060"]
-    m = re.search(r"lower training\.batch_size to (\d+) ", found[0]["message"]) if found else None
+    found = [a for a in plan.advisories if a.rule == "SMP060"]
+    m = re.search(r"lower training\.batch_size to (\d+) ", found[0].message) if found else None
     return int(m.group(1)) if m else None
 
 
@@ -301,7 +301,7 @@ def test_the_bisected_fix_is_the_largest_batch_that_fits(write_spec, batch):
     spec = write_spec(MINIMAL)
     fix = _batch_fix(build_plan(load_spec(spec, [f"training.batch_size={batch}"])))
     plans = {b: build_plan(load_spec(spec, [f"training.batch_size={b}"])) for b in range(1, batch)}
-    fitting = [b for b, plan in plans.items() if not any(a["rule"] == "SMP060" for a in plan.advisories)]
+    fitting = [b for b, plan in plans.items() if not any(a.rule == "SMP060" for a in plan.advisories)]
     assert fix == max(fitting)
 
 

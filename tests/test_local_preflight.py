@@ -9,7 +9,8 @@ import pytest
 
 from launcher import progress
 from launcher.local import local_shard_degree, prepare, tiny_overrides
-from launcher.render import render_source, write_source_dir
+from launcher.plan import build_plan
+from launcher.render import write_source_dir
 from launcher.spec import load_spec
 from tests.conftest import JOBS, MINIMAL
 
@@ -126,7 +127,7 @@ def test_local_shard_degree_is_the_largest_divisor_allowed():
 def rendered(tmp_path, write_spec, monkeypatch):
     """The helper modules of a rendered source dir, importable."""
     src = tmp_path / "src"
-    write_source_dir(render_source(load_spec(write_spec(MINIMAL))), src)
+    write_source_dir(build_plan(load_spec(write_spec(MINIMAL))).source.files, src)
     monkeypatch.syspath_prepend(str(src))
     for name in ("train_data", "train_checkpoint", "tsm_local"):
         sys.modules.pop(name, None)

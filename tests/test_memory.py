@@ -87,9 +87,9 @@ def test_hugging_face_layers_use_the_measured_constants_and_smp_layers_the_estim
     assert hf == pytest.approx(n * HF_ACT_BYTES_PER_SBH["llama"] * s * b * h)
     smp = activations(L7, Layout(P4D, 8, batch_size=b, activation_checkpointing=False))
     assert smp == pytest.approx(n * 34 * s * b * h)
-    sources = estimate(L7, Layout(P4D, 8, smp_implementation=False)).as_dict()["sources"]
+    sources = estimate(L7, Layout(P4D, 8, smp_implementation=False)).to_dict()["sources"]
     assert sources["activations"].startswith("measured on CPU")
-    assert estimate(L7, Layout(P4D, 8)).as_dict()["sources"]["activations"].startswith("estimate")
+    assert estimate(L7, Layout(P4D, 8)).to_dict()["sources"]["activations"].startswith("estimate")
     assert all(v.startswith("estimate") for k, v in sources.items() if k != "activations")
 
 
@@ -133,11 +133,11 @@ def test_checkpointed_layers_keep_only_their_bf16_input():
 @pytest.mark.parametrize("job", ["llama7b.yaml", "llama70b.yaml", "llama175b.yaml"])
 def test_the_seeds_reference_configurations_fit_on_p4d(job):
     plan = build_plan(load_spec(JOBS / job))
-    assert plan.memory["fits"] and plan.memory["capacity_gb"] == 40
-    assert 5 < plan.memory["per_gpu_gb"] < 40
-    assert set(plan.memory["breakdown"]) == {"model_states", "gathered_params", "activations",
+    assert plan.memory.fits and plan.memory.capacity_gb == 40
+    assert 5 < plan.memory.per_gpu_gb < 40
+    assert set(plan.memory.breakdown) == {"model_states", "gathered_params", "activations",
                                              "logits_and_loss", "optimizer_step", "framework"}
-    assert set(plan.memory["sources"]) == set(plan.memory["breakdown"])
+    assert set(plan.memory.sources) == set(plan.memory.breakdown)
 
 
 def test_70b_on_one_p4d_does_not_fit():

@@ -16,7 +16,6 @@ from launcher.errors import SpecError
 from launcher.iam import FAIL, check_role
 from launcher.memory import Layout, activations, logits
 from launcher.plan import build_plan
-from launcher.render import render_source
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.aws_setup import ACCOUNT
@@ -54,14 +53,14 @@ def _line_of(path, text: str) -> int:
 
 def _advisories(write_spec, *overrides):
     plan = build_plan(load_spec(write_spec(MINIMAL), list(overrides)))
-    return {a["rule"]: a for a in plan.advisories}
+    return {a.rule: a for a in plan.advisories}
 
 
 def test_smddp_on_a_tensor_parallel_only_p4d_job_is_refused(write_spec, monkeypatch):
     """Kills: SMP023 checking only the instance type (its other firing case is p5, not this one)."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
     found = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=8")
-    assert found["SMP023"]["severity"] == "error" and "tensor-parallel-only" in found["SMP023"]["message"]
+    assert found["SMP023"].severity == "error" and "tensor-parallel-only" in found["SMP023"].message
     sharded = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=4", "smp.tensor_parallel_degree=2")
     assert "SMP023" not in sharded
 
@@ -112,7 +111,7 @@ def test_data_train_enters_the_script_as_one_exact_string_constant(write_spec, t
     except SpecError:
         pytest.skip("the spec loader refuses this value, so it never reaches a script")
     plain = load_spec(write_spec(yaml.safe_dump({**spec, "data": {"train": benign}}), "plain.yaml"))
-    hostile_files, plain_files = render_source(hostile), render_source(plain)
+    hostile_files, plain_files = build_plan(hostile).source.files, build_plan(plain).source.files
     value, source = _train_data(hostile_files["train.py"])
     assert value == train
     for name, content in hostile_files.items():
@@ -239,7 +238,7 @@ def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec,
 
     With the SMP implementation switched off, only what needs it turns the transform on."""
     off = ["model.use_smp_implementation=false", *overrides]
-    assert build_plan(load_spec(write_spec(MINIMAL), off)).decisions["transform"] is transform
+    assert build_plan(load_spec(write_spec(MINIMAL), off)).decisions.transform is transform
 
 
 @pytest.mark.parametrize("overrides", [
@@ -251,7 +250,7 @@ def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec,
     """Kills engine: the shard x TP x EP product computed with a wrong operator (each degree alone divides 8)."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
     plan = build_plan(load_spec(write_spec(MINIMAL), overrides))
-    assert "SMP002" in {a["rule"] for a in plan.advisories}
+    assert "SMP002" in {a.rule for a in plan.advisories}
     assert plan.memory is None
 
 
@@ -282,14 +281,14 @@ def test_an_existing_tensor_parallel_degree_is_never_the_suggested_fix(write_spe
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
     found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=2",
                         "smp.tensor_parallel_degree=2")
-    message = found["SMP040"]["message"]
+    message = found["SMP040"].message
     assert "tensor_parallel_degree to 2" not in message and "tensor_parallel_degree to 4" in message
 
 
 def test_auto_sharding_is_one_when_tensor_parallelism_fills_the_world(write_spec):
     """Kills decisions: the smallest automatic sharding degree moved from 1."""
     plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=0", "smp.tensor_parallel_degree=8"]))
-    assert plan.decisions["hybrid_shard_degree"] == 1 and plan.decisions["sharding_strategy"] == "NO_SHARD"
+    assert plan.decisions.hybrid_shard_degree == 1 and plan.decisions.sharding_strategy == "NO_SHARD"
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e-300, -0.0])
@@ -350,7 +349,7 @@ def test_the_caller_becomes_the_principal_simulation_accepts(arn, expected):
 def test_an_invalid_degree_lists_the_divisors_of_the_world(write_spec, monkeypatch):
     """Kills checks: the divisor list built from the non-divisors."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
-    message = _advisories(write_spec, "smp.tensor_parallel_degree=3")["SMP001"]["message"]
+    message = _advisories(write_spec, "smp.tensor_parallel_degree=3")["SMP001"].message
     assert "valid values: 1, 2, 4, 8" in message
 
 
@@ -358,7 +357,7 @@ def test_auto_sharding_divides_by_tensor_times_expert_parallelism(write_spec):
     """Kills decisions: the degrees the automatic sharding degree leaves room for divided, not multiplied."""
     plan = build_plan(load_spec(write_spec(MINIMAL), ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=0",
                                                       "smp.tensor_parallel_degree=2", "smp.expert_parallel_degree=2"]))
-    assert plan.decisions["hybrid_shard_degree"] == 2
+    assert plan.decisions.hybrid_shard_degree == 2
 
 
 def test_the_output_path_is_written_and_the_checkpoints_also_read(aws):
@@ -367,8 +366,8 @@ def test_the_output_path_is_written_and_the_checkpoints_also_read(aws):
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
     needs = dict(required_permissions(plan, ACCOUNT))
-    output = plan.estimator["output_path"].rstrip("/")[len("s3://"):]
-    checkpoints = plan.estimator["checkpoint_s3_uri"].rstrip("/")[len("s3://"):]
+    output = plan.estimator.output_path.rstrip("/")[len("s3://"):]
+    checkpoints = plan.estimator.checkpoint_s3_uri.rstrip("/")[len("s3://"):]
     assert needs[f"arn:aws:s3:::{output}/*"] == ("s3:PutObject",)
     assert needs[f"arn:aws:s3:::{checkpoints}/*"] == ("s3:PutObject", "s3:GetObject")
 
@@ -403,14 +402,14 @@ def test_the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_lon
     """Kills checks: `world % product` (does it divide?) read as `world // product` (is it non-zero?)."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
     found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=1", *shard)
-    message = found["SMP040"]["message"]
+    message = found["SMP040"].message
     assert f"raise tensor_parallel_degree to 2{suffix} (4,194,304 tokens" in message
 
 
 def test_pure_data_parallelism_on_p4d_keeps_smddp(write_spec):
     """Kills decisions: "tensor-parallel-only" also matching a job with no tensor parallelism at all."""
     plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=1"]))
-    assert plan.decisions["backend"] == "smddp"
+    assert plan.decisions.backend == "smddp"
 
 
 def test_the_template_list_and_a_nested_output_folder(tmp_path):
@@ -559,7 +558,7 @@ def test_degree_one_is_no_parallelism_for_the_model_rules(write_spec, monkeypatc
 def test_tensor_parallelism_of_two_without_sharding_uses_nccl(write_spec):
     """Kills decisions: "tensor-parallel-only" needing a degree above 2."""
     plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=2"]))
-    assert plan.decisions["backend"] == "nccl"
+    assert plan.decisions.backend == "nccl"
 
 
 def test_a_rate_limit_of_zero_is_refused():
@@ -623,4 +622,4 @@ def test_a_global_batch_fix_of_exactly_one_sequence_is_offered(write_spec, monke
     """Kills checks: a batch size of 1 not offered when it is exactly what brings the batch to 4 Mi."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
     found = _advisories(write_spec, "cluster.instance_count=128", "training.batch_size=2")
-    assert "lower training.batch_size to 1 (4,194,304 tokens" in found["SMP040"]["message"]
+    assert "lower training.batch_size to 1 (4,194,304 tokens" in found["SMP040"].message

@@ -28,7 +28,7 @@ def _plan(write_spec, *overrides, model: dict | None = None):
 
 
 def _advisories(plan) -> dict:
-    return {a["rule"]: a for a in plan.advisories}
+    return {a.rule: a for a in plan.advisories}
 
 
 def _small_llama(heads: int, kv_heads: int) -> dict:
@@ -39,18 +39,18 @@ def _small_llama(heads: int, kv_heads: int) -> dict:
 def test_tensor_parallel_2_with_an_odd_head_count_is_refused(write_spec):
     """Kills rules/checks.py SMP009: the head check skipping TP 2 (`tp > 2`), so 3 heads split over 2 ranks."""
     odd_heads = _advisories(_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(3, 3)))
-    assert odd_heads["SMP009"]["severity"] == "error"
-    assert "tensor_parallel_degree 2 must divide num_heads 3" in odd_heads["SMP009"]["message"]
+    assert odd_heads["SMP009"].severity == "error"
+    assert "tensor_parallel_degree 2 must divide num_heads 3" in odd_heads["SMP009"].message
     odd_kv = _advisories(_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(6, 3)))
-    assert "num_key_value_heads 3" in odd_kv["SMP009"]["message"]
+    assert "num_key_value_heads 3" in odd_kv["SMP009"].message
     assert "SMP009" not in _advisories(_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(4, 2)))
 
 
 def test_context_parallel_2_above_a_sharding_degree_of_1_is_refused(write_spec):
     """Kills rules/checks.py SMP003: the CP-within-shard check skipping CP 2 (`cp > 2`)."""
     found = _advisories(_plan(write_spec, "smp.hybrid_shard_degree=1", "smp.context_parallel_degree=2"))
-    assert found["SMP003"]["severity"] == "error"
-    assert "context_parallel_degree 2 exceeds the sharding degree 1" in found["SMP003"]["message"]
+    assert found["SMP003"].severity == "error"
+    assert "context_parallel_degree 2 exceeds the sharding degree 1" in found["SMP003"].message
     assert "SMP003" not in _advisories(_plan(write_spec, "smp.hybrid_shard_degree=2",
                                              "smp.context_parallel_degree=2"))
 
@@ -58,14 +58,14 @@ def test_context_parallel_2_above_a_sharding_degree_of_1_is_refused(write_spec):
 def test_hybrid_shard_0_with_expert_parallel_2_is_refused_not_explained(write_spec):
     """Kills rules/checks.py SMP011: its EP guard skipping EP 2 (`> 2`): it states what SMP012 calls undefined."""
     found = _advisories(_plan(write_spec, "smp.expert_parallel_degree=2", model={"preset": "mixtral-8x7b"}))
-    assert found["SMP012"]["severity"] == "error"
+    assert found["SMP012"].severity == "error"
     assert "SMP011" not in found
 
 
 def test_the_suggested_tensor_parallel_fix_is_the_smallest_that_fits(write_spec):
     """Kills rules/checks.py SMP060: TP candidates (3, 4, 8) instead of (2, 4, 8), so TP 2 is never suggested."""
     found = _advisories(_plan(write_spec, "smp.hybrid_shard_degree=2", "training.batch_size=1"))
-    message = found["SMP060"]["message"]
+    message = found["SMP060"].message
     assert "raise tensor_parallel_degree to 2 (" in message
     assert "raise tensor_parallel_degree to 4" not in message
 
@@ -73,13 +73,13 @@ def test_the_suggested_tensor_parallel_fix_is_the_smallest_that_fits(write_spec)
 def test_an_explicit_hybrid_shard_degree_is_explained_in_the_plan(write_spec):
     """Kills rules/decisions.py shard_reason: no reason (None) for an explicit hybrid_shard_degree."""
     plan = _plan(write_spec, "smp.hybrid_shard_degree=4")
-    assert plan.decisions["hybrid_shard_degree"] == 4
-    assert plan.decisions["shard_reason"] == "hybrid_shard_degree 4 as set"
+    assert plan.decisions.hybrid_shard_degree == 4
+    assert plan.decisions.shard_reason == "hybrid_shard_degree 4 as set"
 
 
 def test_delayed_init_reason_counts_parameters_in_billions(write_spec):
     """Kills rules/decisions.py delayed_init: the parameter count multiplied by 1e9 instead of divided."""
-    reason = _plan(write_spec).decisions["delayed_reason"]
+    reason = _plan(write_spec).decisions.delayed_reason
     assert reason.startswith("6.7B parameters (60B or less) and 8 fp32 copies")
 
 
@@ -88,9 +88,9 @@ def test_delayed_init_reason_gives_the_fp32_host_memory_of_8_ranks(write_spec):
     params = PRESETS["llama2-7b"].architecture.parameters
     assert round(8 * 4 * params / 2**30) == 201
     plan = _plan(write_spec)
-    assert plan.decisions["delayed_reason"] == ("6.7B parameters (60B or less) and 8 fp32 copies (201 GiB) fit "
+    assert plan.decisions.delayed_reason == ("6.7B parameters (60B or less) and 8 fp32 copies (201 GiB) fit "
                                                 "the 1,152 GiB of host memory")
-    assert plan.decisions["delayed_param_init"] is False
+    assert plan.decisions.delayed_param_init is False
 
 
 @pytest.mark.parametrize("layers,delayed", [(40, False), (46, True)])
@@ -100,21 +100,21 @@ def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(write_spec
     plan = _plan(write_spec, model=model)
     params = plan.model["parameters"]
     assert params < 60e9 and (8 * 4 * params / 2**30 > 1152) is delayed
-    assert plan.decisions["delayed_param_init"] is delayed
+    assert plan.decisions.delayed_param_init is delayed
     if delayed:
-        assert "ranks each building the model in fp32 need 1,189 GiB" in plan.decisions["delayed_reason"]
+        assert "ranks each building the model in fp32 need 1,189 GiB" in plan.decisions.delayed_reason
 
 
 def test_the_plan_rounds_the_memory_breakdown_to_hundredths(write_spec):
     """Kills memory.py Estimate.as_dict: breakdown figures rounded to 3 decimals instead of 2."""
-    breakdown = _plan(write_spec, "smp.hybrid_shard_degree=4").memory["breakdown"]
+    breakdown = _plan(write_spec, "smp.hybrid_shard_degree=4").memory.breakdown
     assert breakdown["model_states"] == 25.1 and breakdown["gathered_params"] == 1.62
     assert all(v == round(v, 2) for v in breakdown.values())
 
 
 def test_sharding_over_2_gpus_still_gathers_layer_units(write_spec):
     """Kills memory.py gathered_units: `shard_degree <= 2` counting no gathered parameters at degree 2."""
-    by_degree = {hsd: _plan(write_spec, f"smp.hybrid_shard_degree={hsd}").memory["breakdown"]["gathered_params"]
+    by_degree = {hsd: _plan(write_spec, f"smp.hybrid_shard_degree={hsd}").memory.breakdown["gathered_params"]
                  for hsd in (1, 2, 4)}
     assert by_degree[1] == 0.0
     assert by_degree[2] == by_degree[4] > 0

@@ -49,7 +49,7 @@ def test_distribution_dict_shape_and_types():
     assert params["hybrid_shard_degree"] == 128 and type(params["hybrid_shard_degree"]) is int
     assert params["tensor_parallel_degree"] == 4 and type(params["tensor_parallel_degree"]) is int
     assert params["sm_activation_offloading"] is True and params["allow_empty_shards"] is False
-    assert plan.estimator["distribution"] == dist
+    assert plan.estimator.distribution == dist
 
 
 def test_topology_and_global_batch():
@@ -90,7 +90,7 @@ def test_estimator_arguments(write_spec):
         environment: {A: b}
         hyperparameters: {foo: 1}
         """)
-    est = plan_of(p).estimator
+    est = plan_of(p).estimator.to_dict()  # the keyword arguments the SDK gets
     assert est["entry_point"] == "train.py" and est["framework_version"] == "2.4.1" and est["py_version"] == "py311"
     assert est["instance_type"] == "ml.p4d.24xlarge" and est["instance_count"] == 1 and est["volume_size"] == 400
     assert est["max_run"] == 7200 and est["use_spot_instances"] is True and est["max_wait"] == 86400
@@ -114,7 +114,7 @@ def test_region_from_environment_when_the_spec_has_none(write_spec, monkeypatch)
     p = write_spec(MINIMAL.replace("cluster:\n  region: us-west-2\n", ""))
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     plan = plan_of(p)
-    assert plan.region == "eu-west-1" and ".eu-west-1." in plan.framework["image_uri"]
+    assert plan.region == "eu-west-1" and ".eu-west-1." in plan.framework.image_uri
 
 
 @pytest.mark.parametrize("pt,instance", [("2.0.1", "ml.p4d.24xlarge"), ("2.0.1", "ml.p5.48xlarge"),
@@ -125,14 +125,14 @@ def test_image_uri_matches_the_sdk(write_spec, pt, instance):
 
     plan = plan_of(write_spec(MINIMAL), f"framework.pytorch_version={pt!r}", f"cluster.instance_type={instance}")
     sdk = image_uris.get_training_image_uri(
-        "us-west-2", "pytorch", framework_version=pt, py_version=plan.framework["py_version"],
+        "us-west-2", "pytorch", framework_version=pt, py_version=plan.framework.py_version,
         instance_type=instance, distribution=plan.distribution)
-    assert plan.framework["image_uri"] == sdk
+    assert plan.framework.image_uri == sdk
 
 
 def test_spec_values_are_independent_of_the_plan_dict():
     plan = plan_of(JOBS / "llama7b.yaml")
-    d = plan.as_dict()
+    d = plan.to_dict()
     d["distribution"]["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] = 99
     assert plan.distribution["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] == 8
 
@@ -197,50 +197,50 @@ def test_hybrid_shard_degree_0_with_tp_1_shards_within_a_node_as_native_fsdp_doe
     """Defect 2: 0 was read as world // (tp x ep): 28.6 GB and "fits" for 70B on 32 nodes."""
     plan = plan_of(JOBS / "llama70b.yaml", "smp.hybrid_shard_degree=0")
     d = plan.decisions
-    assert d["hybrid_shard_degree"] == 8 and d["sharding_strategy"] == "HYBRID_SHARD"
-    assert "native PyTorch FSDP" in d["shard_reason"]
-    assert plan.memory["fits"] is False and plan.memory["per_gpu_gb"] > 150
-    rules = {a["rule"]: a for a in plan.advisories}
-    assert "SMP060" in rules and "raise hybrid_shard_degree" in rules["SMP060"]["message"]
-    assert "8 GPUs" in rules["SMP011"]["message"] and "256" in rules["SMP011"]["message"]
+    assert d.hybrid_shard_degree == 8 and d.sharding_strategy == "HYBRID_SHARD"
+    assert "native PyTorch FSDP" in d.shard_reason
+    assert plan.memory.fits is False and plan.memory.per_gpu_gb > 150
+    rules = {a.rule: a for a in plan.advisories}
+    assert "SMP060" in rules and "raise hybrid_shard_degree" in rules["SMP060"].message
+    assert "8 GPUs" in rules["SMP011"].message and "256" in rules["SMP011"].message
     assert plan.distribution["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"] == 0
 
 
 def test_hybrid_shard_degree_0_with_tp_takes_the_largest_degree():
     d = plan_of(JOBS / "llama175b.yaml", "smp.hybrid_shard_degree=0").decisions
-    assert d["hybrid_shard_degree"] == 512 // 4 and d["sharding_strategy"] == "HYBRID_SHARD"
+    assert d.hybrid_shard_degree == 512 // 4 and d.sharding_strategy == "HYBRID_SHARD"
 
 
 def test_hybrid_shard_degree_0_with_expert_parallelism_must_be_set(write_spec):
     plan = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
                    "smp.expert_parallel_degree=2")
-    assert "SMP012" in {a["rule"] for a in plan.advisories if a["severity"] == "error"}
+    assert "SMP012" in {a.rule for a in plan.advisories if a.severity == "error"}
 
 
 def test_the_smp_implementation_is_the_default_for_every_supported_model(write_spec):
     """Defect 4: tsm.transform ran only for TP/CP/EP/fp8."""
     path = write_spec(MINIMAL)
     for preset in ("llama2-7b", "mistral-7b", "mixtral-8x7b"):
-        assert plan_of(path, f"model.preset={preset}").decisions["transform"] is True, preset
+        assert plan_of(path, f"model.preset={preset}").decisions.transform is True, preset
     off = plan_of(path, "model.use_smp_implementation=false")
-    assert off.decisions["transform"] is False
-    assert off.memory["sources"]["activations"].startswith("measured on CPU")
+    assert off.decisions.transform is False
+    assert off.memory.sources["activations"].startswith("measured on CPU")
     bad = plan_of(path, "model.use_smp_implementation=false", "smp.tensor_parallel_degree=2",
                   "smp.hybrid_shard_degree=4")
-    assert "SMP013" in {a["rule"] for a in bad.advisories if a["severity"] == "error"}
+    assert "SMP013" in {a.rule for a in bad.advisories if a.severity == "error"}
 
 
 def test_delayed_init_turns_on_when_eight_fp32_copies_overflow_host_memory(write_spec):
     """Defect 5: Mixtral 8x7B on 8 x p4d with AWS's EP2/HSD32 layout planned delayed_param_init false."""
     plan = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
                    "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=32")
-    assert plan.decisions["delayed_param_init"] is True
-    assert "1,152 GiB" in plan.decisions["delayed_reason"]
-    assert plan_of(JOBS / "llama7b.yaml").decisions["delayed_param_init"] is False
-    assert plan_of(JOBS / "llama70b.yaml").decisions["delayed_param_init"] is True  # the 60B rule stays
+    assert plan.decisions.delayed_param_init is True
+    assert "1,152 GiB" in plan.decisions.delayed_reason
+    assert plan_of(JOBS / "llama7b.yaml").decisions.delayed_param_init is False
+    assert plan_of(JOBS / "llama70b.yaml").decisions.delayed_param_init is True  # the 60B rule stays
     off = plan_of(write_spec(MINIMAL), "model.preset=mixtral-8x7b", "cluster.instance_count=8",
                   "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=32", "smp.delayed_param_init=false")
-    assert "SMP025" in {a["rule"] for a in off.advisories}
+    assert "SMP025" in {a.rule for a in off.advisories}
 
 
 @pytest.mark.parametrize("instance", ["ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge"])
@@ -252,13 +252,13 @@ def test_kms_key_never_becomes_a_volume_key_on_instance_storage(write_spec, inst
     request = predict_request(plan, "s3://b/code.tar.gz", "arn:aws:iam::123456789012:role/r")
     assert "VolumeKmsKeyId" not in request["ResourceConfig"]
     assert request["OutputDataConfig"]["KmsKeyId"] == "alias/smp"
-    assert plan.storage["volume_size_gb_used"] is False and "instance storage" in plan.storage["note"]
-    assert "SMP056" in {a["rule"] for a in plan.advisories}
+    assert plan.storage.volume_size_gb_used is False and "instance storage" in plan.storage.note
+    assert "SMP056" in {a.rule for a in plan.advisories}
 
 
 def test_a_volume_larger_than_the_instance_storage_is_refused(write_spec):
     plan = plan_of(write_spec(MINIMAL), "cluster.volume_size_gb=9000")
-    assert "SMP055" in {a["rule"] for a in plan.advisories if a["severity"] == "error"}
+    assert "SMP055" in {a.rule for a in plan.advisories if a.severity == "error"}
 
 
 def test_requirements_are_pinned_below_transformers_5_for_every_image():
@@ -273,15 +273,14 @@ def test_requirements_are_pinned_below_transformers_5_for_every_image():
         assert "5.0.0" not in spec and "4.40.1" in spec or version < "2.2", (version, pins)
         assert any(c.operator == "<" for c in spec), (version, pins)
     plan = plan_of(JOBS / "llama7b.yaml")
-    assert plan.framework["requirements"] == requirements(plan.framework["pytorch_version"])
+    assert plan.framework.requirements == requirements(plan.framework.pytorch_version)
 
 
 def test_rendered_requirements_follow_the_catalog():
     from launcher.catalog import requirements
-    from launcher.render import render_source
 
     loaded = load_spec(JOBS / "llama7b.yaml")
-    text = render_source(loaded, build_plan(loaded, now=NOW))["requirements.txt"]
+    text = build_plan(loaded, now=NOW).source.files["requirements.txt"]
     pins = requirements(loaded.spec.framework.pytorch_version)
     assert text.splitlines() == [f"{name}{spec}" for name, spec in pins.items()]
 

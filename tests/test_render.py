@@ -10,7 +10,7 @@ import yaml
 
 from launcher import progress
 from launcher.plan import build_plan
-from launcher.render import SOURCE_TEMPLATES, render_source
+from launcher.render import SOURCE_TEMPLATES
 from launcher.spec import load_spec
 from tests.conftest import JOBS, REPO
 
@@ -28,7 +28,7 @@ def _golden_env(monkeypatch):
 
 @pytest.mark.parametrize("job", EXAMPLE_JOBS, ids=lambda p: p.stem)
 def test_rendered_source_matches_the_goldens(job):
-    files = render_source(load_spec(job))
+    files = build_plan(load_spec(job)).source.files
     golden_dir = GOLDENS / job.stem
     assert golden_dir.is_dir(), f"no goldens for {job.name}: run `make goldens`"
     golden = {p.name: p.read_text(encoding="utf-8") for p in golden_dir.iterdir()}
@@ -42,8 +42,8 @@ def test_rendered_source_matches_the_goldens(job):
 
 def test_rendering_is_deterministic_across_runs_and_clocks():
     loaded = load_spec(JOBS / "llama7b.yaml")
-    a = render_source(loaded, build_plan(loaded, now=datetime(2026, 1, 1, tzinfo=timezone.utc)))
-    b = render_source(loaded, build_plan(loaded, now=datetime(2027, 6, 30, 23, 59, 59, tzinfo=timezone.utc)))
+    a = build_plan(loaded, now=datetime(2026, 1, 1, tzinfo=timezone.utc)).source.files
+    b = build_plan(loaded, now=datetime(2027, 6, 30, 23, 59, 59, tzinfo=timezone.utc)).source.files
     assert a == b
     assert "<job-name>" in a["plan.json"] and "2026" not in a["plan.json"]
 
@@ -60,7 +60,7 @@ VARIANTS = {  # one rendering per template branch the example jobs leave untaken
 
 @pytest.mark.parametrize("overrides", [[]] + list(VARIANTS.values()), ids=["llama7b", *VARIANTS])
 def test_every_rendered_python_file_compiles(overrides):
-    files = render_source(load_spec(JOBS / "llama7b.yaml", overrides))
+    files = build_plan(load_spec(JOBS / "llama7b.yaml", overrides)).source.files
     for name, content in files.items():
         if name.endswith(".py"):
             compile(content, name, "exec")
@@ -83,9 +83,9 @@ def constants(source: str) -> dict[str, object]:
 def test_script_follows_the_spec_and_the_advisors_decisions():
     loaded = load_spec(JOBS / "llama175b.yaml")
     plan = build_plan(loaded)
-    script = render_source(loaded, plan)["train.py"]
+    script = plan.source.files["train.py"]
     c = constants(script)
-    assert c["SHARDING_STRATEGY"] == plan.decisions["sharding_strategy"] == "HYBRID_SHARD"
+    assert c["SHARDING_STRATEGY"] == plan.decisions.sharding_strategy == "HYBRID_SHARD"
     assert c["MODEL_CONFIG"]["num_hidden_layers"] == 96 and c["MODEL_CONFIG"]["use_cache"] is False
     assert c["BATCH_SIZE"] == 6 and c["WARMUP_STEPS"] == 10  # 1% of 1000 steps
     assert "import smdistributed.dataparallel.torch.torch_smddp" in script  # backend smddp on p4d
@@ -94,14 +94,16 @@ def test_script_follows_the_spec_and_the_advisors_decisions():
     order = [script.index(s) for s in ("import smdistributed.dataparallel.torch.torch_smddp",
                                         "dist.init_process_group(backend=backend", "    tsm.init()\n")]
     assert order == sorted(order)  # SMDDP, then the process group, then SMP
-    nccl = render_source(load_spec(JOBS / "llama7b.yaml", ["smp.backend=nccl", "model.use_smp_implementation=false"]))
+    overrides = ["smp.backend=nccl", "model.use_smp_implementation=false"]
+    nccl = build_plan(load_spec(JOBS / "llama7b.yaml", overrides)).source.files
     assert "smddp" not in nccl["train.py"] and "tsm.transform(" not in nccl["train.py"]
     assert "DelayedParamIniter" not in nccl["train.py"]
-    assert "tsm.transform(model)" in render_source(load_spec(JOBS / "llama7b.yaml"))["train.py"]  # the default
+    default = build_plan(load_spec(JOBS / "llama7b.yaml")).source.files["train.py"]
+    assert "tsm.transform(model)" in default
 
 
 def test_the_scripts_progress_line_is_what_the_parser_and_metric_definitions_read():
-    fmt = constants(render_source(load_spec(JOBS / "llama7b.yaml"))["train.py"])["PROGRESS_FORMAT"]
+    fmt = constants(build_plan(load_spec(JOBS / "llama7b.yaml")).source.files["train.py"])["PROGRESS_FORMAT"]
     assert fmt == progress.LINE_FORMAT
     values = {"step": 120, "loss": 2.3456789, "lr": 9.5e-05, "tokens_per_s": 51234.56, "tflops_per_gpu": 143.219,
               "gpu_mem_gb": 31.5}
@@ -157,8 +159,8 @@ def _shape(source: str) -> str:
 
 def test_hostile_strings_in_every_free_text_field_stay_string_constants(write_spec):
     benign = [f"plain value {i}" for i in range(len(HOSTILE))]
-    hostile_files = render_source(load_spec(write_spec(yaml.safe_dump(_spec(HOSTILE)), "hostile.yaml")))
-    benign_files = render_source(load_spec(write_spec(yaml.safe_dump(_spec(benign)), "benign.yaml")))
+    hostile_files = build_plan(load_spec(write_spec(yaml.safe_dump(_spec(HOSTILE)), "hostile.yaml"))).source.files
+    benign_files = build_plan(load_spec(write_spec(yaml.safe_dump(_spec(benign)), "benign.yaml"))).source.files
     script = hostile_files["train.py"]
     strings = {n.value for n in ast.walk(ast.parse(script)) if isinstance(n, ast.Constant)}
     for s in HOSTILE[:2]:  # description and model.pretrained reach the script, unchanged
@@ -190,10 +192,13 @@ def test_render_command_writes_the_source_dir(run_cli, tmp_path):
 
 def _render_with(overrides: list[str], **decisions: object) -> dict[str, str]:
     """The source dir with some of the plan's decisions forced: the script follows what it is given."""
+    import dataclasses
+
     from launcher.render import render_template, script_context
 
-    loaded = load_spec(JOBS / "llama7b.yaml", overrides)
-    context = script_context(loaded, {**build_plan(loaded).decisions, **decisions})
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", overrides))
+    forced = dataclasses.replace(plan, decisions=dataclasses.replace(plan.decisions, **decisions))
+    context = script_context(forced)
     return {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
 
 
@@ -236,7 +241,7 @@ def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
 
 
 def test_the_group_timeout_and_checkpoint_layout_are_awss():
-    files = render_source(load_spec(JOBS / "llama175b.yaml"))
+    files = build_plan(load_spec(JOBS / "llama175b.yaml")).source.files
     script, ckpt = files["train.py"], files["train_checkpoint.py"]
     assert "timeout=timedelta(seconds=7200)" in script
     layout = _function(script, "checkpoint_layout")
@@ -257,7 +262,7 @@ def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
     src = tmp_path / "src"
     from launcher.render import write_source_dir
 
-    write_source_dir(render_source(load_spec(JOBS / "llama7b.yaml")), src)
+    write_source_dir(build_plan(load_spec(JOBS / "llama7b.yaml")).source.files, src)
     monkeypatch.syspath_prepend(str(src))
     for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
         sys.modules.pop(name, None)

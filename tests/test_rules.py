@@ -81,7 +81,7 @@ def fired(write_spec, monkeypatch):
 
     def run(overrides):
         plan = build_plan(load_spec(path, overrides))
-        return {a["rule"]: a for a in plan.advisories}
+        return {a.rule: a for a in plan.advisories}
 
     return run
 
@@ -95,8 +95,8 @@ def test_rule_fires(fired, rule_id):
     found = fired(CASES[rule_id][0])
     assert rule_id in found, sorted(found)
     rule = next(r for r in RULES if r.id == rule_id)
-    assert found[rule_id]["severity"] == rule.severity and found[rule_id]["message"]
-    assert found[rule_id]["source"] == rule.source
+    assert found[rule_id].severity == rule.severity and found[rule_id].message
+    assert found[rule_id].source == rule.source
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -106,19 +106,19 @@ def test_rule_stays_quiet(fired, rule_id):
 
 def test_seed_worked_example(fired):
     flat = fired(["cluster.instance_count=256", "training.batch_size=1"])["SMP040"]
-    assert "8,388,608 tokens (8 Mi)" in flat["message"] and "raise tensor_parallel_degree to 2" in flat["message"]
-    assert "4,194,304 tokens (4 Mi)" in flat["message"]
+    assert "8,388,608 tokens (8 Mi)" in flat.message and "raise tensor_parallel_degree to 2" in flat.message
+    assert "4,194,304 tokens (4 Mi)" in flat.message
     tp2 = ["cluster.instance_count=256", "training.batch_size=1", "smp.tensor_parallel_degree=2"]
     assert "SMP040" not in fired(tp2)
 
 
 def test_global_batch_fix_prefers_a_smaller_batch_when_one_exists(fired):
-    msg = fired(["cluster.instance_count=64", "training.batch_size=4"])["SMP040"]["message"]
+    msg = fired(["cluster.instance_count=64", "training.batch_size=4"])["SMP040"].message
     assert "lower training.batch_size to 2 (4,194,304 tokens (4 Mi))" in msg
 
 
 def test_memory_error_follows_the_seeds_order_of_remedies(fired):
-    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=8"])["SMP060"]["message"]
+    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=8"])["SMP060"].message
     batch, offload = msg.index("lower training.batch_size"), msg.index("activation_offloading")
     assert batch < offload
     assert "model_states" in msg and "exceeds the 40 GB" in msg
@@ -126,7 +126,7 @@ def test_memory_error_follows_the_seeds_order_of_remedies(fired):
 
 def test_backend_decisions(write_spec):
     def backend(*o):
-        return build_plan(load_spec(write_spec(BASE), o)).decisions["backend"]
+        return build_plan(load_spec(write_spec(BASE), o)).decisions.backend
 
     assert backend() == "smddp"
     assert backend("cluster.instance_type=ml.p4de.24xlarge") == "smddp"
@@ -165,7 +165,7 @@ def test_every_rule_cites_public_urls_or_files_in_the_repository():
 def test_delayed_init_fires_for_host_memory_too(fired):
     found = fired([MIXTRAL, "cluster.instance_count=8", "smp.expert_parallel_degree=2",
                    "smp.hybrid_shard_degree=32"])
-    assert "host memory" in found["SMP026"]["message"]
+    assert "host memory" in found["SMP026"].message
     off = fired([MIXTRAL, "cluster.instance_count=8", "smp.expert_parallel_degree=2",
                  "smp.hybrid_shard_degree=32", "smp.delayed_param_init=false"])
-    assert "1,152 GiB" in off["SMP025"]["message"]
+    assert "1,152 GiB" in off["SMP025"].message

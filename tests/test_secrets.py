@@ -15,11 +15,17 @@ from launcher.aws import Clients
 from launcher.errors import SpecError
 from launcher.iam import required_permissions
 from launcher.plan import build_plan
-from launcher.render import render_source, write_source_dir
+from launcher.render import write_source_dir
 from launcher.secrets import REDACTED, looks_secret
 from launcher.spec import load_spec
-from launcher.submit import submit
+from launcher.submission import plan_for
+from launcher.submission import submit as submit_plan
 from tests.conftest import JOBS
+
+
+def submit(loaded, clients, *, now=None, **kw):
+    """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
+    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 VALUE = "hf_ThisIsTheRealToken1234567890"
@@ -57,7 +63,7 @@ def test_plan_json_shows_the_secret_redacted(monkeypatch, run_cli):
 
 def test_rendered_files_hold_no_secret(monkeypatch, tmp_path):
     loaded = secret_spec(monkeypatch)
-    files = render_source(loaded)
+    files = build_plan(loaded).source.files
     assert not [name for name, text in files.items() if VALUE in text]
     assert json.loads(files["plan.json"])["estimator"]["environment"] == {
         "NCCL_DEBUG": "WARN", "HF_TOKEN": REDACTED, "TOKENIZERS_PARALLELISM": "false"}
@@ -79,7 +85,7 @@ def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(aws, monkeypatch):
     sent = {}
     clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                     lambda params, **_: sent.update(params))
-    result = submit(loaded, clients, now=NOW, warn=lambda m: None)
+    result = submit(loaded, clients, now=NOW)
     assert sent["Environment"]["HF_TOKEN"] == VALUE  # the job gets it
     assert VALUE not in json.dumps(result.as_dict(), default=str)
     assert result.request["Environment"]["HF_TOKEN"] == REDACTED
@@ -119,7 +125,7 @@ def test_the_job_reads_its_secrets_at_start(aws, tmp_path, monkeypatch):
     sm = boto3.client("secretsmanager", region_name="us-west-2")
     arn = sm.create_secret(Name="wandb-key", SecretString="wandb-real-value")["ARN"]
     loaded = load_spec(JOBS / "llama7b.yaml", [f"secrets.WANDB_API_KEY={arn}"])
-    files = render_source(loaded)
+    files = build_plan(loaded).source.files
     assert arn in files["train_secrets.py"] and "train_secrets.load()" in files["train.py"]
     write_source_dir(files, tmp_path)
     spec = importlib.util.spec_from_file_location("train_secrets_under_test", tmp_path / "train_secrets.py")

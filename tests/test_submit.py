@@ -13,11 +13,16 @@ from launcher.aws import AwsError, Clients, QuotaError, explain
 from launcher.errors import SpecError, UsageError
 from launcher.iam import FAIL, PASS, UNKNOWN, RoleRefused, check_role
 from launcher.plan import build_plan
-from launcher.render import render_source
 from launcher.spec import load_spec
-from launcher.submit import submit
+from launcher.submission import plan_for
+from launcher.submission import submit as submit_plan
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
+
+
+def submit(loaded, clients, *, now=None, **kw):
+    """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
+    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -43,7 +48,7 @@ def run(loaded, **kw):
     captured = {}
     clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                     lambda params, **_: captured.update(params))
-    result = submit(loaded, clients, now=kw.pop("now", NOW), warn=lambda m: None, **kw)
+    result = submit(loaded, clients, now=kw.pop("now", NOW), **kw)
     return result, captured
 
 
@@ -88,7 +93,7 @@ def test_the_uploaded_tarball_is_the_rendered_source(aws):
     body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         script = tar.extractfile("train.py").read().decode()
-    assert script == render_source(loaded, build_plan(loaded, now=NOW))["train.py"]
+    assert script == build_plan(loaded, now=NOW).source.files["train.py"]
 
 
 def test_dry_run_writes_nothing(aws):
@@ -166,9 +171,8 @@ def test_cannot_tell_when_the_caller_may_not_simulate(aws):
 
 def test_submit_goes_on_when_the_role_check_cannot_tell(aws):
     clients = Clients(region="us-west-2", overrides={"iam": DenySimulation(boto3.client("iam"))})
-    warned = []
-    result = submit(spec(), clients, now=NOW, warn=warned.append)
-    assert warned and "cannot tell" in warned[0] and result.job_name
+    result = submit(spec(), clients, now=NOW)
+    assert result.warnings and "cannot tell" in result.warnings[0] and result.job_name
 
 
 def test_a_failed_role_check_blocks_and_creates_nothing(aws):
@@ -253,7 +257,7 @@ def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
     import subprocess
     import sys
 
-    code = ("import sys, launcher.submit, launcher.iam, launcher.source, launcher.request;"
+    code = ("import sys, launcher.submission, launcher.iam, launcher.source, launcher.request;"
             "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

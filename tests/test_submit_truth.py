@@ -11,13 +11,19 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from launcher import emulator, jobs
 from launcher.aws import AwsError, Clients
-from launcher.errors import EXIT_INTERRUPTED
+from launcher.errors import EXIT_INTERRUPTED, Interrupted
 from launcher.iam import FAIL, PASS, UNKNOWN, check_role
 from launcher.plan import build_plan
 from launcher.spec import load_spec
 from launcher.state import last_submitted
-from launcher.submit import Interrupted, submit
+from launcher.submission import plan_for
+from launcher.submission import submit as submit_plan
 from tests.conftest import JOBS
+
+
+def submit(loaded, clients, *, now=None, **kw):
+    """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
+    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -46,7 +52,7 @@ def interrupt_before_creating(*_args):
 
 def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(aws):
     with pytest.raises(Interrupted) as err:
-        submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=real_start_then_interrupt)
+        submit(spec(), Clients(), now=NOW, start=real_start_then_interrupt)
     name = err.value.job_name
     assert err.value.started is True and err.value.exit_code == EXIT_INTERRUPTED == 130
     assert f"{name} was started in us-west-2" in str(err.value) and f"smp-launch stop {name}" in str(err.value)
@@ -56,7 +62,7 @@ def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(aws):
 
 def test_interrupt_before_the_job_was_created_says_not_started(aws):
     with pytest.raises(Interrupted) as err:
-        submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=interrupt_before_creating)
+        submit(spec(), Clients(), now=NOW, start=interrupt_before_creating)
     assert err.value.started is False and "was not started" in str(err.value)
     assert jobs_in("us-west-2") == [] and last_submitted() is None
 
@@ -77,7 +83,7 @@ class Unreachable:
 def test_interrupt_when_nobody_can_tell_gives_the_command_to_check(aws):
     clients = Clients(overrides={"sagemaker": Unreachable(boto3.client("sagemaker", region_name="us-west-2"))})
     with pytest.raises(Interrupted) as err:
-        submit(spec(), clients, now=NOW, warn=lambda m: None, start=interrupt_before_creating)
+        submit(spec(), clients, now=NOW, start=interrupt_before_creating)
     name = err.value.job_name
     assert err.value.started is None and "cannot tell whether" in str(err.value)
     assert f"`smp-launch status {name} --region us-west-2`" in str(err.value)
@@ -104,7 +110,7 @@ def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(aws, monkeypatch):
     (SIGINT) during CreateTrainingJob must still end submit with exit 130, not "started" and 0."""
     clients = sdk_create_then(lambda: signal.raise_signal(signal.SIGINT), monkeypatch)
     with pytest.raises(Interrupted) as err:
-        submit(spec(), clients, now=NOW, warn=lambda m: None)
+        submit(spec(), clients, now=NOW)
     assert err.value.started is True and jobs_in("us-west-2") == [err.value.job_name]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
 
@@ -115,7 +121,7 @@ def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(aws, m
 
     clients = sdk_create_then(interrupt, monkeypatch)
     with pytest.raises(Interrupted) as err:
-        submit(spec(), clients, now=NOW, warn=lambda m: None)
+        submit(spec(), clients, now=NOW)
     assert err.value.started is True
 
 
@@ -141,7 +147,7 @@ def test_an_answer_lost_after_the_job_was_created_is_still_started(aws):
         estimator.start(*args)
         raise _timed_out()
 
-    result = submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=create_then_time_out)
+    result = submit(spec(), Clients(), now=NOW, start=create_then_time_out)
     assert jobs_in("us-west-2") == [result.job_name] and result.remembered
     assert result.notes and "answer was lost" in result.notes[0] and result.job_name in result.notes[0]
 
@@ -151,7 +157,7 @@ def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
         raise _timed_out()
 
     with pytest.raises(AwsError) as err:
-        submit(spec(), Clients(), now=NOW, warn=lambda m: None, start=time_out)
+        submit(spec(), Clients(), now=NOW, start=time_out)
     assert err.value.exit_code == 4 and "did not answer in time" in str(err.value) and jobs_in("us-west-2") == []
 
 
@@ -223,8 +229,7 @@ def test_region_order_flag_spec_env(aws, eu_bucket, monkeypatch):
     assert resolve_region(None, env) == "ap-south-1"
     assert resolve_region(None, {"AWS_DEFAULT_REGION": "ca-central-1"}) == "ca-central-1"
     clients = Clients(region="eu-west-1")
-    result = submit(spec(f"output.path={eu_bucket}"), clients, now=NOW, dry_run=True, skip_role_check=True,
-                    warn=lambda m: None)
+    result = submit(spec(f"output.path={eu_bucket}"), clients, now=NOW, dry_run=True, skip_role_check=True)
     assert result.region == clients.region == clients.s3.meta.region_name == "eu-west-1"
 
 
@@ -353,7 +358,7 @@ def test_refused_credentials_stay_exit_4(aws, code, everything):
     with pytest.raises(ClientError):  # not a verdict of "unknown"
         check_role(build_plan(spec()), iam, boto3.client("sts"))
     with pytest.raises(AwsError) as err:
-        submit(spec(), Clients(overrides={"iam": iam}), now=NOW, dry_run=True, warn=lambda m: None)
+        submit(spec(), Clients(overrides={"iam": iam}), now=NOW, dry_run=True)
     assert err.value.exit_code == 4 and code in str(err.value)
 
 

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.render import render_source, write_source_dir
+from launcher.plan import build_plan
+from launcher.render import write_source_dir
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
@@ -172,7 +173,7 @@ def ranks(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("tp")
     src = tmp / "src"
-    write_source_dir(render_source(load_spec(JOBS / "llama175b.yaml")), src)
+    write_source_dir(build_plan(load_spec(JOBS / "llama175b.yaml")).source.files, src)
     mp.spawn(_worker, args=(str(src), str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
     return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)], tmp
 

@@ -161,11 +161,11 @@ def build(plan: Plan, source_uri: str, role_arn: str, boto_session: Any, sagemak
     if session.sagemaker_config:
         raise LauncherError(f"the SageMaker SDK loaded a defaults config despite {' and '.join(CONFIG_OVERRIDES)}; "
                             "refusing to submit a request that may differ from the plan")
-    kwargs = dict(plan.estimator)
+    kwargs = plan.estimator.to_dict()
     kwargs.update(source_dir=source_uri, role=role_arn, sagemaker_session=session)
     # The image the plan resolved (the SDK's own lookup gives the same; tests/test_plan.py checks);
     # naming it spares the SDK loading its image tables.
-    kwargs.setdefault("image_uri", plan.framework["image_uri"])
+    kwargs.setdefault("image_uri", plan.framework.image_uri)
     return PyTorch(**kwargs)
 
 

@@ -71,7 +71,7 @@ def product_divides_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     product = ctx.shard * s.tensor_parallel_degree * s.expert_parallel_degree
     if ctx.world % product:
-        most = ctx.world // (s.tensor_parallel_degree * s.expert_parallel_degree)
+        most = ctx.topology.max_shard_degree
         yield Finding(f"hybrid_shard_degree x tensor_parallel_degree x expert_parallel_degree = {ctx.shard} x "
                       f"{s.tensor_parallel_degree} x {s.expert_parallel_degree} = {product} must divide the world "
                       f"size {ctx.world}; lower hybrid_shard_degree to a divisor of {most}",
@@ -281,7 +281,7 @@ def global_batch(ctx: Context) -> Iterator[Finding]:
     if tokens <= MAX_GLOBAL_TOKENS:
         return
     s, cp = ctx.smp, ctx.smp.context_parallel_degree
-    dp = ctx.world // (s.tensor_parallel_degree * cp)
+    dp = ctx.topology.data_parallel_degree
     fixes = []
     best_batch = MAX_GLOBAL_TOKENS // (dp * ctx.seq)
     if best_batch >= 1:
@@ -426,7 +426,7 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
         gb = _fits(ctx, activation_offloading=True)
         if gb:
             fixes.append(f"turn on smp.activation_offloading ({gb:.1f} GB)")
-    room = ctx.world // (s.tensor_parallel_degree * s.expert_parallel_degree)
+    room = ctx.topology.max_shard_degree
     for shard in _divisors(room):
         gb = _fits(ctx, shard_degree=shard) if shard > ctx.shard else None
         if gb:
@@ -452,7 +452,7 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
 def shard_lower(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or not ctx.memory.fits or ctx.memory.utilisation >= 0.5 or ctx.shard <= ctx.instance.gpus:
         return
-    room = ctx.world // (ctx.smp.tensor_parallel_degree * ctx.smp.expert_parallel_degree)
+    room = ctx.topology.max_shard_degree
     for shard in _divisors(room):
         if shard >= ctx.shard or shard < ctx.smp.context_parallel_degree:
             continue

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from launcher.architecture import MODEL_TYPES
 from launcher.catalog import INSTANCES
 from launcher.spec.models import JobSpec
+from launcher.topology import Topology
 
 DELAYED_INIT_THRESHOLD = 60e9  # best practices: "above 60 billion parameters use delayed parameter initialization"
 FP32_BYTES = 4
@@ -34,11 +35,11 @@ class Decisions:
     shard_reason: str             # how hybrid_shard_degree became the effective degree
     delayed_reason: str           # why delayed parameter init is on or off
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return asdict(self)
 
 
-def effective_shard_degree(spec: JobSpec, world: int) -> int:
+def effective_shard_degree(spec: JobSpec, topology: Topology) -> int:
     """The degree the job shards over, as the SMP v2 reference defines hybrid_shard_degree.
 
     N > 0 is N. 0 with tensor_parallel_degree > 1: SMP picks the largest degree TP and the world
@@ -49,9 +50,8 @@ def effective_shard_degree(spec: JobSpec, world: int) -> int:
     if smp.hybrid_shard_degree > 0:
         return smp.hybrid_shard_degree
     if smp.tensor_parallel_degree > 1:
-        return max(1, world // (smp.tensor_parallel_degree * smp.expert_parallel_degree))
-    gpus = INSTANCES[spec.cluster.instance_type].gpus
-    return min(world, NATIVE_HYBRID_SHARD_DEGREE, gpus)
+        return max(1, topology.max_shard_degree)
+    return min(topology.world_size, NATIVE_HYBRID_SHARD_DEGREE, topology.gpus_per_instance)
 
 
 def shard_reason(spec: JobSpec, world: int, shard: int) -> str:
@@ -109,10 +109,10 @@ def delayed_init(spec: JobSpec) -> tuple[bool, str]:
                    f"({copies:,.0f} GiB) fit the {instance.host_memory_gib:,} GiB of host memory")
 
 
-def decide(spec: JobSpec) -> Decisions:
-    instance = INSTANCES[spec.cluster.instance_type]
-    world = spec.cluster.instance_count * instance.gpus
-    shard = effective_shard_degree(spec, world)
+def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
+    topology = topology or Topology.of(spec)
+    world = topology.world_size
+    shard = effective_shard_degree(spec, topology)
     smp = spec.smp
     backend = auto_backend(spec, shard) if smp.backend == "auto" else smp.backend
     delayed, why = delayed_init(spec)

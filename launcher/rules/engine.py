@@ -1,15 +1,18 @@
 """The rule registry and how rules run: each rule is one small function over a Context."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
 from launcher.architecture import Architecture
 from launcher.catalog import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
-from launcher.memory import Estimate, Layout, estimate
+from launcher.errors import Mark
+from launcher.memory import Layout, MemoryEstimate, estimate
 from launcher.rules.decisions import Decisions, decide
 from launcher.spec.models import JobSpec
+from launcher.topology import Topology
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -18,6 +21,29 @@ SEVERITIES = ("error", "warning", "info")
 class Finding:
     message: str
     field: str = ""
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """What a rule found in a spec: `error` blocks submit; `warning` and `info` advise.
+
+    `field` is the spec's field path it points at; `mark` (not part of the JSON) is where that field
+    is written, when the plan was built from a file."""
+
+    rule: str
+    severity: str
+    message: str
+    field: str = ""
+    source: str = ""
+    mark: Mark | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "severity": self.severity, "message": self.message, "field": self.field,
+                "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -47,14 +73,15 @@ def rule(rule_id: str, severity: str, title: str, source: str):
 class Context:
     """A validated spec and what follows from it, computed once and shared by every rule."""
 
-    def __init__(self, spec: JobSpec, region: str | None):
+    def __init__(self, spec: JobSpec, region: str | None, topology: Topology | None = None):
         self.spec = spec
+        self.topology = topology or Topology.of(spec)
         self.region = region
         self.smp = spec.smp
         self.arch: Architecture = spec.model.architecture()
         self.instance: InstanceType = INSTANCES[spec.cluster.instance_type]
         self.framework: FrameworkVersion = FRAMEWORKS[spec.framework.pytorch_version]
-        self.decisions: Decisions = decide(spec)
+        self.decisions: Decisions = decide(spec, self.topology)
         self.world = self.decisions.world_size
         self.shard = self.decisions.hybrid_shard_degree
         self.seq = spec.model.seq_length
@@ -73,7 +100,7 @@ class Context:
         return Layout(**base)
 
     @cached_property
-    def memory(self) -> Estimate:
+    def memory(self) -> MemoryEstimate:
         return estimate(self.arch, self.layout())
 
     @property
@@ -84,21 +111,16 @@ class Context:
                 and self.world % (self.shard * s.tensor_parallel_degree * s.expert_parallel_degree) == 0)
 
     def global_tokens(self, tp: int | None = None, batch: int | None = None) -> int:
-        tp = tp or self.smp.tensor_parallel_degree
-        batch = batch or self.spec.training.batch_size
-        return self.world // (tp * self.smp.context_parallel_degree) * batch * self.seq
+        return self.topology.global_tokens(tp, batch)
 
 
-def evaluate(spec: JobSpec, region: str | None) -> tuple[list[dict], Context]:
+def run_rules(spec: JobSpec, region: str | None,
+              topology: Topology | None = None) -> tuple[list[Advisory], Context]:
     """Run every rule; return advisories (errors first) and the context they saw."""
-    ctx = Context(spec, region)
-    found: list[dict] = []
-    for r in RULES:
-        for f in _run(r, ctx):
-            found.append({"rule": r.id, "severity": r.severity, "message": f.message, "field": f.field,
-                          "source": r.source})
+    ctx = Context(spec, region, topology)
+    found = [Advisory(r.id, r.severity, f.message, f.field, r.source) for r in RULES for f in _run(r, ctx)]
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    found.sort(key=lambda a: (order[a["severity"]], a["rule"]))
+    found.sort(key=lambda a: (order[a.severity], a.rule))
     return found, ctx
 
 

@@ -1,71 +1,68 @@
-"""Submit: validate, advise, check the role, render, upload, start. The only writer to AWS.
+"""Submitting a plan: check the account, upload, start. The only writer to AWS.
 
-Everything that only reads runs first (and is all `--dry-run` does); the writes are an idempotent
-content-addressed upload of the source tarball and one CreateTrainingJob through the SDK.
+Everything that only reads runs first (`check_account`, and all a dry run does); the writes are an
+idempotent content-addressed upload of the plan's source tarball and one CreateTrainingJob through
+the SDK. Nothing here prints: warnings and notes are in the Submission.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from launcher.aws import AwsError, Clients, explain
-from launcher.errors import EXIT_INTERRUPTED, LauncherError
+from launcher.errors import Interrupted, LauncherError, UsageError
 from launcher.iam import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
 from launcher.plan import Plan, blocking_errors, build_plan, require_region, resolve_region
-from launcher.request import stage
 from launcher.sanitize import clean
 from launcher.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
 
 
-@dataclass
-class Prepared:
-    """A plan plus everything submit resolved by reading: the role's ARN, the source tarball."""
+@dataclass(frozen=True)
+class AccountCheck:
+    """What submit learned by reading the account: the role's ARN, the role check, what it could not tell."""
 
-    plan: Plan
-    files: dict[str, str]
-    data: bytes
-    source_uri: str
     role_arn: str
     role_check: RoleCheck | None
-    request: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
 
-@dataclass
-class Submitted:
+@dataclass(frozen=True)
+class Submission:
+    """What submit did (or, with dry_run, would do); `to_dict()` is `submit --output json`.
+
+    `request` is the plan's predicted CreateTrainingJob request with the role's resolved ARN: what
+    the SDK sent (secret environment values redacted)."""
+
     job_name: str
     region: str
     console_url: str
     source_uri: str
     uploaded: bool
     dry_run: bool
-    aws_calls: list[str]
-    role: dict[str, Any] | None
-    warnings: list[str]
+    aws_calls: tuple[str, ...]
+    role: dict[str, Any] | None  # the role check (RoleCheck.as_dict), None with skip_role_check
+    warnings: tuple[str, ...]
     request: dict[str, Any]
-    remembered: bool = False
-    notes: list[str] = field(default_factory=list)  # said after the job's name (e.g. `latest` not saved)
+    remembered: bool = False  # recorded as `latest` in the state folder
+    notes: tuple[str, ...] = ()  # said after the job's name (e.g. `latest` not saved)
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    @property
+    def started(self) -> bool:
+        return not self.dry_run
 
-
-class Interrupted(LauncherError):
-    """Ctrl-C during submit, with what is known about the job afterwards (exit 130)."""
-
-    exit_code = EXIT_INTERRUPTED
-
-    def __init__(self, message: str, job_name: str, started: bool | None):
-        super().__init__(message)
-        self.job_name = job_name
-        self.started = started
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "region": self.region, "console_url": self.console_url,
+                "source_uri": self.source_uri, "uploaded": self.uploaded, "dry_run": self.dry_run,
+                "aws_calls": list(self.aws_calls), "role": copy.deepcopy(self.role),
+                "warnings": list(self.warnings), "request": copy.deepcopy(self.request),
+                "remembered": self.remembered, "notes": list(self.notes)}
 
 
 STARTED, NOT_STARTED, UNKNOWN_START = True, False, None
@@ -103,28 +100,39 @@ def _role_arn(plan: Plan, clients: Clients) -> str:
         raise explain(exc, f"looking up role {plan.role}") from None
 
 
-def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = False,
-            now: datetime | None = None, warn: Callable[[str], None] | None = None) -> Prepared:
-    """Everything submit does that only reads: the plan, the rules, the role, the buckets, the tarball."""
-    warn = warn or (lambda m: print(f"warning: {m}", file=sys.stderr))
-    # The region is decided here, once (a --region given as clients.region wins), before any client
-    # exists; the plan, the bucket checks, the clients, the state file and the console URL all use it.
+def plan_for(loaded: LoadedSpec, clients: Clients, now: datetime | None = None) -> Plan:
+    """The plan for a CLI submit: the region decided once (--region as clients.region, else the spec's,
+    the environment's or the profile's), then set on the clients so every call uses it."""
     clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
                                     profile=clients.profile)
-    plan = build_plan(loaded, now=now, env=clients.env, region=clients.region)
-    refused = blocking_errors(loaded, plan)
+    return build_plan(loaded, now=now, env=clients.env, region=clients.region)
+
+
+def _bind_region(plan: Plan, clients: Clients) -> str:
+    """The plan's region, which the clients must use too (a plan is for one region: its image, its URIs)."""
+    region = require_region(plan)
+    if clients.region and clients.region != region:
+        raise UsageError(f"the plan is for {region} but the clients are for {clients.region}; "
+                         f"build the plan with region={clients.region!r}")
+    clients.region = region
+    return region
+
+
+def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False) -> AccountCheck:
+    """Everything submit does that only reads AWS: the buckets' regions, the role check, the role's ARN.
+
+    Refuses (SpecError, exit 2) a plan whose advisor found errors, before any AWS call."""
+    refused = blocking_errors(plan)
     if refused:
         raise refused
-    region = require_region(plan)
+    region = _bind_region(plan, clients)
     if not plan.role:
-        from launcher.errors import UsageError
-
-        raise UsageError(f"{loaded.file}: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE "
+        raise UsageError(f"{plan.spec_file}: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE "
                          "(a role name or ARN)")
     warnings: list[str] = []
     check = None
     try:
-        buckets = {"output": plan.estimator["output_path"], "code": plan.estimator["code_location"],
+        buckets = {"output": plan.estimator.output_path, "code": plan.estimator.code_location,
                    **{f"input channel {name!r}": uri for name, uri in plan.channels.items()}}
         seen = set()
         for what, uri in buckets.items():
@@ -138,58 +146,58 @@ def prepare(loaded: LoadedSpec, clients: Clients, *, skip_role_check: bool = Fal
             if check.verdict == FAIL:
                 raise RoleRefused("\n".join(check.lines()))
             if check.verdict == UNKNOWN:
-                for u in check.unknowns:
-                    warnings.append(f"role check: cannot tell: {u}")
+                warnings += [f"role check: cannot tell: {u}" for u in check.unknowns]
             role_arn = check.role_arn or _role_arn(plan, clients)
     except LauncherError:
         raise
     except Exception as exc:
         raise explain(exc) from None
-    for w in warnings:
-        warn(w)
-    staged = stage(loaded, plan, role_arn)
-    return Prepared(plan, staged.files, staged.data, staged.source_uri, role_arn, check, staged.request, warnings)
+    return AccountCheck(role_arn, check, tuple(warnings))
 
 
-def submit(loaded: LoadedSpec, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
-           now: datetime | None = None, warn: Callable[[str], None] | None = None,
-           start: Callable[..., str] | None = None) -> Submitted:
-    """Prepare, then (unless dry_run) upload the tarball if new and start the job.
+def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
+           start: Callable[..., str] | None = None) -> Submission:
+    """Check the account, then (unless dry_run) upload the tarball if new and start the job.
 
+    Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
     Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
     """
     calls: list[str] = []
     clients.session.events.register("before-call.*.*", lambda model, **_: calls.append(
         f"{model.service_model.service_name}.{model.name}"))
-    prepared = prepare(loaded, clients, skip_role_check=skip_role_check, now=now, warn=warn)
-    plan = prepared.plan
+    account = check_account(plan, clients, skip_role_check=skip_role_check)
+    source = plan.source
+    if source is None:
+        raise UsageError("this plan has no source bundle: build it with build_plan")
     uploaded = remembered = False
     notes: list[str] = []
     if not dry_run:
         try:
-            uploaded = upload(clients.s3, prepared.source_uri, prepared.data, plan.estimator.get("output_kms_key"))
+            uploaded = upload(clients.s3, source.uri, source.tarball, plan.estimator.output_kms_key)
         except Exception as exc:
             raise explain(exc, "uploading the source tarball") from None
         if start is None:
             from launcher.backends import estimator as start_module
 
             start = start_module.start
-        lost = _start(start, plan, prepared, clients)
+        lost = _start(start, plan, account.role_arn, clients)
         remembered, note = _remember(plan, clients)
         notes += [n for n in (lost, note) if n]
-    return Submitted(job_name=plan.job_name, region=plan.region, console_url=console_url(plan.region, plan.job_name),
-                     source_uri=prepared.source_uri, uploaded=uploaded, dry_run=dry_run, aws_calls=calls,
-                     role=prepared.role_check.as_dict() if prepared.role_check else None,
-                     warnings=prepared.warnings, request=prepared.request, remembered=remembered, notes=notes)
+    region = plan.region or ""
+    return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
+                      source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
+                      role=account.role_check.as_dict() if account.role_check else None,
+                      warnings=account.warnings, request=plan.request_for(account.role_arn),
+                      remembered=remembered, notes=tuple(notes))
 
 
-def _start(start: Callable[..., str], plan: Plan, prepared: Prepared, clients: Clients) -> str | None:
+def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Clients) -> str | None:
     """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed), or when the answer was
     lost on the way back, find out what exists. Returns a note to print after the job's name."""
     name = plan.job_name
     with _noting_sigint() as interrupted:
         try:
-            start(plan, prepared.source_uri, prepared.role_arn, clients.session, clients.sagemaker)
+            start(plan, plan.source.uri, role_arn, clients.session, clients.sagemaker)
         except KeyboardInterrupt:
             interrupted.set()
         except LauncherError:
