@@ -75,9 +75,9 @@ TESTS: dict[str, list[str]] = {
         "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
         "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py",
         "tests/test_mutation_gaps_rules.py"],
-    "launcher/request.py": ["tests/test_plan.py",
-                            "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request",
-                            *gaps("a_staged_upload_is_frozen")],
+    "launcher/request.py": ["tests/test_plan.py", "tests/test_plan_json.py",
+                            "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
+    "launcher/plan.py": ["tests/test_plan.py", "tests/test_plan_json.py", *gaps("a_plan_and_its_parts_are_frozen")],
     "launcher/render.py": ["tests/test_render.py", *gaps(
         "data_train_enters_the_script_as_one_exact_string_constant",
         "every_float_becomes_a_literal_that_evaluates_to_itself", "the_template_list_and_a_nested_output_folder",

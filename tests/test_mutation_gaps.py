@@ -474,15 +474,16 @@ def test_a_pinned_image_needs_pull_rights_on_its_own_repository(aws):
     assert not any("smdistributed-modelparallel" in r for r in resources)
 
 
-def test_a_staged_upload_is_frozen():
-    """Kills request: what submit staged made mutable after the fact."""
+def test_a_plan_and_its_parts_are_frozen():
+    """Kills plan: the source bundle, the Estimator arguments, the topology or the plan made mutable."""
     import dataclasses
 
-    from launcher.request import Staged
-
-    staged = Staged(files={}, data=b"", source_uri="s3://b-1/x", request={})
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        staged.source_uri = "s3://b-1/y"
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
+    for value, field in ((plan, "job_name"), (plan.source, "uri"), (plan.estimator, "role"),
+                         (plan.topology, "instance_count"), (plan.storage, "size_gb"), (plan.advisories[0], "message"),
+                         (plan.framework, "image_uri"), (plan.model, "seq_length")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, "x")
 
 
 def test_a_yaml_error_points_at_its_line_and_column(write_spec):

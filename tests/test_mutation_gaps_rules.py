@@ -98,7 +98,7 @@ def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(write_spec
     """Kills rules/decisions.py FP32_BYTES: a 34.8B model (8 x 4 bytes = 1,036 GiB) wrongly needing delayed init."""
     model = {"preset": "llama2-70b", "num_layers": layers}
     plan = _plan(write_spec, model=model)
-    params = plan.model["parameters"]
+    params = plan.model.architecture.parameters
     assert params < 60e9 and (8 * 4 * params / 2**30 > 1152) is delayed
     assert plan.decisions.delayed_param_init is delayed
     if delayed:
@@ -106,8 +106,8 @@ def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(write_spec
 
 
 def test_the_plan_rounds_the_memory_breakdown_to_hundredths(write_spec):
-    """Kills memory.py Estimate.as_dict: breakdown figures rounded to 3 decimals instead of 2."""
-    breakdown = _plan(write_spec, "smp.hybrid_shard_degree=4").memory.breakdown
+    """Kills memory.py MemoryEstimate.to_dict: breakdown figures rounded to 3 decimals instead of 2."""
+    breakdown = _plan(write_spec, "smp.hybrid_shard_degree=4").to_dict()["memory"]["breakdown"]
     assert breakdown["model_states"] == 25.1 and breakdown["gathered_params"] == 1.62
     assert all(v == round(v, 2) for v in breakdown.values())
 

@@ -87,7 +87,7 @@ def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(aws, monkeypatch):
                                     lambda params, **_: sent.update(params))
     result = submit(loaded, clients, now=NOW)
     assert sent["Environment"]["HF_TOKEN"] == VALUE  # the job gets it
-    assert VALUE not in json.dumps(result.as_dict(), default=str)
+    assert VALUE not in json.dumps(result.to_dict(), default=str)
     assert result.request["Environment"]["HF_TOKEN"] == REDACTED
     bucket, key = result.source_uri[5:].split("/", 1)
     body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
