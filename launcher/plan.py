@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from launcher import __version__, progress
@@ -203,7 +205,7 @@ _ALWAYS_PASSED = frozenset({"source_dir", "role"})
 class SourceBundle:
     """The rendered source dir, its deterministic tarball and where that lands in S3 (under its digest)."""
 
-    files: dict[str, str]
+    files: Mapping[str, str]  # file name -> content (read-only)
     tarball: bytes = field(repr=False)
     digest: str  # sha256 of the tarball, hex
     uri: str
@@ -237,8 +239,6 @@ class Plan:
     channels: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
     spec: JobSpec | None = field(default=None, compare=False, repr=False)  # what the templates read
-    source: SourceBundle | None = None  # None only while build_plan renders it
-    request: dict[str, Any] | None = None  # likewise: it names the tarball's URI
 
     @property
     def instance_count(self) -> int:
@@ -269,9 +269,33 @@ class Plan:
         """The advisories that block submit."""
         return tuple(a for a in self.advisories if a.is_error)
 
+    @cached_property
+    def source(self) -> SourceBundle:
+        """The rendered source dir and its tarball (rendered on first use, in memory, then kept:
+        `validate` needs none of it, and every later read gets the same bytes)."""
+        from launcher.render import render_source
+        from launcher.source import code_uri, tarball
+
+        files = render_source(self)
+        data = tarball(files)
+        return SourceBundle(files=MappingProxyType(files), tarball=data, digest=hashlib.sha256(data).hexdigest(),
+                            uri=code_uri(self.estimator.code_location, data))
+
+    @cached_property
+    def _predicted_request(self) -> dict[str, Any]:
+        from launcher.request import predict_request
+        from launcher.secrets import redact_request
+
+        return copy.deepcopy(redact_request(predict_request(self, self.source.uri, self.role_arn_placeholder)))
+
     @property
-    def source_uri(self) -> str | None:
-        return self.source.uri if self.source else None
+    def request(self) -> dict[str, Any]:
+        """The predicted CreateTrainingJob request as shown (a copy; secrets redacted, the role's placeholder)."""
+        return copy.deepcopy(self._predicted_request)
+
+    @property
+    def source_uri(self) -> str:
+        return self.source.uri
 
     @property
     def role_arn_placeholder(self) -> str:
@@ -282,7 +306,7 @@ class Plan:
 
     def request_for(self, role_arn: str) -> dict[str, Any]:
         """The predicted request with the role's resolved ARN in place of the placeholder."""
-        return {**copy.deepcopy(self.request or {}), "RoleArn": role_arn}
+        return {**self.request, "RoleArn": role_arn}
 
     def body_dict(self) -> dict[str, Any]:
         """`to_dict` without the source bundle and the request (what plan.json in the tarball holds)."""
@@ -309,12 +333,13 @@ class Plan:
 
         Secret-looking environment values are redacted (launcher.secrets); the backend reads
         `self.estimator`, which keeps them."""
-        return {**self.body_dict(), "source_uri": self.source_uri, "request": copy.deepcopy(self.request)}
+        return {**self.body_dict(), "source_uri": self.source_uri, "request": self.request}
 
 
 def build_plan(loaded: LoadedSpec, now: datetime | None = None,
                env: Mapping[str, str] | None = None, region: str | None = None) -> Plan:
-    """Compute the frozen Plan for a validated spec, its source dir rendered in memory.
+    """Compute the frozen Plan for a validated spec: every decision, the Estimator's arguments, and
+    (on first read) the source dir rendered in memory and the request that names it.
 
     Pure: no network, no files written. `region`, when given, is the one the caller already
     resolved (resolve_region) and wins."""
@@ -332,7 +357,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
     digest = spec_hash(loaded)
     dist = distribution(loaded)
-    plan = Plan(
+    return Plan(
         spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
         region=region, role=role, instance_type=instance.name, topology=topology,
         model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
@@ -343,22 +368,6 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
         channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec,
     )
-    return with_source(plan)
-
-
-def with_source(plan: Plan) -> Plan:
-    """The plan with its source dir rendered and packed, and the request that names the tarball."""
-    from launcher.render import render_source
-    from launcher.request import predict_request
-    from launcher.secrets import redact_request
-    from launcher.source import code_uri, tarball
-
-    files = render_source(plan)
-    data = tarball(files)
-    uri = code_uri(plan.estimator.code_location, data)
-    bundle = SourceBundle(files=files, tarball=data, digest=hashlib.sha256(data).hexdigest(), uri=uri)
-    request = copy.deepcopy(redact_request(predict_request(plan, uri, plan.role_arn_placeholder)))
-    return dataclasses.replace(plan, source=bundle, request=request)
 
 
 def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str, commit: str | None,

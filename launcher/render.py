@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,7 +179,7 @@ def render_source(plan: Plan) -> dict[str, str]:
     return files
 
 
-def write_source_dir(files: dict[str, str], directory: str | Path) -> list[Path]:
+def write_source_dir(files: Mapping[str, str], directory: str | Path) -> list[Path]:
     """Write the rendered files into directory (created if needed); returns their paths."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
