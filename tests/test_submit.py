@@ -284,3 +284,24 @@ def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
     monkeypatch.setattr(requests.Session, "send", lambda _s, request, **_: http.append(request.url))
     result, request = run(spec())
     assert request and result.job_name and sent == [] and http == []
+
+
+def test_the_sdk_sends_the_plans_own_prediction_with_only_the_role_arn_filled_in(aws):
+    """The request `plan` shows is what SageMaker gets, bar the role's ARN, which only IAM knows."""
+    clients = Clients(region="us-west-2")
+    sent = {}
+    clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+                                    lambda params, **_: sent.update(params))
+    plan = plan_for(spec(role="Good"), clients, NOW)
+    predicted = plan.request
+    assert predicted["RoleArn"] == "<ARN of role Good>"
+    submit_plan(plan, clients, skip_role_check=True)
+    assert sent == {**predicted, "RoleArn": aws.arns["Good"]}
+
+
+def test_submit_output_json_keeps_its_keys(aws):
+    """`submit --output json` is a contract: Submission.to_dict has the keys (and order) it always had."""
+    result, _ = run(spec(), dry_run=True)
+    assert list(result.to_dict()) == ["job_name", "region", "console_url", "source_uri", "uploaded", "dry_run",
+                                      "aws_calls", "role", "warnings", "request", "remembered", "notes"]
+    assert result.to_dict()["aws_calls"] == list(result.aws_calls) and result.to_dict()["notes"] == []
