@@ -188,7 +188,7 @@ def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int
     if steps < 3:
         raise UsageError("--max-steps must be at least 3: the preflight checkpoints part-way and resumes")
     base = load_spec(spec_path, overrides)
-    refused = blocking_errors(base, build_plan(base))
+    refused = blocking_errors(build_plan(base))
     if refused:
         raise refused
     if not tiny:

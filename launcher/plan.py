@@ -236,9 +236,9 @@ class Plan:
     advisories: tuple[Advisory, ...]
     memory: MemoryEstimate | None  # None where the layout does not divide the world (no figure means anything)
     storage: Storage
+    spec: JobSpec = field(compare=False, repr=False)  # the validated spec: what the templates read
     channels: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
-    spec: JobSpec | None = field(default=None, compare=False, repr=False)  # what the templates read
 
     @property
     def instance_count(self) -> int:

@@ -118,8 +118,6 @@ def script_context(plan: Plan) -> dict[str, Any]:
     The decisions are the plan's (the advisor's), so the script does what `plan` shows.
     """
     spec = plan.spec
-    if spec is None:
-        raise ValueError("this plan carries no spec to render (build it with build_plan)")
     arch = spec.model.architecture()
     t = spec.training
     return {

@@ -167,8 +167,6 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
         f"{model.service_model.service_name}.{model.name}"))
     account = check_account(plan, clients, skip_role_check=skip_role_check)
     source = plan.source
-    if source is None:
-        raise UsageError("this plan has no source bundle: build it with build_plan")
     uploaded = remembered = False
     notes: list[str] = []
     if not dry_run:
