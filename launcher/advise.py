@@ -18,6 +18,7 @@ from launcher.rules import run_rules
 from launcher.rules.checks import MAX_GLOBAL_TOKENS
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
+from launcher.topology import Topology
 
 MAX_BATCH = 16
 TP_CHOICES = (1, 2, 4, 8)
@@ -87,16 +88,17 @@ def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: 
 def _search(preset: str, instance_type: str, instances: int, seq: int, precision: str,
             target: int | None) -> list[Candidate]:
     arch = PRESETS[preset].architecture
-    world = instances * INSTANCES[instance_type].gpus
+    cluster = Topology(instances, INSTANCES[instance_type].gpus, seq_length=seq)
     limit = target or MAX_GLOBAL_TOKENS
     found = []
     for tp in TP_CHOICES:
-        if world % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
+        if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
             continue
-        dp = world // tp
+        dp = cluster.data_parallel(tp)
         batches = [target // (dp * seq)] if target else range(1, MAX_BATCH + 1)
         for batch in batches:
-            if batch < 1 or (target and dp * batch * seq != target) or dp * batch * seq > limit:
+            tokens = cluster.global_tokens(tp, batch) if batch >= 1 else 0
+            if batch < 1 or (target and tokens != target) or tokens > limit:
                 continue
             for shard in (d for d in range(1, dp + 1) if dp % d == 0):
                 for ac, offload in ((True, False), (True, True), (False, False)):
@@ -112,8 +114,7 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
                     warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity == "warning")
-                    found.append(Candidate(instances, shard, tp, ac, offload, batch, mem, dp * batch * seq, ref,
-                                           warns))
+                    found.append(Candidate(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns))
     return _explain(sorted(found, key=lambda c: c.key))
 
 

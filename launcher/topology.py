@@ -43,10 +43,14 @@ class Topology:
     def data_parallel_degree(self) -> int:
         return self.data_parallel()
 
+    def max_shard(self, tensor_parallel: int | None = None) -> int:
+        """The largest sharding degree the tensor and expert degrees leave room for; with
+        `tensor_parallel`, for that degree instead of the spec's (what-if)."""
+        return self.world_size // ((tensor_parallel or self.tensor_parallel) * self.expert_parallel)
+
     @property
     def max_shard_degree(self) -> int:
-        """The largest sharding degree the tensor and expert degrees leave room for."""
-        return self.world_size // (self.tensor_parallel * self.expert_parallel)
+        return self.max_shard()
 
     def global_sequences(self, tensor_parallel: int | None = None, batch_size: int | None = None) -> int:
         return self.data_parallel(tensor_parallel) * (batch_size or self.batch_size)

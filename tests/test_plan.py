@@ -310,3 +310,20 @@ def test_plan_command_tells_the_truth_about_hybrid_shard_degree_0(run_cli):
     assert data["decisions"]["hybrid_shard_degree"] == 8 and data["memory"]["fits"] is False
     assert data["memory"]["per_gpu_gb"] > 150
     assert set(data["memory"]["sources"]) == set(data["memory"]["breakdown"])
+
+
+def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
+    """World size, data parallelism and tokens come from one Topology, which the rules see as given."""
+    from launcher.rules import run_rules
+    from launcher.topology import Topology
+
+    plan = plan_of(JOBS / "llama175b.yaml")
+    t = plan.topology
+    assert t == Topology(64, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
+    assert (t.world_size, t.data_parallel_degree, t.max_shard_degree) == (512, 128, 128)
+    assert (t.data_parallel(8), t.global_tokens(8, 1), t.max_shard(8)) == (64, 64 * 4096, 64)
+    assert plan.decisions.world_size == plan.world_size == t.world_size
+    assert plan.to_dict()["global_batch_tokens"] == t.global_batch_tokens == 128 * 6 * 4096
+    half = Topology(32, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
+    _, ctx = run_rules(plan.spec, "us-west-2", half)
+    assert ctx.topology is half and ctx.world == 256 and ctx.decisions.world_size == 256

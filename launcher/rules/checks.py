@@ -160,7 +160,7 @@ def shard_auto(ctx: Context) -> Iterator[Finding]:
 def shard_auto_with_ep(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     if s.hybrid_shard_degree == 0 and s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1:
-        most = ctx.world // s.expert_parallel_degree
+        most = ctx.topology.max_shard_degree  # tensor_parallel_degree is 1 here
         yield Finding(f"hybrid_shard_degree 0 with expert_parallel_degree {s.expert_parallel_degree}: SMP's "
                       "reference defines 0 only for tensor parallelism or native FSDP, so the sharding cannot be "
                       f"predicted; set it to a divisor of {most} (AWS's Mixtral example shards over 32 with "
@@ -293,7 +293,7 @@ def global_batch(ctx: Context) -> Iterator[Finding]:
         if t <= MAX_GLOBAL_TOKENS:
             shard = ""
             if ctx.world % (ctx.shard * tp * s.expert_parallel_degree):
-                shard = f" with hybrid_shard_degree {ctx.world // (tp * s.expert_parallel_degree)}"
+                shard = f" with hybrid_shard_degree {ctx.topology.max_shard(tp)}"
             fixes.append(f"raise tensor_parallel_degree to {tp}{shard} ({_mi(t)})")
             break
     fix = "; ".join(fixes) or "use fewer instances"
