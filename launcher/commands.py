@@ -135,8 +135,9 @@ def submit_cloud(specs: Sequence[str], overrides: Sequence[str], *, dry_run: boo
             click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
             click.echo(f"  console: {result.console_url}")
             click.echo(f"  follow:  smp-launch logs {result.job_name}")
-        if result.role:
-            click.echo(f"  role:    {result.role['role_arn'] or result.role['role']}: {result.role['verdict']}")
+        if result.role_check:
+            role = result.role_check.as_dict()  # sanitised
+            click.echo(f"  role:    {role['role_arn'] or role['role']}: {role['verdict']}")
         click.echo(f"  AWS calls ({len(result.aws_calls)}): {calls}")
         for note in result.notes:
             click.echo(f"warning: {note}", err=True)

@@ -47,7 +47,7 @@ class Submission:
     uploaded: bool
     dry_run: bool
     aws_calls: tuple[str, ...]
-    role: dict[str, Any] | None  # the role check (RoleCheck.as_dict), None with skip_role_check
+    role_check: RoleCheck | None  # None with skip_role_check
     warnings: tuple[str, ...]
     request: dict[str, Any]
     remembered: bool = False  # recorded as `latest` in the state folder
@@ -60,7 +60,8 @@ class Submission:
     def to_dict(self) -> dict[str, Any]:
         return {"job_name": self.job_name, "region": self.region, "console_url": self.console_url,
                 "source_uri": self.source_uri, "uploaded": self.uploaded, "dry_run": self.dry_run,
-                "aws_calls": list(self.aws_calls), "role": copy.deepcopy(self.role),
+                "aws_calls": list(self.aws_calls),
+                "role": self.role_check.as_dict() if self.role_check else None,
                 "warnings": list(self.warnings), "request": copy.deepcopy(self.request),
                 "remembered": self.remembered, "notes": list(self.notes)}
 
@@ -184,7 +185,7 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     region = plan.region or ""
     return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
                       source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
-                      role=account.role_check.as_dict() if account.role_check else None,
+                      role_check=account.role_check,
                       warnings=account.warnings, request=plan.request_for(account.role_arn),
                       remembered=remembered, notes=tuple(notes))
 

@@ -100,7 +100,7 @@ def test_dry_run_writes_nothing(aws):
     result, sent = run(spec(), dry_run=True)
     assert not sent and not result.uploaded
     assert not any(c in result.aws_calls for c in ("s3.PutObject", "sagemaker.CreateTrainingJob"))
-    assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role["verdict"] == PASS
+    assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role_check.verdict == PASS
     assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
     assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
@@ -185,7 +185,7 @@ def test_a_failed_role_check_blocks_and_creates_nothing(aws):
 
 def test_skip_role_check_resolves_a_role_name(aws):
     result, sent = run(spec(role="NoPerms"), skip_role_check=True)
-    assert sent["RoleArn"] == aws.arns["NoPerms"] and result.role is None
+    assert sent["RoleArn"] == aws.arns["NoPerms"] and result.role_check is None
 
 
 def test_advisor_errors_block_before_any_aws_call(aws):
@@ -203,7 +203,7 @@ def test_no_role_is_a_usage_error(aws, monkeypatch):
         submit(loaded, Clients(region="us-west-2"), now=NOW)
     assert "SMP_LAUNCH_ROLE" in str(err.value)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
-    assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role["verdict"] == PASS
+    assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == PASS
 
 
 def test_missing_bucket(aws):
