@@ -17,7 +17,7 @@ _EXPORTS = {
     "LauncherError": "launcher.errors", "SpecError": "launcher.errors", "UsageError": "launcher.errors",
     "Problem": "launcher.errors", "AwsError": "launcher.aws", "QuotaError": "launcher.aws",
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
-    "Submission": "launcher.submission",
+    "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
 }
 
 __all__ = ["__version__", *_EXPORTS]
