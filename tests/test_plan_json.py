@@ -70,3 +70,29 @@ def test_plan_command_prints_to_dict(run_cli, monkeypatch):
     for volatile in ("job_name", "request", "estimator", "source_uri"):  # the job name holds the time
         printed.pop(volatile), ours.pop(volatile)
     assert printed == ours
+
+
+def test_the_whole_plan_is_built_without_the_network_or_the_disk(tmp_path, monkeypatch):
+    """Source bundle and request included: no AWS call (sockets refused), no file written."""
+    import socket
+
+    def refuse(*_a, **_k):
+        raise AssertionError("building a plan opened a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.chdir(tmp_path)
+    plan = plan_for("llama7b_variants")
+    assert plan.source.uri.startswith("s3://pinned-bucket/smp/code/")
+    assert plan.source.uri == plan.to_dict()["source_uri"]
+    assert plan.request["TrainingJobName"] == plan.job_name and plan.request["RoleArn"] == "<ARN of role SmpRole>"
+    assert set(plan.source.files) >= {"train.py", "plan.json", "distribution.json", "requirements.txt"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_plans_request_cannot_be_changed_through_what_it_returns():
+    plan = plan_for("llama7b")
+    plan.request["RoleArn"] = "changed"
+    plan.to_dict()["request"]["HyperParameters"].clear()
+    assert plan.request["RoleArn"] == "<no role: set role or SMP_LAUNCH_ROLE>" and plan.request["HyperParameters"]
+    with pytest.raises(TypeError):
+        plan.source.files["train.py"] = "print('x')"
