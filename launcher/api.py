@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from launcher.aws import Clients
     from launcher.plan import Plan
     from launcher.spec.loader import LoadedSpec
@@ -39,7 +41,7 @@ def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
 
 
 def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
-               now: Any = None) -> Plan:
+               now: datetime | None = None) -> Plan:
     """The frozen plan for a validated spec: pure, no AWS call, no file written."""
     from launcher.plan import build_plan as _build
 

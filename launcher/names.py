@@ -1,6 +1,7 @@
 """AWS names smp-launch writes and reads, in one place, so a job's tags, logs and metrics always match.
 
-Sources: CloudWatch Logs group and metrics namespace of SageMaker training jobs
+Sources: the training jobs' CloudWatch Logs group
+(https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html) and metrics namespace
 (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html), the training job
 statuses of DescribeTrainingJob
 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html), and the
