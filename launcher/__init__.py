@@ -17,6 +17,7 @@ _EXPORTS = {
     "LauncherError": "launcher.errors", "SpecError": "launcher.errors", "UsageError": "launcher.errors",
     "Problem": "launcher.errors", "AwsError": "launcher.aws", "QuotaError": "launcher.aws",
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs",
+    "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -63,10 +63,10 @@ def logs(job: str, follow: bool, hosts: str | None, since: str | None, grep: str
 
 
 def status(job: str, output: str, profile: str | None, region: str | None) -> int:
-    from launcher.jobs import describe, exit_code_for, summary
+    from launcher.jobs import exit_code_for, job_status
 
     name, region = resolve_job(job, region)
-    data = clean_data(summary(describe(_clients(profile, region), name)))
+    data = job_status(_clients(profile, region), name).to_dict()
     if output == "json":
         emit_json(data)
     else:
@@ -104,7 +104,8 @@ def list_jobs(running: bool, name_contains: str | None, limit: int, output: str,
               region: str | None) -> int:
     from launcher.jobs import list_jobs as find
 
-    rows = clean_data(find(_clients(profile, region), running=running, name_contains=name_contains, limit=limit))
+    rows = [r.to_dict() for r in find(_clients(profile, region), running=running, name_contains=name_contains,
+                                      limit=limit)]
     if output == "json":
         emit_json(rows)
         return EXIT_OK
@@ -125,7 +126,7 @@ def stop(job: str, yes: bool, output: str, profile: str | None, region: str | No
 
     name, region = resolve_job(job, region)
     confirm = (lambda q: click.confirm(q, default=False, err=True)) if sys.stdin.isatty() else None
-    result = clean_data(stop_job(_clients(profile, region), name, yes=yes, confirm=confirm))
+    result = stop_job(_clients(profile, region), name, yes=yes, confirm=confirm).to_dict()
     if output == "json":
         emit_json(result)
     else:

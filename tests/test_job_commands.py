@@ -80,7 +80,7 @@ def test_stop_asks_unless_yes(aws, run_cli):
     emulator.add_job(emulator.EmulatedJob("long-1", training=600), aws)
     refused = run_cli("stop", "long-1")  # no terminal to ask on
     assert refused.code == 2 and "pass --yes" in refused.err
-    assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False)["stopped"] is False
+    assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False).stopped is False
     assert aws.describe_training_job(TrainingJobName="long-1")["TrainingJobStatus"] == "InProgress"
     r = run_cli("stop", "long-1", "--yes", "--output", "json")
     assert r.code == 0 and json.loads(r.out)["status"] == "Stopping"
