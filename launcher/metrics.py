@@ -1,4 +1,5 @@
-"""`smp-launch metrics`: each host's GPU, GPU memory, CPU and memory utilisation, as terminal sparklines.
+"""`smp-launch metrics`: each host's GPU, GPU memory, CPU and memory utilisation, as terminal sparklines
+(drawn by launcher.cli.present).
 
 SageMaker publishes these per instance to namespace /aws/sagemaker/TrainingJobs, dimension
 `Host=<job>/algo-N`, summed over devices (GPUUtilization up to 100 x GPUs, CPUUtilization up to
@@ -8,7 +9,6 @@ SageMaker publishes these per instance to namespace /aws/sagemaker/TrainingJobs,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from launcher.aws import Clients, explain
@@ -117,19 +117,3 @@ def sparkline(values: list[float], width: int = 40, top: float = 100.0) -> str:
         values = [sum(chunk) / len(chunk) for chunk in
                   (values[int(i * step):max(int(i * step) + 1, int((i + 1) * step))] for i in range(width))]
     return "".join(BARS[min(len(BARS) - 1, max(0, int(v / top * len(BARS))))] for v in values)
-
-
-def render(data: dict[str, Any], write: Callable[[str], None]) -> None:
-    """Per metric, one sparkline row per host with min / mean / max."""
-    write(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} ({data['status']}), "
-          f"{data['start']} to {data['end']}, {data['period']} s points")
-    for name, label, _div in METRICS:
-        write("")
-        write(f"{label} ({data['units'][name]})")
-        for row in data["hosts"]:
-            s = row["series"][name]
-            if s["mean"] is None:
-                write(f"  {row['host']:>9}  no data yet")
-                continue
-            spark = sparkline([v for _, v in s["points"]])
-            write(f"  {row['host']:>9}  {spark:<40}  min {s['min']:5.1f}  mean {s['mean']:5.1f}  max {s['max']:5.1f}")

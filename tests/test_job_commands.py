@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from launcher import emulator, jobs, metrics
-from launcher.job_commands import parse_hosts
+from launcher.cli.jobs import parse_hosts
 from launcher.state import record_submitted
 from launcher.timeutil import parse_since
 
