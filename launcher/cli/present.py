@@ -49,6 +49,16 @@ def console(stderr: bool = False):
     return _Console(file=stream, highlight=False, soft_wrap=True, width=width)
 
 
+def show(out, *renderables) -> None:
+    """Print through `out` with each line's trailing padding removed (rich pads every cell of a column)."""
+    with out.capture() as captured:
+        for item in renderables:
+            out.print(item)
+    text = "".join(line.rstrip(" ") + "\n" for line in captured.get().splitlines())
+    out.file.write(text)
+    out.file.flush()
+
+
 def _table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()):
     """A borderless table (aligned columns, easy to read and to grep) with a bold header."""
     from rich.table import Table
@@ -89,13 +99,13 @@ def show_status(job: Any) -> None:
     grid.add_column(overflow="fold")
     for key, value in rows:
         grid.add_row(f"{key}:", _text(value, STATUS_STYLES.get(job.status, "") if key == "status" else ""))
-    out.print(grid)
-    if job.transitions:
-        t = _table("transition", "start (UTC)", "end (UTC)", "message")
-        for x in job.transitions:
-            t.add_row(_text(x.status), clock_time(x.start), clock_time(x.end), _text(x.message))
-        out.print()
-        out.print(t)
+    if not job.transitions:
+        show(out, grid)
+        return
+    t = _table("transition", "start (UTC)", "end (UTC)", "message")
+    for x in job.transitions:
+        t.add_row(_text(x.status), clock_time(x.start), clock_time(x.end), _text(x.message))
+    show(out, grid, "", t)
 
 
 def show_jobs(rows: list[Any]) -> None:
@@ -105,16 +115,15 @@ def show_jobs(rows: list[Any]) -> None:
         t.add_row(_text(r.job_name), _text(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
                   _text(r.secondary_status or "-"), _text(f"{r.instance_count} x {r.instance_type}"),
                   clock_time(r.created), "-" if r.billable_seconds is None else str(r.billable_seconds))
-    console().print(t)
+    show(console(), t)
 
 
 def show_metrics(data: dict[str, Any]) -> None:
     """Per metric, one sparkline row per host with min / mean / max (launcher.metrics.fetch's data)."""
     from launcher.metrics import METRICS, sparkline
 
-    out = console()
-    out.print(_text(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} ({data['status']}), "
-                    f"{data['start']} to {data['end']}, {data['period']} s points"))
+    parts: list[Any] = [_text(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} "
+                              f"({data['status']}), {data['start']} to {data['end']}, {data['period']} s points")]
     for name, label, _div in METRICS:
         t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data['units'][name]})",
                    right=("host", "min", "mean", "max"))
@@ -125,8 +134,8 @@ def show_metrics(data: dict[str, Any]) -> None:
             else:
                 t.add_row(row["host"], sparkline([v for _, v in s["points"]]), f"{s['min']:.1f}", f"{s['mean']:.1f}",
                           f"{s['max']:.1f}")
-        out.print()
-        out.print(t)
+        parts += ["", t]
+    show(console(), *parts)
 
 
 # -- plans and advice ---------------------------------------------------------------------------------
@@ -248,7 +257,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
                   f"{c.global_tokens:,}", advice_note(c, best))
-    out.print(t)
+    show(out, t)
     out.print(_text("why #1", "bold"))
     for reason in best.reasons:
         out.print(_text(f"  - {reason}"))
