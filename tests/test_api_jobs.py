@@ -114,3 +114,23 @@ def test_stop_returns_the_status_after_the_request(sm, clients):
 
     again = jobs.stop(clients, "st-1", yes=True, confirm=None)
     assert isinstance(again, StopResult) and again.stopped is False and "nothing to stop" in again.message
+
+
+def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_cli):
+    from launcher import metrics
+
+    emulator.set_clock(lambda: time.time() - 900)
+    try:
+        emulator.add_job(emulator.EmulatedJob("m-1", hosts=2, training=3600, decoy=False), sm)
+    finally:
+        emulator.set_clock(None)
+    data = metrics.fetch(clients, "m-1", 600, time.time())
+    assert isinstance(data, metrics.JobMetrics) and [h.host for h in data.hosts] == ["algo-1", "algo-2"]
+    gpu = data.hosts[0].series["GPUUtilization"]
+    assert gpu.points and gpu.min <= gpu.mean <= gpu.max and gpu.values == [v for _, v in gpu.points]
+    shown = json.loads(run_cli("metrics", "m-1", "--since", "10m", "--output", "json").out)
+    as_dict = data.to_dict()  # the same shape; the values may differ by a minute's point between the two reads
+    assert shown.keys() == as_dict.keys() and shown["units"] == as_dict["units"] == dict(data.units)
+    assert [(h["host"], list(h["series"])) for h in shown["hosts"]] == [(h["host"], list(h["series"]))
+                                                                       for h in as_dict["hosts"]]
+    assert as_dict["hosts"][0]["series"]["GPUUtilization"]["points"] == [list(p) for p in gpu.points]

@@ -125,7 +125,7 @@ def test_metrics_split_at_500_queries(aws):
     fake = FakeCloudWatch()
     clients = jobs.Clients(overrides={"cloudwatch": fake})
     data = metrics.fetch(clients, "wide", 3600, time.time())
-    assert fake.calls == [500, 20] and data["get_metric_data_calls"] == 2 and len(data["hosts"]) == 130
+    assert fake.calls == [500, 20] and data.get_metric_data_calls == 2 and len(data.hosts) == 130
 
 
 def test_sparkline_scale_and_width():

@@ -169,9 +169,9 @@ def show_metrics(job: str, since: str, output: str, profile: str | None, region:
     from launcher.timeutil import parse_since
 
     name, region = resolve_job(job, region)
-    data = present.safe_data(fetch(job_clients(profile, region), name, parse_since(since), time.time()))
+    data = fetch(job_clients(profile, region), name, parse_since(since), time.time())
     if output == "json":
-        present.emit_json(data)
+        present.emit_json(data.to_dict())
     else:
         present.show_metrics(data)
 

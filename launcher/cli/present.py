@@ -118,22 +118,21 @@ def show_jobs(rows: list[Any]) -> None:
     show(console(), t)
 
 
-def show_metrics(data: dict[str, Any]) -> None:
-    """Per metric, one sparkline row per host with min / mean / max (launcher.metrics.fetch's data)."""
+def show_metrics(data: Any) -> None:
+    """Per metric, one sparkline row per host with min / mean / max (a launcher.metrics.JobMetrics)."""
     from launcher.metrics import METRICS, sparkline
 
-    parts: list[Any] = [_text(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} "
-                              f"({data['status']}), {data['start']} to {data['end']}, {data['period']} s points")]
+    parts: list[Any] = [_text(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
+                              f"{data.start} to {data.end}, {data.period} s points")]
     for name, label, _div in METRICS:
-        t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data['units'][name]})",
+        t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
                    right=("host", "min", "mean", "max"))
-        for row in data["hosts"]:
-            s = row["series"][name]
-            if s["mean"] is None:
-                t.add_row(row["host"], "no data yet", "-", "-", "-")
+        for row in data.hosts:
+            s = row.series[name]
+            if s.mean is None:
+                t.add_row(row.host, "no data yet", "-", "-", "-")
             else:
-                t.add_row(row["host"], sparkline([v for _, v in s["points"]]), f"{s['min']:.1f}", f"{s['mean']:.1f}",
-                          f"{s['max']:.1f}")
+                t.add_row(row.host, sparkline(s.values), f"{s.min:.1f}", f"{s.mean:.1f}", f"{s.max:.1f}")
         parts += ["", t]
     show(console(), *parts)
 
