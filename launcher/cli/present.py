@@ -156,7 +156,7 @@ def show_plan(plan: dict[str, Any]) -> None:
     valid_layout = plan.get("memory") is not None
     rows = [
         ("job name", plan["job_name"]),
-        ("region", plan["region"] or "not set (cluster.region, --region, AWS_REGION or a profile)"),
+        ("region", plan["region"] or "not set (cluster.region, AWS_REGION or a profile)"),
         ("role", plan["role"] or "not set (role: in the spec, or SMP_LAUNCH_ROLE)"),
         ("instances", f"{plan['instance_count']} x {plan['instance_type']} ({plan['gpus_per_instance']} GPUs each)"),
         ("world size", f"{plan['world_size']} GPUs"),
