@@ -6,7 +6,6 @@ typed objects, and raises LauncherError subclasses; nothing here prints, prompts
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from launcher.aws import Clients
+    from launcher.jobs import JobStatus, JobSummary
     from launcher.plan import Plan
     from launcher.spec.loader import LoadedSpec
     from launcher.submission import Submission
@@ -62,29 +62,21 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
 
 
-def status(name: str, *, clients: Clients | None = None):
-    """The job's status now (DescribeTrainingJob)."""
-    from launcher.jobs import describe, summary
+def status(name: str, *, clients: Clients | None = None) -> JobStatus:
+    """The job's status now (DescribeTrainingJob); raises JobNotFound for a name SageMaker does not know."""
+    from launcher.jobs import job_status
 
-    return summary(describe(clients or connect(), name))
+    return job_status(clients or connect(), name)
 
 
 def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
-         clients: Clients | None = None) -> list:
-    """Poll until every job is terminal (or `timeout` seconds pass); the last status of each."""
-    from launcher.names import TERMINAL
+         clients: Clients | None = None) -> list[JobStatus]:
+    """Poll until every job is terminal (or `timeout` seconds pass); the last status of each, in the order given.
 
-    clients = clients or connect()
-    pending = list(dict.fromkeys(names))
-    last: dict[str, Any] = {}
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        for name in pending:
-            last[name] = status(name, clients=clients)
-        pending = [n for n in pending if last[n]["status"] not in TERMINAL]
-        if not pending or (deadline is not None and time.monotonic() >= deadline):
-            return list(last.values())
-        time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+    A job still running at the timeout is returned as it was last seen (`.terminal` is False)."""
+    from launcher.jobs import wait as _wait
+
+    return _wait(clients or connect(), names, timeout=timeout, interval=interval)
 
 
 def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
@@ -93,15 +85,20 @@ def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None,
     raise NotImplementedError("helper 11: launcher.tail's line iterator")
 
 
-def stop(name: str, *, clients: Clients | None = None):
-    """Stop a running job (no question asked: the caller decided)."""
+def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
+    """Stop a running job (no question asked: the caller decided); its status after the request.
+
+    A job that has already ended is left alone: its status is returned as it is."""
+    from launcher.jobs import job_status
     from launcher.jobs import stop as _stop
 
-    return _stop(clients or connect(), name, yes=True, confirm=None)
+    clients = clients or connect()
+    _stop(clients, name, yes=True, confirm=None)
+    return job_status(clients, name)
 
 
 def list_jobs(*, running: bool = False, name_contains: str | None = None, limit: int = 50,
-              clients: Clients | None = None) -> list:
+              clients: Clients | None = None) -> list[JobSummary]:
     """The newest jobs this tool launched (tagged smp-launch:managed), newest first."""
     from launcher.jobs import list_jobs as _list
 

@@ -1,12 +1,17 @@
-"""Jobs already launched: describe one, list the tool's own, stop one. boto3 only, never the SDK."""
+"""Jobs already launched: describe one, wait for some, list the tool's own, stop one. boto3 only, never the SDK.
+
+Results are frozen dataclasses whose text from AWS is already made safe to print (launcher.sanitize);
+their `to_dict()` is the `--output json` shape of the matching command."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.aws import Clients, explain
 from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
-from launcher.names import MANAGED_TAG, RUNNING
+from launcher.names import MANAGED_TAG, RUNNING, TERMINAL
 from launcher.sanitize import clean
 from launcher.timeutil import epoch
 
@@ -48,31 +53,155 @@ def instances(desc: dict[str, Any]) -> tuple[str, int]:
     return ",".join(types) or "?", sum(int(g.get("InstanceCount", 0)) for g in groups)
 
 
-def summary(desc: dict[str, Any]) -> dict[str, Any]:
-    """What `status` shows, as plain JSON-able values."""
-    itype, count = instances(desc)
-    return {
-        "job_name": desc["TrainingJobName"],
-        "arn": desc.get("TrainingJobArn"),
-        "status": desc["TrainingJobStatus"],
-        "secondary_status": desc.get("SecondaryStatus"),
-        "transitions": [{"status": t["Status"], "start": epoch(t.get("StartTime")), "end": epoch(t.get("EndTime")),
-                         "message": t.get("StatusMessage", "")} for t in desc.get("SecondaryStatusTransitions", [])],
-        "instance_type": itype,
-        "instance_count": count,
-        "image": (desc.get("AlgorithmSpecification") or {}).get("TrainingImage"),
-        "created": epoch(desc.get("CreationTime")),
-        "training_start": epoch(desc.get("TrainingStartTime")),
-        "training_end": epoch(desc.get("TrainingEndTime")),
-        "training_seconds": desc.get("TrainingTimeInSeconds"),
-        "billable_seconds": desc.get("BillableTimeInSeconds"),
-        "failure_reason": desc.get("FailureReason"),
-        "model_artifacts": (desc.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
-    }
+@dataclass(frozen=True)
+class Transition:
+    """One SecondaryStatusTransitions entry: a phase with its start, end (None while current) and message."""
+
+    status: str
+    start: float | None
+    end: float | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "start": self.start, "end": self.end, "message": self.message}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A training job as DescribeTrainingJob reports it, every text made safe to print (launcher.sanitize).
+
+    `to_dict()` is exactly what `smp-launch status --output json` prints."""
+
+    job_name: str
+    arn: str | None
+    status: str
+    secondary_status: str | None
+    transitions: tuple[Transition, ...]
+    instance_type: str
+    instance_count: int
+    image: str | None
+    created: float | None
+    training_start: float | None
+    training_end: float | None
+    training_seconds: int | None
+    billable_seconds: int | None
+    failure_reason: str | None
+    model_artifacts: str | None
+
+    @classmethod
+    def from_description(cls, desc: Mapping[str, Any]) -> JobStatus:
+        itype, count = instances(desc)
+        return cls(
+            job_name=clean(desc["TrainingJobName"]), arn=_clean(desc.get("TrainingJobArn")),
+            status=clean(desc["TrainingJobStatus"]), secondary_status=_clean(desc.get("SecondaryStatus")),
+            transitions=tuple(Transition(clean(t["Status"]), epoch(t.get("StartTime")), epoch(t.get("EndTime")),
+                                         clean(t.get("StatusMessage", "")))
+                              for t in desc.get("SecondaryStatusTransitions", [])),
+            instance_type=clean(itype), instance_count=count,
+            image=_clean((desc.get("AlgorithmSpecification") or {}).get("TrainingImage")),
+            created=epoch(desc.get("CreationTime")), training_start=epoch(desc.get("TrainingStartTime")),
+            training_end=epoch(desc.get("TrainingEndTime")), training_seconds=desc.get("TrainingTimeInSeconds"),
+            billable_seconds=desc.get("BillableTimeInSeconds"), failure_reason=_clean(desc.get("FailureReason")),
+            model_artifacts=_clean((desc.get("ModelArtifacts") or {}).get("S3ModelArtifacts")),
+        )
+
+    @property
+    def terminal(self) -> bool:
+        """Completed, Failed or Stopped: nothing about the job changes any more."""
+        return self.status in TERMINAL
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this status: 1 Failed, 5 Stopped, else 0."""
+        return exit_code_for(self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_name": self.job_name, "arn": self.arn, "status": self.status,
+            "secondary_status": self.secondary_status, "transitions": [t.to_dict() for t in self.transitions],
+            "instance_type": self.instance_type, "instance_count": self.instance_count, "image": self.image,
+            "created": self.created, "training_start": self.training_start, "training_end": self.training_end,
+            "training_seconds": self.training_seconds, "billable_seconds": self.billable_seconds,
+            "failure_reason": self.failure_reason, "model_artifacts": self.model_artifacts,
+        }
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One row of `list`: a job this tool launched, as SageMaker Search returns it (text made safe to print)."""
+
+    job_name: str
+    status: str | None
+    secondary_status: str | None
+    instance_type: str
+    instance_count: int
+    created: float | None
+    training_end: float | None
+    billable_seconds: int | None
+
+    @classmethod
+    def from_search(cls, job: Mapping[str, Any]) -> JobSummary:
+        itype, count = instances(job)
+        return cls(job_name=clean(job["TrainingJobName"]), status=_clean(job.get("TrainingJobStatus")),
+                   secondary_status=_clean(job.get("SecondaryStatus")), instance_type=clean(itype),
+                   instance_count=count, created=epoch(job.get("CreationTime")),
+                   training_end=epoch(job.get("TrainingEndTime")), billable_seconds=job.get("BillableTimeInSeconds"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "status": self.status, "secondary_status": self.secondary_status,
+                "instance_type": self.instance_type, "instance_count": self.instance_count,
+                "created": self.created, "training_end": self.training_end,
+                "billable_seconds": self.billable_seconds}
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """What `stop` did: whether a StopTrainingJob was sent, the job's status after it, and a sentence."""
+
+    job_name: str
+    stopped: bool
+    status: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "stopped": self.stopped, "status": self.status, "message": self.message}
+
+
+def _clean(text: str | None) -> str | None:
+    return None if text is None else clean(text)
+
+
+def job_status(clients: Clients, job: str) -> JobStatus:
+    """The job's status now (one DescribeTrainingJob)."""
+    return JobStatus.from_description(describe(clients, job))
+
+
+def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[JobStatus]:
+    """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
+
+    Each poll describes only the jobs still running; a job that is not found raises JobNotFound."""
+    pending = list(dict.fromkeys(names))
+    last: dict[str, JobStatus] = {}
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        for name in pending:
+            last[name] = job_status(clients, name)
+        pending = [name for name in pending if not last[name].terminal]
+        if not pending:
+            break
+        if deadline is None:
+            sleep(interval)
+            continue
+        left = deadline - clock()
+        if left <= 0:
+            break
+        sleep(min(interval, left))
+    return list(last.values())
 
 
 def list_jobs(clients: Clients, running: bool = False, name_contains: str | None = None,
-              limit: int = 50) -> list[dict[str, Any]]:
+              limit: int = 50) -> list[JobSummary]:
     """The newest jobs carrying the tool's tag, via SageMaker Search (one call per 100 jobs, tags included).
 
     Filters are re-checked here: Search may apply only some of them (moto stops at the tag filter).
@@ -85,7 +214,7 @@ def list_jobs(clients: Clients, running: bool = False, name_contains: str | None
     filters.append({"Name": f"Tags.{MANAGED_TAG}", "Operator": "Equals", "Value": "true"})
     params: dict[str, Any] = {"Resource": "TrainingJob", "SearchExpression": {"Filters": filters},
                               "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 100}
-    rows: list[dict[str, Any]] = []
+    rows: list[JobSummary] = []
     for _ in range(20):  # at most 2,000 jobs looked at
         try:
             page = clients.sagemaker.search(**params)
@@ -100,40 +229,34 @@ def list_jobs(clients: Clients, running: bool = False, name_contains: str | None
                 continue
             if running and job.get("TrainingJobStatus") not in RUNNING:
                 continue
-            itype, count = instances(job)
-            rows.append({"job_name": job["TrainingJobName"], "status": job.get("TrainingJobStatus"),
-                         "secondary_status": job.get("SecondaryStatus"), "instance_type": itype,
-                         "instance_count": count, "created": epoch(job.get("CreationTime")),
-                         "training_end": epoch(job.get("TrainingEndTime")),
-                         "billable_seconds": job.get("BillableTimeInSeconds")})
+            rows.append(JobSummary.from_search(job))
         if not page.get("NextToken") or len(rows) >= limit:
             break
         params["NextToken"] = page["NextToken"]
-    rows.sort(key=lambda r: r["created"] or 0, reverse=True)
+    rows.sort(key=lambda r: r.created or 0, reverse=True)
     return rows[:limit]
 
 
-def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] | None) -> dict[str, Any]:
+def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] | None) -> StopResult:
     """Stop a running job, asking first unless `yes`; `confirm` is None when nobody can answer."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     desc = describe(clients, job)
     status = desc["TrainingJobStatus"]
     if status != "InProgress":
-        return {"job_name": job, "stopped": False, "status": status,
-                "message": f"{job} is {status}; nothing to stop"}
+        return StopResult(clean(job), False, clean(status), clean(f"{job} is {status}; nothing to stop"))
     if not yes:
         itype, count = instances(desc)
         question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")
         if confirm is None:
             raise UsageError(f"stop asks before stopping {job}, and there is no terminal to ask on; pass --yes")
         if not confirm(question):
-            return {"job_name": job, "stopped": False, "status": status, "message": "not stopped"}
+            return StopResult(clean(job), False, clean(status), "not stopped")
     try:
         clients.sagemaker.stop_training_job(TrainingJobName=job)
     except (ClientError, BotoCoreError) as exc:
         raise explain(exc, f"stopping {job}") from None
     after = describe(clients, job)["TrainingJobStatus"]
-    return {"job_name": job, "stopped": True, "status": after,
-            "message": f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped "
-                       f"(follow with `smp-launch logs {job}`)"}
+    return StopResult(clean(job), True, clean(after),
+                      clean(f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped "
+                            f"(follow with `smp-launch logs {job}`)"))

@@ -1,4 +1,5 @@
-"""`smp-launch metrics`: each host's GPU, GPU memory, CPU and memory utilisation, as terminal sparklines.
+"""`smp-launch metrics`: each host's GPU, GPU memory, CPU and memory utilisation, as terminal sparklines
+(drawn by launcher.cli.present).
 
 SageMaker publishes these per instance to namespace /aws/sagemaker/TrainingJobs, dimension
 `Host=<job>/algo-N`, summed over devices (GPUUtilization up to 100 x GPUs, CPUUtilization up to
@@ -8,7 +9,8 @@ SageMaker publishes these per instance to namespace /aws/sagemaker/TrainingJobs,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.aws import Clients, explain
@@ -16,6 +18,7 @@ from launcher.catalog import INSTANCES
 from launcher.jobs import describe, instances
 from launcher.names import METRICS_NAMESPACE as NAMESPACE
 from launcher.names import TERMINAL
+from launcher.sanitize import clean
 from launcher.timeutil import epoch, iso
 
 METRICS = (  # (CloudWatch name, label, divided by)
@@ -38,7 +41,55 @@ def period_for(seconds: float) -> int:
     return max(60, math.ceil(seconds / 120 / 60) * 60)
 
 
-def fetch(clients: Clients, job: str, since: float, now: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Series:
+    """One metric of one host: (ISO time, value per device) points and their min / mean / max (None: no data)."""
+
+    points: tuple[tuple[str, float], ...]
+    min: float | None
+    mean: float | None
+    max: float | None
+
+    @property
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"points": [list(p) for p in self.points], "min": self.min, "mean": self.mean, "max": self.max}
+
+
+@dataclass(frozen=True)
+class HostMetrics:
+    host: str  # algo-N
+    series: Mapping[str, Series]  # CloudWatch metric name -> its series, in METRICS order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "series": {name: s.to_dict() for name, s in self.series.items()}}
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    """What `smp-launch metrics` shows; `to_dict()` is its `--output json` (text from AWS made safe to print)."""
+
+    job_name: str
+    instance_type: str
+    instance_count: int
+    status: str
+    start: str
+    end: str
+    period: int
+    get_metric_data_calls: int
+    units: Mapping[str, str]
+    hosts: tuple[HostMetrics, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "instance_type": self.instance_type, "instance_count": self.instance_count,
+                "status": self.status, "start": self.start, "end": self.end, "period": self.period,
+                "get_metric_data_calls": self.get_metric_data_calls, "units": dict(self.units),
+                "hosts": [h.to_dict() for h in self.hosts]}
+
+
+def fetch(clients: Clients, job: str, since: float, now: float) -> JobMetrics:
     """Every host's four series over the last `since` seconds of the job, normalised per device."""
     from datetime import datetime, timezone
 
@@ -82,17 +133,18 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> dict[str, Any
     dev = devices(itype)
     hosts = []
     for host in range(1, count + 1):
-        row: dict[str, Any] = {"host": f"algo-{host}", "series": {}}
+        row: dict[str, Series] = {}
         for k, (name, _label, div) in enumerate(METRICS):
             per = dev.get(div) if div else 1
             points = sorted(series.get(f"h{host}m{k}", {}).items())
             values = [v / per for _, v in points] if per else [v for _, v in points]
-            row["series"][name] = {"points": [[iso(t), round(v, 2)] for (t, _), v in zip(points, values, strict=True)],
-                                   **stats(values)}
-        hosts.append(row)
-    return {"job_name": job, "instance_type": itype, "instance_count": count, "status": desc["TrainingJobStatus"],
-            "start": iso(start), "end": iso(end), "period": period, "get_metric_data_calls": calls,
-            "units": {name: _unit(div, dev) for name, _l, div in METRICS}, "hosts": hosts}
+            row[name] = Series(tuple((iso(t), round(v, 2)) for (t, _), v in zip(points, values, strict=True)),
+                               **stats(values))
+        hosts.append(HostMetrics(f"algo-{host}", row))
+    return JobMetrics(job_name=clean(job), instance_type=clean(itype), instance_count=count,
+                      status=clean(desc["TrainingJobStatus"]), start=iso(start), end=iso(end), period=period,
+                      get_metric_data_calls=calls, units={name: _unit(div, dev) for name, _l, div in METRICS},
+                      hosts=tuple(hosts))
 
 
 def _unit(div: str | None, dev: dict[str, int | None]) -> str:
@@ -118,19 +170,3 @@ def sparkline(values: list[float], width: int = 40, top: float = 100.0) -> str:
         values = [sum(chunk) / len(chunk) for chunk in
                   (values[int(i * step):max(int(i * step) + 1, int((i + 1) * step))] for i in range(width))]
     return "".join(BARS[min(len(BARS) - 1, max(0, int(v / top * len(BARS))))] for v in values)
-
-
-def render(data: dict[str, Any], write: Callable[[str], None]) -> None:
-    """Per metric, one sparkline row per host with min / mean / max."""
-    write(f"{data['job_name']}: {data['instance_count']} x {data['instance_type']} ({data['status']}), "
-          f"{data['start']} to {data['end']}, {data['period']} s points")
-    for name, label, _div in METRICS:
-        write("")
-        write(f"{label} ({data['units'][name]})")
-        for row in data["hosts"]:
-            s = row["series"][name]
-            if s["mean"] is None:
-                write(f"  {row['host']:>9}  no data yet")
-                continue
-            spark = sparkline([v for _, v in s["points"]])
-            write(f"  {row['host']:>9}  {spark:<40}  min {s['min']:5.1f}  mean {s['mean']:5.1f}  max {s['max']:5.1f}")

@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from launcher import emulator, jobs, metrics
-from launcher.job_commands import parse_hosts
+from launcher.cli.jobs import parse_hosts
 from launcher.state import record_submitted
 from launcher.timeutil import parse_since
 
@@ -80,7 +80,7 @@ def test_stop_asks_unless_yes(aws, run_cli):
     emulator.add_job(emulator.EmulatedJob("long-1", training=600), aws)
     refused = run_cli("stop", "long-1")  # no terminal to ask on
     assert refused.code == 2 and "pass --yes" in refused.err
-    assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False)["stopped"] is False
+    assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False).stopped is False
     assert aws.describe_training_job(TrainingJobName="long-1")["TrainingJobStatus"] == "InProgress"
     r = run_cli("stop", "long-1", "--yes", "--output", "json")
     assert r.code == 0 and json.loads(r.out)["status"] == "Stopping"
@@ -125,7 +125,7 @@ def test_metrics_split_at_500_queries(aws):
     fake = FakeCloudWatch()
     clients = jobs.Clients(overrides={"cloudwatch": fake})
     data = metrics.fetch(clients, "wide", 3600, time.time())
-    assert fake.calls == [500, 20] and data["get_metric_data_calls"] == 2 and len(data["hosts"]) == 130
+    assert fake.calls == [500, 20] and data.get_metric_data_calls == 2 and len(data.hosts) == 130
 
 
 def test_sparkline_scale_and_width():

@@ -146,7 +146,7 @@ def test_validate_exits_2_when_an_error_rule_fires_and_names_the_field(run_cli, 
 def test_plan_shows_the_whole_plan_and_exits_2_on_error(run_cli, write_spec):
     p = write_spec(BASE.replace("llama2-7b", "llama2-70b"))
     r = run_cli("plan", str(p))
-    assert r.code == 2 and "SMP060" in r.out and "DOES NOT FIT" in r.out
+    assert r.code == 2 and "SMP060" in r.err and "DOES NOT FIT" in r.out
 
 
 def test_committed_rules_doc_is_current():

@@ -309,8 +309,8 @@ def test_a_host_beyond_the_jobs_count_is_warned_about(aws, clock):
 
 
 def test_a_huge_host_range_is_refused_at_once_not_expanded():
+    from launcher.cli.jobs import MAX_HOST, parse_hosts
     from launcher.errors import UsageError
-    from launcher.job_commands import MAX_HOST, parse_hosts
 
     with pytest.raises(UsageError, match=f"host numbers go up to {MAX_HOST}"):
         parse_hosts("1-100000000")

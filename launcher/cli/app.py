@@ -1,0 +1,109 @@
+"""The `smp-launch` group, its entry point and how errors and closed pipes become exit codes.
+
+Only click is imported at start-up; each command imports what it needs, so `--help`, `validate`,
+`plan`, `logs` and `status` never load the SageMaker SDK.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from launcher import __version__
+from launcher.cli import jobs, role, spec, submit
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away; raised past click, whose own EPIPE handling exits 1."""
+
+
+class _Group(click.Group):
+    """Lets a closed stdout (EPIPE) reach `main` whether it happens in a command or in --help."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except OSError as exc:
+            if _is_closed_pipe(exc):
+                raise _PipeClosed from None
+            raise
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if _is_closed_pipe(exc):
+                raise _PipeClosed from None
+            raise
+
+
+def _is_closed_pipe(exc: BaseException) -> bool:
+    import errno
+
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="smp-launch")
+def cli() -> None:
+    """Plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
+
+    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a preflight
+    refused; 4 AWS refused or is unreachable; 5 the job was stopped; 130 interrupted.
+    """
+
+
+for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS):
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""
+    from launcher.errors import EXIT_INTERRUPTED, LauncherError
+
+    try:
+        cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)
+    except LauncherError as err:
+        for line in err.lines():
+            click.echo(line, err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except _PipeClosed:
+        _quiet_broken_pipe()
+    except OSError as exc:
+        if not _is_closed_pipe(exc):
+            raise
+        _quiet_broken_pipe()
+    except SystemExit as done:
+        _flush_or_quiet()
+        raise done
+    _flush_or_quiet()
+    sys.exit(0)
+
+
+def _flush_or_quiet() -> None:
+    """Flush stdout now, while a closed pipe can still be caught (at exit Python would print a warning)."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if not _is_closed_pipe(exc):
+            raise
+        _quiet_broken_pipe()
+
+
+def _quiet_broken_pipe() -> None:
+    """`smp-launch ... | head` closed our stdout: exit 0 quietly, as awslogs does (whatever command)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(0)

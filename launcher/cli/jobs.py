@@ -1,0 +1,179 @@
+"""`logs`, `status`, `list`, `stop`, `metrics`: jobs already launched, through boto3 only.
+
+None of these may import the SageMaker SDK (tests/test_follow_e2e.py checks it).
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from launcher.cli.options import JOB, OUTPUT, aws_options, job_clients
+
+MAX_HOST = 4096  # far above any training job's instance count; a typo like 1-100000000 is refused, not expanded
+
+
+def parse_hosts(text: str | None) -> list[int] | None:
+    """`1,3`, `algo-2` or `1-4` -> host numbers (algo-N), each at most MAX_HOST."""
+    from launcher.errors import UsageError
+
+    if not text:
+        return None
+    hosts: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        part = part.removeprefix("algo-")
+        try:
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi or lo)
+            if first < 1 or last < first:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--host {text[:80]!r}: give host numbers like 1,3 or 1-4 (algo-N)") from None
+        if last > MAX_HOST:
+            raise UsageError(f"--host {text[:80]!r}: host numbers go up to {MAX_HOST} (algo-N is the N-th "
+                             "instance of the job)")
+        hosts.update(range(first, last + 1))
+    return sorted(hosts)
+
+
+def require_hosts(clients, job: str, hosts: list[int]) -> None:
+    """Refuse (exit 2) a --host list of which no host exists: it would print nothing and say nothing useful.
+    Some hosts missing is a warning from the tailer; none at all is a mistake."""
+    from launcher.errors import UsageError
+    from launcher.jobs import job_status
+
+    count = job_status(clients, job).instance_count
+    if count and min(hosts) > count:
+        raise UsageError(f"--host {','.join(map(str, hosts[:5]))}{',...' if len(hosts) > 5 else ''}: {job} has "
+                         f"{count} host{'s' if count > 1 else ''}, algo-1 to algo-{count}")
+
+
+@click.command("logs")
+@JOB
+@click.option("--follow/--no-follow", default=True, show_default=True,
+              help="Keep printing until the job ends, or print what exists and exit.")
+@click.option("--host", "hosts", default=None, metavar="N[,N]", help="Only these hosts (algo-N): 1,3 or 2-4.")
+@click.option("--since", default=None, metavar="DURATION", help="Start this far back: 30s, 10m, 1h (default: all).")
+@click.option("--grep", default=None, metavar="REGEX", help="Only lines matching this Python regular expression.")
+@click.option("--rate", type=click.FloatRange(min=0.1, max=25.0), default=2.0, show_default=True,
+              help="At most this many CloudWatch Logs reads a second (the quota is shared by the account).")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+              help="Seconds between polls.")
+@OUTPUT
+@aws_options
+def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, grep: str | None, rate: float,
+               interval: float, output: str, profile: str | None, region: str | None) -> None:
+    """Print a job's logs from all hosts, labelled [algo-N]; JOB may be `latest`.
+
+    Follows until the job ends: exit 0 Completed, 1 Failed, 5 Stopped. Ctrl-C stops following
+    (exit 130) and leaves the job running. `--output json` prints JSON lines.
+    """
+    import re
+
+    from launcher.errors import UsageError
+    from launcher.state import resolve_job
+    from launcher.tail import follow as follow_job
+    from launcher.timeutil import parse_since
+
+    if grep:
+        try:
+            re.compile(grep)
+        except re.error as exc:
+            raise UsageError(f"--grep {grep!r} is not a regular expression: {exc}") from None
+    host_list = parse_hosts(hosts)
+    since_s = parse_since(since) if since else None
+    name, region = resolve_job(job, region)
+    clients = job_clients(profile, region)
+    if host_list:
+        require_hosts(clients, name, host_list)
+    result = follow_job(name, clients, follow=follow, since=since_s, hosts=host_list, grep=grep,
+                        as_json=output == "json", rate=rate, interval=interval)
+    sys.exit(result.exit_code)
+
+
+@click.command("status")
+@JOB
+@OUTPUT
+@aws_options
+def show_status(job: str, output: str, profile: str | None, region: str | None) -> None:
+    """A job's status, transitions, instances, image, billable seconds and failure reason.
+
+    Exit 0 while running or Completed, 1 Failed, 5 Stopped.
+    """
+    from launcher.api import status
+    from launcher.cli import present
+    from launcher.state import resolve_job
+
+    name, region = resolve_job(job, region)
+    found = status(name, clients=job_clients(profile, region))
+    if output == "json":
+        present.emit_json(found.to_dict())
+    else:
+        present.show_status(found)
+    sys.exit(found.exit_code)
+
+
+@click.command("list")
+@click.option("--running", is_flag=True, help="Only jobs in progress (or stopping).")
+@click.option("--name-contains", default=None, metavar="TEXT", help="Only jobs whose name contains TEXT.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="The newest N jobs.")
+@OUTPUT
+@aws_options
+def list_jobs(running: bool, name_contains: str | None, limit: int, output: str, profile: str | None,
+              region: str | None) -> None:
+    """The jobs smp-launch launched (those carrying its tag), newest first."""
+    from launcher.api import list_jobs as find
+    from launcher.cli import present
+
+    rows = find(running=running, name_contains=name_contains, limit=limit, clients=job_clients(profile, region))
+    if output == "json":
+        present.emit_json([r.to_dict() for r in rows])
+    elif rows:
+        present.show_jobs(rows)
+    else:
+        click.echo("no jobs launched by smp-launch match", err=True)
+
+
+@click.command("stop")
+@JOB
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@OUTPUT
+@aws_options
+def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str | None) -> None:
+    """Stop a running job (asks first unless --yes); JOB may be `latest`."""
+    from launcher.cli import present
+    from launcher.jobs import stop
+    from launcher.state import resolve_job
+
+    name, region = resolve_job(job, region)
+    confirm = (lambda q: click.confirm(q, default=False, err=True)) if sys.stdin.isatty() else None
+    result = stop(job_clients(profile, region), name, yes=yes, confirm=confirm)
+    if output == "json":
+        present.emit_json(result.to_dict())
+    else:
+        click.echo(result.message, err=True)
+
+
+@click.command("metrics")
+@JOB
+@click.option("--since", default="1h", show_default=True, metavar="DURATION", help="How far back: 30m, 1h, 1d.")
+@OUTPUT
+@aws_options
+def show_metrics(job: str, since: str, output: str, profile: str | None, region: str | None) -> None:
+    """Per-host GPU, GPU memory, CPU and memory utilisation as sparklines (per device, 0-100)."""
+    import time
+
+    from launcher.cli import present
+    from launcher.metrics import fetch
+    from launcher.state import resolve_job
+    from launcher.timeutil import parse_since
+
+    name, region = resolve_job(job, region)
+    data = fetch(job_clients(profile, region), name, parse_since(since), time.time())
+    if output == "json":
+        present.emit_json(data.to_dict())
+    else:
+        present.show_metrics(data)
+
+
+COMMANDS = (print_logs, show_status, list_jobs, stop_job, show_metrics)

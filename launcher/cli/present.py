@@ -1,0 +1,279 @@
+"""How results reach people (rich tables on a terminal) and pipelines (`--output json`): the one place
+for tables, colours and the sanitising entry point.
+
+Every table is a rich Table. On a terminal long cells fold (nothing is cut); into a pipe or a file
+the console is wide, so a row stays on one line for grep. Colours are named here only: the log
+printer (launcher.tail) takes HOST_COLOURS and `safe` from this module and stays a fast path of one
+write per page of lines, without rich. Importing this module imports neither rich nor click.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from launcher.sanitize import clean as safe
+from launcher.sanitize import clean_data as safe_data
+from launcher.timeutil import clock_time
+
+__all__ = ["HOST_COLOURS", "SEVERITY_STYLES", "emit_json", "host_colour", "safe", "safe_data"]
+
+HOST_COLOURS = (36, 33, 32, 35, 34, 31)  # SGR codes by host number (algo-N): cyan, yellow, green, magenta, blue, red
+SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STATUS_STYLES = {"Completed": "green", "Failed": "bold red", "Stopped": "yellow", "Stopping": "yellow",
+                 "InProgress": "cyan"}
+PIPE_WIDTH = 100_000  # not a terminal: never wrap a row
+
+
+def host_colour(host: int) -> int:
+    """The SGR colour code of host algo-`host` (numbered from 1), cycling through HOST_COLOURS."""
+    return HOST_COLOURS[(host - 1) % len(HOST_COLOURS)]
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def console(stderr: bool = False):
+    """A rich console that leaves a closed pipe to the CLI (rich itself would exit 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if getattr(stream, "isatty", lambda: False)() else PIPE_WIDTH
+    return _Console(file=stream, highlight=False, soft_wrap=True, width=width)
+
+
+def show(out, *renderables) -> None:
+    """Print through `out` with each line's trailing padding removed (rich pads every cell of a column)."""
+    with out.capture() as captured:
+        for item in renderables:
+            out.print(item)
+    text = "".join(line.rstrip(" ") + "\n" for line in captured.get().splitlines())
+    out.file.write(text)
+    out.file.flush()
+
+
+def _table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()):
+    """A borderless table (aligned columns, easy to read and to grep) with a bold header."""
+    from rich.table import Table
+
+    t = Table(box=None, title=title, title_justify="left", title_style="bold", header_style="bold",
+              show_header=bool(columns), pad_edge=False)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    return t
+
+
+def _text(value: Any, style: str = ""):
+    """Text shown verbatim: markup in a value from AWS or a spec is never interpreted."""
+    from rich.text import Text
+
+    return Text("-" if value is None else str(value), style=style)
+
+
+# -- jobs ---------------------------------------------------------------------------------------------
+
+def show_status(job: Any) -> None:
+    """A launcher.jobs.JobStatus: its facts, then its secondary-status transitions."""
+    status = job.status + (f" ({job.secondary_status})" if job.secondary_status and job.secondary_status != job.status
+                           else "")
+    rows = [("job", job.job_name), ("status", status), ("instances", f"{job.instance_count} x {job.instance_type}"),
+            ("image", job.image or "-"), ("created", clock_time(job.created)),
+            ("training start", clock_time(job.training_start)), ("training end", clock_time(job.training_end)),
+            ("billable seconds", "-" if job.billable_seconds is None else str(job.billable_seconds))]
+    if job.failure_reason:
+        rows.append(("failure reason", job.failure_reason))
+    if job.model_artifacts:
+        rows.append(("model artifacts", job.model_artifacts))
+    from rich.table import Table
+
+    out = console()
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for key, value in rows:
+        grid.add_row(f"{key}:", _text(value, STATUS_STYLES.get(job.status, "") if key == "status" else ""))
+    if not job.transitions:
+        show(out, grid)
+        return
+    t = _table("transition", "start (UTC)", "end (UTC)", "message")
+    for x in job.transitions:
+        t.add_row(_text(x.status), clock_time(x.start), clock_time(x.end), _text(x.message))
+    show(out, grid, "", t)
+
+
+def show_jobs(rows: list[Any]) -> None:
+    """launcher.jobs.JobSummary rows, newest first."""
+    t = _table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
+    for r in rows:
+        t.add_row(_text(r.job_name), _text(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
+                  _text(r.secondary_status or "-"), _text(f"{r.instance_count} x {r.instance_type}"),
+                  clock_time(r.created), "-" if r.billable_seconds is None else str(r.billable_seconds))
+    show(console(), t)
+
+
+def show_metrics(data: Any) -> None:
+    """Per metric, one sparkline row per host with min / mean / max (a launcher.metrics.JobMetrics)."""
+    from launcher.metrics import METRICS, sparkline
+
+    parts: list[Any] = [_text(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
+                              f"{data.start} to {data.end}, {data.period} s points")]
+    for name, label, _div in METRICS:
+        t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
+                   right=("host", "min", "mean", "max"))
+        for row in data.hosts:
+            s = row.series[name]
+            if s.mean is None:
+                t.add_row(row.host, "no data yet", "-", "-", "-")
+            else:
+                t.add_row(row.host, sparkline(s.values), f"{s.min:.1f}", f"{s.mean:.1f}", f"{s.max:.1f}")
+        parts += ["", t]
+    show(console(), *parts)
+
+
+# -- plans and advice ---------------------------------------------------------------------------------
+
+def _fmt_tokens(n: int) -> str:
+    for unit, size in (("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if n >= size:
+            return f"{n:,} ({n / size:g} {unit})"
+    return f"{n:,}"
+
+
+INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
+
+
+def show_plan(plan: dict[str, Any]) -> None:
+    """The plan in `plan --output json`'s shape. Errors are not here: the CLI prints them on stderr like
+    `validate`; with an invalid layout (no memory estimate) the numbers derived from it are not shown."""
+    model, fw = plan["model"], plan["framework"]
+    valid_layout = plan.get("memory") is not None
+    rows = [
+        ("job name", plan["job_name"]),
+        ("region", plan["region"] or "not set (cluster.region, AWS_REGION or a profile)"),
+        ("role", plan["role"] or "not set (role: in the spec, or SMP_LAUNCH_ROLE)"),
+        ("instances", f"{plan['instance_count']} x {plan['instance_type']} ({plan['gpus_per_instance']} GPUs each)"),
+        ("world size", f"{plan['world_size']} GPUs"),
+        ("data-parallel degree", str(plan["data_parallel_degree"]) if valid_layout else INVALID_LAYOUT),
+        ("model", f"{model['preset'] or model['type']}: {model['parameters'] / 1e9:.2f}B parameters, "
+                  f"{model['num_layers']} layers, hidden {model['hidden_width']}, seq {model['seq_length']}"),
+        ("global batch", f"{plan['global_batch_sequences']:,} sequences, "
+                         f"{_fmt_tokens(plan['global_batch_tokens'])} tokens" if valid_layout else INVALID_LAYOUT),
+        ("framework", f"PyTorch {fw['pytorch_version']} / {fw['py_version']} (SMP {fw['smp_version']})"),
+        ("image", fw["image_uri"] or "unknown until a region is set"),
+    ]
+    reqs = fw.get("requirements") or {}
+    if reqs:
+        rows.append(("requirements", ", ".join(f"{name}{spec}" for name, spec in reqs.items())))
+    decisions = plan.get("decisions") or {}
+    if decisions.get("shard_reason") and valid_layout:
+        rows.append(("sharding", f"{decisions['sharding_strategy']} over {decisions['hybrid_shard_degree']} GPUs: "
+                                 f"{decisions['shard_reason']}"))
+    if "transform" in decisions:
+        rows.append(("model implementation", "SMP (torch.sagemaker.transform)" if decisions["transform"]
+                     else "Hugging Face transformers"))
+    if "delayed_reason" in decisions:
+        rows.append(("delayed param init", f"{'on' if decisions['delayed_param_init'] else 'off'}: "
+                                           f"{decisions['delayed_reason']}"))
+    store = plan.get("storage") or {}
+    if store.get("note"):
+        rows.append(("local storage", store["note"]))
+    mem = plan.get("memory")
+    if mem:
+        verdict = "fits" if mem["fits"] else "DOES NOT FIT"
+        rows.append(("GPU memory", f"{mem['per_gpu_gb']:.1f} of {mem['capacity_gb']:.0f} GB per GPU ({verdict}), "
+                                   f"peak in the {mem.get('peak_phase', 'forward/backward')}"))
+    else:
+        rows.append(("GPU memory", INVALID_LAYOUT))
+    from rich.table import Table
+
+    out = console()
+    t = Table(title=f"Plan for {plan['spec_file']}", show_header=False, title_justify="left")
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    for key, value in rows:
+        t.add_row(key, _text(value))
+    out.print(t)
+    out.print(_text("distribution ", "bold") + _text(json.dumps(plan["distribution"])))
+    if mem:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in mem["breakdown"].items())
+        out.print(_text("memory breakdown (GB) ", "bold") + _text(parts))
+        for term, source in (mem.get("sources") or {}).items():
+            out.print(_text(f"  {term}: {source}"))
+    show_advisories([a for a in plan["advisories"] if a["severity"] != "error"], out,
+                    errors=sum(a["severity"] == "error" for a in plan["advisories"]))
+
+
+def show_advisories(advisories: list[dict[str, Any]], out=None, errors: int = 0) -> None:
+    """Warnings and notes, one line each, coloured by severity (errors go to stderr, as `validate` prints them)."""
+    out = out or console()
+    if not advisories and not errors:
+        out.print(_text("no advisories", "green"))
+    for a in advisories:
+        out.print(_text(f"{a['severity']:7}", SEVERITY_STYLES.get(a["severity"], "")) + _text(f" {a['rule']} "
+                                                                                             f"{a['message']}"))
+    if errors:
+        out.print(_text(f"{errors} error{'s' if errors > 1 else ''} (on stderr): submit refuses this plan",
+                        SEVERITY_STYLES["error"]))
+
+
+def advice_note(candidate: Any, best: Any) -> str:
+    """What sets a ranked layout apart: AWS's reference configuration, the rules that warn about it, and
+    what it costs next to the best (more sharding or tensor parallelism, offloading, no checkpointing)."""
+    notes = []
+    if candidate.reference:
+        notes.append("AWS reference")
+    notes += [w.split(":", 1)[0] for w in candidate.warnings]
+    if candidate is not best:
+        if candidate.tp > best.tp:
+            notes.append(f"tp {candidate.tp} > {best.tp}")
+        if candidate.shard > best.shard and candidate.tp == best.tp:
+            notes.append(f"shards over {candidate.shard} GPUs, not {best.shard}")
+        if candidate.offloading and not best.offloading:
+            notes.append("offloads activations")
+        if not candidate.checkpointing:
+            notes.append("no checkpointing")
+        if candidate.global_tokens < best.global_tokens:
+            notes.append("fewer tokens a step")
+    return ", ".join(notes)
+
+
+def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, top: int,
+                written: str | None) -> None:
+    out = console()
+    best = ranked[0]
+    t = _table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note",
+               title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
+                     f"{len(ranked)} feasible, best first",
+               right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step"))
+    for i, c in enumerate(ranked[:top], start=1):
+        t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
+                  "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
+                  f"{c.global_tokens:,}", advice_note(c, best))
+    show(out, t)
+    out.print(_text("why #1", "bold"))
+    for reason in best.reasons:
+        out.print(_text(f"  - {reason}"))
+    ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
+    if ref and ref > top:
+        out.print(_text(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)"))
+    if written:
+        out.print(_text(f"wrote {written}"))
+
+
+# -- the role check -----------------------------------------------------------------------------------
+
+def show_role_check(check: Any) -> None:
+    """launcher.iam.RoleCheck: the verdict and each reason, on stdout (the exit code says it too)."""
+    data = check.as_dict()
+    style = {"pass": "green", "fail": "bold red"}.get(data["verdict"], "yellow")
+    out = console()
+    out.print(_text(f"role {data['role_arn'] or data['role']}: ") + _text(data["verdict"], style))
+    for line in check.lines()[1:]:
+        out.print(_text(line))

@@ -1,0 +1,190 @@
+"""Commands about specs, none of which talks to AWS: validate, plan, render, schema, rules, advise.
+
+The advisor's errors print as `validate` prints every problem: `FILE:LINE:COL: field.path: message`
+on stderr, exit 2.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from launcher.cli.options import OUTPUT, SET, SPEC
+
+
+def advisor_errors(plan: Any) -> list[Any]:
+    """The advisor's errors as spec problems (launcher.errors.Problem), each at the field that caused it."""
+    from launcher.plan import advisory_problems
+
+    return advisory_problems(plan)
+
+
+def problem_record(problem: Any) -> dict[str, Any]:
+    """A launcher.errors.Problem as `validate --output json` gives it (text made safe to print)."""
+    from launcher.sanitize import clean
+
+    mark = problem.mark
+    return {"file": clean(mark.file), "line": mark.line, "column": mark.col, "path": clean(problem.path),
+            "message": clean(problem.message)}
+
+
+def print_problems(problems: list[Any]) -> None:
+    """One line each on stderr, as a SpecError prints them (long lists end with a count)."""
+    from launcher.errors import SpecError
+
+    for line in SpecError(problems).lines():
+        click.echo(line, err=True)
+
+
+def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
+    """Load and plan one spec: its validity, its problems (structured and as lines) and, when it loads, its job."""
+    from launcher.api import build_plan, load_spec
+    from launcher.errors import LauncherError, Problem, SpecError
+
+    try:
+        loaded = load_spec(path, overrides)
+        plan = build_plan(loaded)
+    except SpecError as err:
+        problems = list(err.problems)
+        return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
+    except LauncherError as err:
+        from launcher.errors import Mark
+
+        problems = [Problem(Mark(path, 1, 1), "", str(err))]
+        return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
+    problems = advisor_errors(plan)
+    return {"file": path, "valid": not problems, "errors": [str(p) for p in problems],
+            "problems": [problem_record(p) for p in problems], "job_name": plan.job_name,
+            "world_size": plan.world_size}
+
+
+@click.command("validate")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@SET
+@OUTPUT
+def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
+    """Check job specs without touching AWS; exit 2 if any is invalid."""
+    from launcher.cli.present import emit_json
+    from launcher.errors import EXIT_INVALID, EXIT_OK
+
+    results = [check_spec(path, overrides) for path in specs]
+    if output == "json":
+        emit_json(results)
+    else:
+        for r in results:
+            if r["valid"]:
+                click.echo(f"{r['file']}: ok ({r['world_size']} GPUs)")
+            for line in r["errors"]:
+                click.echo(line, err=True)
+    sys.exit(EXIT_OK if all(r["valid"] for r in results) else EXIT_INVALID)
+
+
+@click.command("plan")
+@SPEC
+@SET
+@OUTPUT
+def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
+    """Show everything submit would do, with no AWS call; exit 2 when the advisor finds an error."""
+    from launcher.api import build_plan, load_spec
+    from launcher.cli import present
+    from launcher.errors import EXIT_INVALID, EXIT_OK
+
+    plan = build_plan(load_spec(spec, overrides))
+    data = plan.to_dict()
+    if output == "json":
+        present.emit_json(data)
+    else:
+        present.show_plan(data)
+    problems = advisor_errors(plan)
+    print_problems(problems)
+    sys.exit(EXIT_INVALID if problems else EXIT_OK)
+
+
+@click.command("render")
+@SPEC
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Write the source dir here (created if needed).")
+@SET
+@OUTPUT
+def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
+    """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
+    from launcher.api import build_plan, load_spec
+    from launcher.cli.present import emit_json
+    from launcher.errors import EXIT_INVALID, EXIT_OK
+    from launcher.render import write_source_dir
+
+    plan = build_plan(load_spec(spec, overrides))
+    paths = write_source_dir(plan.source.files, out_dir)
+    if output == "json":
+        emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths]})
+    else:
+        click.echo(f"rendered {len(paths)} files into {out_dir}: {', '.join(p.name for p in paths)}")
+    problems = advisor_errors(plan)
+    print_problems(problems)
+    sys.exit(EXIT_INVALID if problems else EXIT_OK)
+
+
+@click.command("rules")
+@click.option("--output", "output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+def print_rules(output: str) -> None:
+    """List the advisor's rules (ids, severities, sources)."""
+    from launcher.cli.present import emit_json
+    from launcher.rules.docs import as_json, markdown
+
+    if output == "json":
+        emit_json(as_json())
+    else:
+        sys.stdout.write(markdown())
+
+
+@click.command("schema")
+@click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
+              help="Write the schema to this file instead of printing it.")
+def print_schema(write_to: str | None) -> None:
+    """Print the job spec's JSON Schema (for editors and CI)."""
+    from launcher.spec.schema import schema_text
+
+    text = schema_text()
+    if write_to:
+        with open(write_to, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+@click.command("advise")
+@click.option("--model", "model", required=True, metavar="PRESET", help="A model preset, e.g. llama2-13b.")
+@click.option("--instances", type=click.IntRange(1, 1024), default=None,
+              help="Instance count; omit to derive it from --global-batch-tokens.")
+@click.option("--seq-length", type=click.IntRange(1), default=4096, show_default=True)
+@click.option("--instance-type", default="ml.p4d.24xlarge", show_default=True)
+@click.option("--global-batch-tokens", "global_batch", default=None, metavar="N",
+              help="Required tokens per step, e.g. 4M (binary: 4M = 4,194,304).")
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True)
+@click.option("--top", type=click.IntRange(1), default=10, show_default=True, help="Rows shown in the table.")
+@click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
+              help="Write a ready job spec for the best configuration.")
+@OUTPUT
+def advise_layouts(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
+                   precision: str, top: int, write_to: str | None, output: str) -> None:
+    """Recommend SMP v2 configurations for a model, ranked as AWS's SMP v2 best practices advise."""
+    from launcher import advise as adv
+    from launcher.cli import present
+    from launcher.errors import UsageError
+
+    target = adv.parse_tokens(global_batch) if global_batch else None
+    ranked = adv.advise(model, instance_type, instances, seq_length, target, precision)
+    if not ranked:
+        raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
+                         f"{seq_length}; add instances or use an 80 GB instance type")
+    if write_to:
+        with open(write_to, "w", encoding="utf-8") as f:
+            f.write(adv.spec_yaml(model, instance_type, seq_length, precision, ranked[0]))
+    if output == "json":
+        present.emit_json([c.as_dict() for c in ranked])
+    else:
+        present.show_advice(model, instance_type, seq_length, ranked, top, write_to)
+
+
+COMMANDS = (validate_specs, show_plan, render_source_dir, print_rules, print_schema, advise_layouts)

@@ -1,0 +1,136 @@
+"""The job half of the Python API (launcher.status / wait / stop / list_jobs) against emulated jobs.
+
+The jobs run on the real clock with phases of a few tens of milliseconds, so `wait` is exercised
+with a tiny interval the way a pipeline would call it, and the whole file takes about a second.
+"""
+import json
+import time
+
+import boto3
+import pytest
+
+import launcher
+from launcher import emulator
+from launcher.jobs import JobStatus, JobSummary, StopResult
+
+QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, decoy=False)
+
+
+@pytest.fixture
+def sm():
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+    emulator.set_clock(None)
+
+
+@pytest.fixture
+def clients():
+    return launcher.connect(region="us-west-2")
+
+
+def test_the_job_types_are_exported_lazily():
+    assert launcher.JobStatus is JobStatus and launcher.JobSummary is JobSummary
+    assert {"JobStatus", "JobSummary"} <= set(launcher.__all__)
+
+
+def test_wait_returns_each_jobs_outcome_in_the_order_given(sm, clients):
+    for job in (emulator.EmulatedJob("w-done", **QUICK), emulator.EmulatedJob("w-failed", outcome="Failed", **QUICK),
+                emulator.EmulatedJob("w-stopped", stop_after=0.2, stopping=0.05, **QUICK)):
+        emulator.add_job(job, sm)
+    started = time.monotonic()
+    done = launcher.wait(["w-failed", "w-done", "w-stopped", "w-done"], interval=0.02, clients=clients)
+    assert time.monotonic() - started < 10
+    assert [(s.job_name, s.status, s.terminal, s.exit_code) for s in done] == [
+        ("w-failed", "Failed", True, 1), ("w-done", "Completed", True, 0), ("w-stopped", "Stopped", True, 5)]
+    assert all(isinstance(s, JobStatus) for s in done)
+    assert "CUDA out of memory" in done[0].failure_reason and done[1].failure_reason is None
+    assert [t.status for t in done[1].transitions] == ["Starting", "Downloading", "Training", "Uploading",
+                                                       "Completed"]
+
+
+def test_wait_gives_up_at_the_timeout_with_the_last_status_seen(sm, clients):
+    emulator.add_job(emulator.EmulatedJob("w-quick", **QUICK), sm)
+    emulator.add_job(emulator.EmulatedJob("w-long", **{**QUICK, "training": 600}), sm)
+    started = time.monotonic()
+    seen = launcher.wait(["w-quick", "w-long"], timeout=0.8, interval=0.05, clients=clients)
+    took = time.monotonic() - started
+    assert 0.8 <= took < 8, took
+    assert [(s.job_name, s.status, s.terminal) for s in seen] == [("w-quick", "Completed", True),
+                                                                   ("w-long", "InProgress", False)]
+    assert seen[1].secondary_status == "Training" and seen[1].exit_code == 0
+
+
+def test_wait_on_an_unknown_job_raises_job_not_found(sm, clients):
+    with pytest.raises(launcher.JobNotFound) as err:
+        launcher.wait(["nobody"], interval=0.01, clients=clients)
+    assert err.value.exit_code == 2 and "no training job named 'nobody'" in str(err.value)
+
+
+def test_wait_polls_every_interval_until_done():
+    """On an injected clock: one describe per pending job per poll, sleeping `interval` between polls."""
+    from launcher import jobs
+
+    statuses = {"a": ["InProgress", "InProgress", "Completed"], "b": ["InProgress", "Failed"]}
+    calls, slept = [], []
+
+    class FakeSageMaker:
+        def describe_training_job(self, TrainingJobName):
+            calls.append(TrainingJobName)
+            status = statuses[TrainingJobName].pop(0)
+            return {"TrainingJobName": TrainingJobName, "TrainingJobStatus": status,
+                    "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}}
+
+    fake = jobs.Clients(overrides={"sagemaker": FakeSageMaker()})
+    done = jobs.wait(fake, ["a", "b"], interval=7.0, sleep=slept.append)
+    assert calls == ["a", "b", "a", "b", "a"] and slept == [7.0, 7.0]
+    assert [s.status for s in done] == ["Completed", "Failed"]
+
+
+def test_status_to_dict_is_the_status_commands_json(sm, clients, run_cli):
+    emulator.add_job(emulator.EmulatedJob("s-1", hosts=3, failure_reason="bad \x1b[2J thing", outcome="Failed",
+                                          **QUICK), sm)
+    final = launcher.wait(["s-1"], interval=0.02, clients=clients)[0]
+    assert final.failure_reason == "bad \\x1b[2J thing"  # sanitised in the object, not only when printed
+    r = run_cli("status", "s-1", "--output", "json")
+    assert r.code == 1 and json.loads(r.out) == final.to_dict() == launcher.status("s-1", clients=clients).to_dict()
+    with pytest.raises(AttributeError):
+        final.status = "Completed"  # frozen
+
+
+def test_list_jobs_returns_summaries(sm, clients, run_cli):
+    emulator.add_job(emulator.EmulatedJob("l-run", **{**QUICK, "training": 600}), sm)
+    emulator.add_job(emulator.EmulatedJob("l-other", **{**QUICK, "training": 600}), sm, managed=False)
+    rows = launcher.list_jobs(clients=clients)
+    assert [type(r) for r in rows] == [JobSummary] and rows[0].job_name == "l-run"
+    assert (rows[0].instance_count, rows[0].status) == (2, "InProgress")
+    assert json.loads(run_cli("list", "--output", "json").out) == [r.to_dict() for r in rows]
+
+
+def test_stop_returns_the_status_after_the_request(sm, clients):
+    emulator.add_job(emulator.EmulatedJob("st-1", **{**QUICK, "training": 600}), sm)
+    after = launcher.stop("st-1", clients=clients)
+    assert isinstance(after, JobStatus) and after.status == "Stopping"
+    from launcher import jobs
+
+    again = jobs.stop(clients, "st-1", yes=True, confirm=None)
+    assert isinstance(again, StopResult) and again.stopped is False and "nothing to stop" in again.message
+
+
+def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_cli):
+    from launcher import metrics
+
+    emulator.set_clock(lambda: time.time() - 900)
+    try:
+        emulator.add_job(emulator.EmulatedJob("m-1", hosts=2, training=3600, decoy=False), sm)
+    finally:
+        emulator.set_clock(None)
+    data = metrics.fetch(clients, "m-1", 600, time.time())
+    assert isinstance(data, metrics.JobMetrics) and [h.host for h in data.hosts] == ["algo-1", "algo-2"]
+    gpu = data.hosts[0].series["GPUUtilization"]
+    assert gpu.points and gpu.min <= gpu.mean <= gpu.max and gpu.values == [v for _, v in gpu.points]
+    shown = json.loads(run_cli("metrics", "m-1", "--since", "10m", "--output", "json").out)
+    as_dict = data.to_dict()  # the same shape; the values may differ by a minute's point between the two reads
+    assert shown.keys() == as_dict.keys() and shown["units"] == as_dict["units"] == dict(data.units)
+    assert [(h["host"], list(h["series"])) for h in shown["hosts"]] == [(h["host"], list(h["series"]))
+                                                                       for h in as_dict["hosts"]]
+    assert as_dict["hosts"][0]["series"]["GPUUtilization"]["points"] == [list(p) for p in gpu.points]

@@ -1,0 +1,188 @@
+"""What a new user tripped on, and the CLI's shape: each test here fails on the code before issue 12."""
+import json
+import re
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+
+from launcher import emulator
+from tests.conftest import JOBS, MINIMAL, REPO
+
+LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
+
+
+# -- check-role: --region, and the verdict on stdout ----------------------------------------------------
+
+def test_check_role_takes_region_and_prints_its_verdict_on_stdout(aws, run_cli):
+    r = run_cli("check-role", str(JOBS / "llama7b.yaml"), "--set", "role=NoPerms", "--region", "eu-west-1")
+    assert r.code == 3, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == "role arn:aws:iam::123456789012:role/NoPerms: fail"
+    assert "  missing ecr:BatchGetImage on arn:aws:ecr:eu-west-1:658645717510:repository/smdistributed-modelparallel " \
+           "(implicitDeny)" in lines  # the flag's region, not the spec's us-west-2
+    good = run_cli("check-role", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--region", "us-west-2")
+    assert (good.code, good.out.splitlines()[0], good.err) == (0, "role arn:aws:iam::123456789012:role/Good: pass", "")
+    data = json.loads(run_cli("check-role", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--output",
+                              "json").out)
+    assert data["verdict"] == "pass" and data["actions_checked"] > 10
+
+
+# -- list without a region ---------------------------------------------------------------------------------
+
+def test_a_job_command_without_a_region_names_the_flag_not_a_spec_key(run_cli, monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    empty = tmp_path / "config"
+    empty.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+    for args in (["list"], ["status", "some-job"]):
+        r = run_cli(*args)
+        assert r.code == 2 and "cluster.region" not in r.err, (args, r.err)
+        assert r.err.startswith("no AWS region: pass --region, set AWS_REGION"), r.err
+
+
+# -- advise: the note column says what sets each row apart ------------------------------------------------
+
+def test_the_advise_note_column_is_filled(run_cli):
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--top", "12")
+    assert r.code == 0, r.err
+    rows = [ln for ln in r.out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d+\s+(yes|no)", ln)]
+    assert len(rows) == 12
+    notes = {int(ln.split()[0]): ln.split(None, 8)[8] if len(ln.split()) > 8 else "" for ln in rows}
+    assert notes[1] == ""  # the best has nothing against it
+    assert all(notes[i] for i in range(2, 13)), notes
+    assert "AWS reference" in notes[7] and "shards over 8 GPUs, not 4" in notes[7]
+    assert "offloads activations" in notes[3]
+
+
+def test_the_advise_note_names_the_rules_that_warn(run_cli):
+    from launcher import advise
+    from launcher.cli.present import advice_note
+
+    ranked = advise.advise("llama2-7b", "ml.p4d.24xlarge", 1)
+    warned = next(c for c in ranked if c.warnings)
+    note = advice_note(warned, ranked[0])
+    assert all(w.split(":")[0] in note for w in warned.warnings) and note.split(", ")[0].startswith("SMP")
+
+
+# -- logs --host beyond the job's hosts -------------------------------------------------------------------
+
+@pytest.fixture
+def jobs_world():
+    with emulator.mocked():
+        sm = boto3.client("sagemaker", region_name="us-west-2")
+        emulator.set_clock(lambda: time.time() - 3600)
+        try:
+            emulator.add_job(emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False), sm)
+        finally:
+            emulator.set_clock(None)
+        yield sm
+    emulator.set_clock(None)
+
+
+def test_logs_for_hosts_the_job_does_not_have_is_refused(jobs_world, run_cli):
+    for args in (["--no-follow"], ["--interval", "0.05"]):
+        r = run_cli("logs", "eight", "--host", "9", *args)
+        assert (r.code, r.out) == (2, ""), r.err
+        assert r.err.strip() == "--host 9: eight has 8 hosts, algo-1 to algo-8"
+    some = run_cli("logs", "eight", "--host", "8,9", "--no-follow")
+    assert some.code == 0 and "nothing will print for algo-9" in some.err
+    assert some.out and all(ln.startswith("[algo-8]") for ln in some.out.splitlines())
+
+
+# -- submit --wait --interval -----------------------------------------------------------------------------
+
+def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch):
+    from types import SimpleNamespace
+
+    import launcher.tail
+    from launcher.cli import submit
+
+    started = SimpleNamespace(job_name="fake-1", region="us-west-2", source_uri="s3://b/k", uploaded=True,
+                              console_url="https://console", role=None, aws_calls=["sagemaker.CreateTrainingJob"],
+                              notes=[], as_dict=lambda: {"job_name": "fake-1"})
+    monkeypatch.setattr(submit, "start_job", lambda *a, **k: started)
+    followed = {}
+
+    def follow(name, clients, **kw):
+        followed.update(kw, name=name, region=clients.region)
+        return SimpleNamespace(exit_code=5)
+
+    monkeypatch.setattr(launcher.tail, "follow", follow)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--wait", "--interval", "0.25")
+    assert r.code == 5 and "started fake-1 in us-west-2" in r.out, r.err
+    assert followed == {"name": "fake-1", "region": "us-west-2", "as_json": False, "interval": 0.25}
+    assert run_cli("submit", str(JOBS / "llama7b.yaml"), "--wait").code == 5 and followed["interval"] == 5.0
+
+
+# -- validate and plan: problems, structured and printed one way ------------------------------------------
+
+def test_validate_json_gives_structured_problems(run_cli, write_spec):
+    typo = write_spec(MINIMAL + "smp:\n  hybrid_shard_degre: 8\n", "typo.yaml")
+    layout = write_spec(MINIMAL + "smp:\n  tensor_parallel_degree: 3\n", "layout.yaml")
+    r = run_cli("validate", str(JOBS / "llama7b.yaml"), str(typo), str(layout), "--output", "json")
+    assert r.code == 2
+    good, bad, refused = json.loads(r.out)
+    assert good["valid"] and good["problems"] == []
+    assert bad["problems"] == [{"file": str(typo), "line": 9, "column": 3, "path": "smp.hybrid_shard_degre",
+                                "message": bad["problems"][0]["message"]}]
+    assert "did you mean 'hybrid_shard_degree'" in bad["problems"][0]["message"]
+    first = refused["problems"][0]
+    assert (first["file"], first["line"], first["column"], first["path"]) == (str(layout), 9, 27,
+                                                                              "smp.tensor_parallel_degree")
+    assert first["message"].startswith("SMP001 ")
+    assert refused["errors"][0] == f"{layout}:9:27: smp.tensor_parallel_degree: {first['message']}"
+
+
+def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli):
+    args = ("plan", str(JOBS / "llama70b.yaml"), "--set", "cluster.instance_count=16")
+    r = run_cli(*args)
+    assert r.code == 2
+    errors = r.err.strip().splitlines()
+    assert len(errors) == 2 and all(LINE.match(ln) for ln in errors), errors
+    assert errors[0].startswith("jobs/llama70b.yaml:11:24: smp.hybrid_shard_degree: SMP001 hybrid_shard_degree 256 ")
+    assert errors == run_cli("validate", *args[1:]).err.strip().splitlines()
+    assert "SMP001" not in r.out and "2 errors (on stderr)" in r.out
+    table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+    assert table["world size"] == "128 GPUs"  # a fact of the cluster
+    for derived in ("data-parallel degree", "global batch", "GPU memory"):
+        assert table[derived].startswith("- (the layout is invalid"), (derived, table[derived])
+    assert "sharding" not in table
+    ok = run_cli(*args, "--set", "smp.hybrid_shard_degree=128")
+    assert ok.code == 0 and ok.err == "" and "GB per GPU (fits)" in ok.out
+
+
+# -- the package --------------------------------------------------------------------------------------------
+
+def test_help_validate_and_plan_load_neither_the_sdk_nor_the_other_command_groups_deps():
+    code = ("import sys; from launcher.cli import main\n"
+            "for args in (['--help'], ['status', '--help'], ['validate', sys.argv[1]], ['plan', sys.argv[1]]):\n"
+            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('sagemaker', 'torch', 'pandas', 'moto')]\n"
+            "sys.stderr.write('IMPORTED ' + ','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code, str(JOBS / "llama7b.yaml")], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stderr.strip().endswith("IMPORTED"), out.stderr[-500:]
+
+
+def test_the_presentation_module_is_cheap_for_the_log_printer():
+    """launcher.tail may take its colours and sanitising from launcher.cli.present without loading click or rich."""
+    code = ("import sys; from launcher.cli.present import HOST_COLOURS, host_colour, safe\n"
+            "print(sorted(m for m in ('click', 'rich', 'boto3') if m in sys.modules), host_colour(1), host_colour(7),"
+            " safe('a\\x1b[2Jb'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["[]", "36", "36", "a\\x1b[2Jb"], out.stderr
+
+
+def test_the_console_entry_point_is_the_package():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    assert "smp-launch = launcher.cli:main" in cfg["options.entry_points"]["console_scripts"]
+    from launcher.cli import main
+
+    assert callable(main)
