@@ -177,10 +177,14 @@ def job_status(clients: Clients, job: str) -> JobStatus:
 
 
 def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
-         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[JobStatus]:
+         sleep: Callable[[float], None] | None = None,
+         clock: Callable[[], float] | None = None) -> list[JobStatus]:
     """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
 
-    Each poll describes only the jobs still running; a job that is not found raises JobNotFound."""
+    Each poll describes only the jobs still running; a job that is not found raises JobNotFound.
+    `sleep` and `clock` default to the time module's, looked up per call so tests can patch them."""
+    sleep = sleep or time.sleep
+    clock = clock or time.monotonic
     pending = list(dict.fromkeys(names))
     last: dict[str, JobStatus] = {}
     deadline = None if timeout is None else clock() + timeout

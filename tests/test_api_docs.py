@@ -17,11 +17,11 @@ def python_blocks(text: str) -> list[str]:
 
 
 def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys):
-    import launcher.api
+    import launcher.jobs
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")  # the example takes the role from the environment
-    monkeypatch.setattr(launcher.api.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
+    monkeypatch.setattr(launcher.jobs.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
     (example,) = python_blocks(API_DOC.read_text())
     namespace: dict = {}
     exec(compile(example, str(API_DOC), "exec"), namespace)

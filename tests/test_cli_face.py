@@ -102,8 +102,8 @@ def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch
     from launcher.cli import submit
 
     started = SimpleNamespace(job_name="fake-1", region="us-west-2", source_uri="s3://b/k", uploaded=True,
-                              console_url="https://console", role=None, aws_calls=["sagemaker.CreateTrainingJob"],
-                              notes=[], as_dict=lambda: {"job_name": "fake-1"})
+                              console_url="https://console", role_check=None, aws_calls=["sagemaker.CreateTrainingJob"],
+                              notes=[], warnings=[], to_dict=lambda: {"job_name": "fake-1"})
     monkeypatch.setattr(submit, "start_job", lambda *a, **k: started)
     followed = {}
 
