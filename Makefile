@@ -7,7 +7,7 @@ JOB ?= jobs/llama7b.yaml
 OUT ?= build/source
 PIP := $(BIN)/pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo schema docs validate plan submit check-role render goldens
+.PHONY: venv test lint bench demo emulator schema docs validate plan submit check-role render goldens
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check launcher tests benchmarks
+	$(BIN)/ruff check launcher emulator tests benchmarks
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli.py
@@ -30,6 +30,10 @@ bench: venv
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20
+
+# An emulated AWS with live demo jobs (the test harness in emulator/, not part of the installed package).
+emulator: venv
+	$(BIN)/python -m emulator
 
 schema: venv
 	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json

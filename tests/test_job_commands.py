@@ -5,7 +5,8 @@ import time
 import boto3
 import pytest
 
-from launcher import emulator, jobs, metrics
+import emulator
+from launcher import jobs, metrics
 from launcher.job_commands import parse_hosts
 from launcher.state import record_submitted
 from launcher.timeutil import parse_since

@@ -10,7 +10,7 @@ import boto3
 import pytest
 import yaml
 
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.errors import SpecError
 from launcher.iam import FAIL, check_role

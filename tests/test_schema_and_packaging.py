@@ -40,6 +40,7 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "launcher/templates/requirements.txt.j2" in names
     assert "launcher/cli.py" in names and "launcher/spec/loader.py" in names
+    assert not [n for n in names if n.startswith("emulator/") or "/emulator/" in n], "the test emulator ships"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.render as r;"

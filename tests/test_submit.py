@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
-from launcher import emulator
+import emulator
 from launcher.aws import AwsError, Clients, QuotaError, explain
 from launcher.errors import SpecError, UsageError
 from launcher.iam import FAIL, PASS, UNKNOWN, RoleRefused, check_role

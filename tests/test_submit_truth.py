@@ -9,7 +9,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from launcher import emulator, jobs
+import emulator
+from launcher import jobs
 from launcher.aws import AwsError, Clients
 from launcher.errors import EXIT_INTERRUPTED
 from launcher.iam import FAIL, PASS, UNKNOWN, check_role
