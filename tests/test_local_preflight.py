@@ -9,9 +9,8 @@ import pytest
 
 from launcher import progress
 from launcher.local import local_shard_degree, prepare, tiny_overrides
-from launcher.render import render_source, write_source_dir
 from launcher.spec import load_spec
-from tests.conftest import JOBS, MINIMAL
+from tests.conftest import JOBS
 
 torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
 
@@ -123,20 +122,18 @@ def test_local_shard_degree_is_the_largest_divisor_allowed():
 
 
 @pytest.fixture
-def rendered(tmp_path, write_spec, monkeypatch):
-    """The helper modules of a rendered source dir, importable."""
-    src = tmp_path / "src"
-    write_source_dir(render_source(load_spec(write_spec(MINIMAL))), src)
-    monkeypatch.syspath_prepend(str(src))
-    for name in ("train_data", "train_checkpoint", "tsm_local"):
+def runtime():
+    """The modules the source dir gets verbatim (launcher.runtime), each test with a fresh copy."""
+    names = [f"launcher.runtime.{name}" for name in ("train_data", "train_checkpoint", "tsm_local")]
+    for name in names:
         sys.modules.pop(name, None)
-    yield lambda name: importlib.import_module(name)
-    for name in ("train_data", "train_checkpoint", "tsm_local"):
+    yield lambda name: importlib.import_module(f"launcher.runtime.{name}")
+    for name in names:
         sys.modules.pop(name, None)
 
 
-def test_synthetic_batches_are_a_function_of_the_step(rendered):
-    data = rendered("train_data")
+def test_synthetic_batches_are_a_function_of_the_step(runtime):
+    data = runtime("train_data")
     a = data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0)
     assert torch.equal(a.batch(3), data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0).batch(3))
     assert not torch.equal(a.batch(3), a.batch(4))
@@ -146,8 +143,8 @@ def test_synthetic_batches_are_a_function_of_the_step(rendered):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "npy"])
-def test_token_files_are_cut_into_sequences_per_rank(rendered, tmp_path, fmt):
-    data = rendered("train_data")
+def test_token_files_are_cut_into_sequences_per_rank(runtime, tmp_path, fmt):
+    data = runtime("train_data")
     channel = tmp_path / "train"
     channel.mkdir()
     tokens = np.arange(10 * 8, dtype=np.int64)
@@ -166,8 +163,8 @@ def test_token_files_are_cut_into_sequences_per_rank(rendered, tmp_path, fmt):
         data.TokenFileBatches(str(channel), fmt, 8, 8, seed=0, dp_rank=0, dp_size=2)
 
 
-def test_checkpoints_resume_from_the_newest_complete_one_and_prune(rendered, tmp_path):
-    ckpt = rendered("train_checkpoint")
+def test_checkpoints_resume_from_the_newest_complete_one_and_prune(runtime, tmp_path):
+    ckpt = runtime("train_checkpoint")
     tmp_path = tmp_path / "checkpoints"
     for step in (10, 20, 30, 40):
         d = tmp_path / f"step_{step:08d}"
@@ -181,10 +178,10 @@ def test_checkpoints_resume_from_the_newest_complete_one_and_prune(rendered, tmp
     assert ckpt.latest_step(str(tmp_path / "missing")) is None
 
 
-def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(rendered, monkeypatch):
+def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, monkeypatch):
     import torch.distributed as dist
 
-    tsm = rendered("tsm_local")
+    tsm = runtime("tsm_local")
     with pytest.raises(RuntimeError, match="init_process_group"):
         tsm.init({"hybrid_shard_degree": 1})
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
