@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from launcher.aws import Clients, explain
+from launcher.aws import Clients, pages
 from launcher.catalog import INSTANCES
 from launcher.jobs import TERMINAL, describe, instances
 from launcher.timeutil import epoch, iso
@@ -41,7 +41,6 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> dict[str, Any
     """Every host's four series over the last `since` seconds of the job, normalised per device."""
     from datetime import datetime, timezone
 
-    from botocore.exceptions import BotoCoreError, ClientError
 
     desc = describe(clients, job)
     itype, count = instances(desc)
@@ -66,18 +65,11 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> dict[str, Any
         params: dict[str, Any] = {"MetricDataQueries": queries[i:i + MAX_QUERIES], "ScanBy": "TimestampAscending",
                                   "StartTime": datetime.fromtimestamp(start, timezone.utc),
                                   "EndTime": datetime.fromtimestamp(end, timezone.utc)}
-        while True:
-            try:
-                page = clients.cloudwatch.get_metric_data(**params)
-            except (ClientError, BotoCoreError) as exc:
-                raise explain(exc, f"reading the metrics of {job}") from None
+        for page in pages(clients.cloudwatch, "get_metric_data", f"reading the metrics of {job}", **params):
             calls += 1
             for res in page.get("MetricDataResults", []):
                 for ts, value in zip(res.get("Timestamps", []), res.get("Values", []), strict=False):
                     series.setdefault(res["Id"], {})[epoch(ts)] = value
-            if not page.get("NextToken"):
-                break
-            params["NextToken"] = page["NextToken"]
     dev = devices(itype)
     hosts = []
     for host in range(1, count + 1):

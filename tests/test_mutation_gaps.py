@@ -21,6 +21,7 @@ from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
+from tests.doubles import one_page_paginator
 
 L7 = PRESETS["llama2-7b"].architecture
 P4D = "ml.p4d.24xlarge"
@@ -144,6 +145,9 @@ class _NoSimulation:
         from botocore.exceptions import ClientError
 
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 @pytest.mark.parametrize("simulate", [True, False], ids=["simulated", "simulation-denied"])

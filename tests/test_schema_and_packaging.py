@@ -107,15 +107,17 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     assert "launcher/templates/requirements.txt.j2" in names
     assert "launcher/cli.py" in names and "launcher/spec/loader.py" in names
     assert not [n for n in names if n.startswith("emulator/") or "/emulator/" in n], "the test emulator ships"
+    runtime = {f"launcher/runtime/{name}" for name in ("train_data.py", "train_checkpoint.py", "tsm_local.py")}
+    assert runtime <= set(names)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.render as r;"
              "assert r.templates_dir().is_relative_to(sys.argv[1]), r.templates_dir();"
-             "print(r.template_names())")
+             "print(r.template_names(), r.runtime_source('tsm_local.py').splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", probe, str(target)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "requirements.txt.j2" in out.stdout
+    assert "requirements.txt.j2" in out.stdout and "torch.sagemaker" in out.stdout
 
 
 def test_setup_cfg_lists_every_package():

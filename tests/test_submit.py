@@ -18,6 +18,7 @@ from launcher.spec import load_spec
 from launcher.submit import submit
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
+from tests.doubles import one_page_paginator
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -155,6 +156,9 @@ class DenySimulation:
 
     def simulate_principal_policy(self, **_):
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 def test_cannot_tell_when_the_caller_may_not_simulate(aws):

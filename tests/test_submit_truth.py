@@ -19,6 +19,7 @@ from launcher.spec import load_spec
 from launcher.state import last_submitted
 from launcher.submit import Interrupted, submit
 from tests.conftest import JOBS
+from tests.doubles import one_page_paginator
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -313,6 +314,9 @@ class BadIam:
         raise self.error
 
     simulate_principal_policy = _fail
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 def _server_error(status=500):
