@@ -182,20 +182,20 @@ def render_spec(spec: str, overrides: Sequence[str], out_dir: str, output: str) 
 
 def submit_local(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, nproc: int,
                  max_steps: int | None, output: str) -> int:
-    """The CPU preflight of one spec; in json mode the script's lines go to stderr and the report to stdout."""
+    """The local CPU run of one spec; in json mode the script's lines go to stderr and the report to stdout."""
     import click
 
-    from launcher.local import run_preflight
+    from launcher.local_run import run_local
 
     if len(specs) != 1:
         raise UsageError("--local runs one spec at a time")
     as_json = output == "json"
-    result = run_preflight(specs[0], overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
+    result = run_local(specs[0], overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
                            echo=lambda line: click.echo(line, err=as_json))
     if as_json:
         emit_json(result.as_dict())
         return result.exit_code
-    click.echo(f"\nLocal preflight of {result.spec_file}: {result.nproc} processes, CPU, gloo"
+    click.echo(f"\nLocal run of {result.spec_file}: {result.nproc} processes, CPU, gloo"
                f"{', tiny model' if result.tiny else ''}")
     if result.local_changes:
         click.echo("  changed for this machine: " + " ".join(result.local_changes))

@@ -1,4 +1,4 @@
-"""The role preflight: can this role run this job, and may the caller hand it to SageMaker?
+"""The role check: can this role run this job, and may the caller hand it to SageMaker?
 
 Three verdicts, like SDK v3's role resolver: pass; fail (blocks submit, lists each missing action
 and resource); unknown (the caller may not simulate, or IAM does not answer): warn and go on.

@@ -1,4 +1,4 @@
-"""The local CPU preflight: the three reference jobs really train, shard, checkpoint and resume under torchrun."""
+"""The local CPU run (`submit --local`): the reference jobs really train, shard, checkpoint and resume."""
 import importlib
 import json
 import re
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from launcher import progress
-from launcher.local import local_shard_degree, prepare, tiny_overrides
+from launcher.local_run import local_shard_degree, local_spec, tiny_overrides
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
-torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
+torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
 
 CHECKS = {
     "loss falls",
@@ -33,7 +33,7 @@ TP_FOLDERS = "one checkpoint folder per tensor-parallel rank"
     # the 175B reference at TP=2: 4 ranks, two TP groups of 2, FSDP shard degree 2 per TP slice
     ("llama175b.yaml", ["--nproc", "4", "--set", "smp.tensor_parallel_degree=2"], True, {"backend smddp"}),
 ])
-def test_tiny_preflight_of_each_reference_job(run_cli, job, args, delayed, not_run):
+def test_tiny_local_run_of_each_reference_job(run_cli, job, args, delayed, not_run):
     r = run_cli("submit", str(JOBS / job), "--local", "--tiny", *args, "--max-steps", "4", "--output", "json")
     report = json.loads(r.out)
     assert r.code == 0, r.err[-3000:]
@@ -55,7 +55,7 @@ def test_tiny_preflight_of_each_reference_job(run_cli, job, args, delayed, not_r
 
     lines = r.err.splitlines()
     script_lines = [line for line in lines if line.startswith("[algo-1] ")]
-    assert any("LOCAL PREFLIGHT" in line for line in script_lines)
+    assert any("LOCAL RUN" in line for line in script_lines)
     progress_lines = [line for line in script_lines if "SMP_PROGRESS" in line]
     assert len(progress_lines) == 5  # steps 1-4, then step 4 again after the resume
     for line in progress_lines:
@@ -80,7 +80,7 @@ hyperparameters: {epochs: 1}
 """
 
 
-def test_preflight_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):
+def test_local_run_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):
     """Rank-0 pretrained weights, a train channel, NO_SHARD, fp16 with its grad scaler, a MoE model."""
     r = run_cli("submit", str(write_spec(BRANCHES)), "--local", "--tiny", "--max-steps", "3", "--output", "json")
     report = json.loads(r.out)
@@ -105,7 +105,7 @@ def test_local_takes_one_spec_and_enough_steps(run_cli):
 @pytest.mark.parametrize("job", ["llama70b.yaml", "llama175b.yaml"])
 def test_tiny_keeps_the_architecture_and_its_shape(job):
     full = load_spec(JOBS / job).spec
-    tiny, changes = prepare(str(JOBS / job), [], True, 6)
+    tiny, changes = local_spec(str(JOBS / job), [], True, 6)
     arch, small = full.model.architecture(), tiny.spec.model.architecture()
     assert small.type == arch.type and small.num_layers == 2 and small.hidden_width == 64
     assert small.num_heads // small.num_key_value_heads == min(4, arch.num_heads // arch.num_key_value_heads)
@@ -219,7 +219,7 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
     assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"
 
 
-def test_advisor_errors_block_the_local_preflight_too(run_cli):
+def test_advisor_errors_block_the_local_run_too(run_cli):
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--set", "smp.tensor_parallel_degree=3")
     assert r.code == 2 and "SMP001" in r.err and "[algo-1]" not in r.out
 

@@ -1,4 +1,4 @@
-"""Submit against moto in-process: the role preflight, the request contract, uploads, errors."""
+"""Submit against moto in-process: the role check, the request contract, uploads, errors."""
 import io
 import tarfile
 from datetime import datetime, timezone

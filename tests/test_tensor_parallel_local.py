@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
+torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
 WORLD = 4
 
 
