@@ -185,20 +185,20 @@ def submit_local(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, 
     """The local CPU run of one spec; in json mode the script's lines go to stderr and the report to stdout."""
     import click
 
-    from launcher.local_run import run_local
+    from launcher.local_run import changes_summary, run_local
 
     if len(specs) != 1:
         raise UsageError("--local runs one spec at a time")
     as_json = output == "json"
     result = run_local(specs[0], overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
-                           echo=lambda line: click.echo(line, err=as_json))
+                       echo=lambda line: click.echo(line, err=as_json))
     if as_json:
         emit_json(result.as_dict())
         return result.exit_code
     click.echo(f"\nLocal run of {result.spec_file}: {result.nproc} processes, CPU, gloo"
                f"{', tiny model' if result.tiny else ''}")
     if result.local_changes:
-        click.echo("  changed for this machine: " + " ".join(result.local_changes))
+        click.echo("  changed for this machine: " + changes_summary(result.local_changes))
     for note in result.notes:
         click.echo(f"  note: {note}")
     for check in result.checks:

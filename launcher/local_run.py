@@ -88,6 +88,16 @@ def run_changes(spec: JobSpec, max_steps: int) -> list[str]:
     return changes
 
 
+def changes_summary(changes: Sequence[str]) -> str:
+    """One short line for the values changed for this machine, counted per section (`--output json` lists them)."""
+    sections: dict[str, int] = {}
+    for change in changes:
+        section = change.split("=", 1)[0].split(".", 1)[0]
+        sections[section] = sections.get(section, 0) + 1
+    counted = ", ".join(f"{section} {n}" for section, n in sections.items())
+    return f"{len(changes)} values ({counted}); `--output json` lists them"
+
+
 def local_shard_degree(effective: int, nproc: int) -> int:
     """The spec's shard degree as far as nproc processes allow: the largest divisor of nproc not above it."""
     return max(d for d in range(1, nproc + 1) if nproc % d == 0 and d <= max(1, effective))
@@ -226,6 +236,8 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
                "SMP_LAUNCH_CHECKPOINT_DIR": str(root / "checkpoints"), "SM_MODEL_DIR": str(root / "model"),
                "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore::FutureWarning",
                "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        # torchrun's own default for more than one process; set, torchrun prints no banner among the script's lines
+        env.setdefault("OMP_NUM_THREADS", "1")
         if spec.data.train != "synthetic":
             rows = 4 * nproc * spec.training.batch_size
             write_token_files(root / "train", spec.data.format, spec.model.architecture().vocab_size, rows,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from launcher import progress
-from launcher.local_run import local_shard_degree, local_spec, tiny_overrides
+from launcher.local_run import changes_summary, local_shard_degree, local_spec, tiny_overrides
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
@@ -55,6 +55,7 @@ def test_tiny_local_run_of_each_reference_job(run_cli, job, args, delayed, not_r
 
     lines = r.err.splitlines()
     script_lines = [line for line in lines if line.startswith("[algo-1] ")]
+    assert not any("OMP_NUM_THREADS" in line or "*****" in line for line in lines)  # no torchrun banner
     assert any("LOCAL RUN" in line for line in script_lines)
     progress_lines = [line for line in script_lines if "SMP_PROGRESS" in line]
     assert len(progress_lines) == 5  # steps 1-4, then step 4 again after the resume
@@ -114,6 +115,13 @@ def test_tiny_keeps_the_architecture_and_its_shape(job):
     assert tiny.spec.smp.tensor_parallel_degree == full.smp.tensor_parallel_degree  # reported, not rewritten
     mixtral = load_spec(JOBS / job, ["model.preset=mixtral-8x7b"]).spec
     assert "model.num_experts=4" in tiny_overrides(mixtral)
+
+
+def test_the_changes_line_is_short_and_json_keeps_the_list():
+    tiny, changes = local_spec(str(JOBS / "llama7b.yaml"), [], True, 20)
+    assert len(" ".join(changes)) > 200  # what the text report printed in full
+    line = changes_summary(changes)
+    assert len(line) < 100 and line.startswith(f"{len(changes)} values (model ") and "--output json" in line
 
 
 def test_local_shard_degree_is_the_largest_divisor_allowed():
