@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOB ?= jobs/llama7b.yaml
 OUT ?= build/source
-PIP := $(BIN)/pip --disable-pip-version-check -q
+# pip through the venv's own python: a copied venv's bin/pip may name another interpreter in its first line.
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
 .PHONY: venv test lint bench demo emulator schema docs validate plan submit check-role render goldens
 

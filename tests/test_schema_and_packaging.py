@@ -128,3 +128,16 @@ def test_setup_cfg_lists_every_package():
     listed = set(cfg["options"]["packages"].split())
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "launcher").rglob("__init__.py")}
     assert found <= listed, f"add to setup.cfg [options] packages: {sorted(found - listed)}"
+
+
+def test_an_editable_install_is_a_plain_path_entry_and_prints_no_warning(tmp_path):
+    """`make demo`/`make test` install editable: a .pth naming the repository, not setuptools' import finder
+    (which warns on every install that folders named like the package may shadow it)."""
+    build = "import sys; from setuptools.build_meta import build_editable; print(build_editable(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "InformationOnly" not in out.stderr and "meta path finder" not in out.stdout + out.stderr
+    wheel = zipfile.ZipFile(tmp_path / out.stdout.split()[-1])
+    (pth,) = [n for n in wheel.namelist() if n.endswith(".pth")]
+    assert wheel.read(pth).decode().split() == [str(REPO)]
