@@ -1,0 +1,123 @@
+"""Every `smp-launch` command the README shows runs as written (its own `plan jobs/llama70b.yaml --set
+cluster.instance_count=16` example exited 2): the offline ones in a copy of jobs/ and schema/, the ones that
+read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted."""
+import glob
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+import emulator
+from tests.aws_setup import BUCKET, REGION, create_world
+from tests.conftest import REPO
+
+SMP = str(Path(sys.executable).parent / "smp-launch")
+PREFIX = ".venv/bin/smp-launch "
+OFFLINE = {"validate", "plan", "schema", "advise", "render", "rules"}
+# Run elsewhere: a minute of CPU each (tests/test_local_run.py runs the same command).
+ELSEWHERE = ("--local",)
+
+
+def readme_commands() -> list[str]:
+    """The README's shell lines that run the CLI, without their trailing comments."""
+    lines, fence = [], None
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+        elif fence in ("", "sh", "bash") and line.startswith(PREFIX):
+            lines.append(re.split(r"\s+#\s", line, maxsplit=1)[0].strip())
+    return lines
+
+
+COMMANDS = readme_commands()
+
+
+def verb(command: str) -> str:
+    return shlex.split(command)[1]
+
+
+def argv(command: str, cwd: Path, job: str = "JOB") -> tuple[list[str], str]:
+    """The command's arguments as a shell would pass them (globs expanded in cwd), and what it pipes into."""
+    line, _, pipe = command.partition(" | ")
+    words = []
+    for word in shlex.split(line[len(PREFIX):]):
+        matches = sorted(glob.glob(word, root_dir=cwd)) if any(c in word for c in "*?[") else []
+        words += matches or [job if word == "JOB" else word]
+    return words, pipe
+
+
+@pytest.fixture
+def sandbox(tmp_path) -> Path:
+    """A working directory like the repository's: the example jobs and the schema they name."""
+    for name in ("jobs", "schema"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
+    return {**env, "NO_COLOR": "1", **extra}
+
+
+def test_the_readme_shows_the_commands_this_test_runs():
+    verbs = {verb(c) for c in COMMANDS}
+    assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
+            "check-role", "submit"} <= verbs, verbs
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if verb(c) in OFFLINE])
+def test_an_offline_readme_command_runs_as_written(command, sandbox):
+    args, _ = argv(command, sandbox)
+    out = subprocess.run([SMP, *args], cwd=sandbox, env=_env(XDG_STATE_HOME=str(sandbox / "state")),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+    if args[-2:] == ["--output", "json"] or verb(command) == "schema":
+        json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    with emulator.server() as url:
+        yield url
+
+
+def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):
+    """Submit first (so `latest` names a job), then each command in the README's order."""
+    emulator.reset_server(endpoint)
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    session = boto3.Session(region_name=REGION)
+    create_world(session)
+    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, training=6, line_interval=0.5),
+                           session.client("sagemaker"))  # short: `logs JOB` follows it to its end
+    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
+               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
+    aws = [c for c in COMMANDS if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
+    ordered = sorted(aws, key=lambda c: verb(c) not in ("check-role", "submit"))
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
+                          "line_interval": 0.2, "decoy": False})
+    try:
+        for command in ordered:
+            args, pipe = argv(command, sandbox, job.name)
+            out = subprocess.run([SMP, *args], cwd=sandbox, env=env, capture_output=True, text=True, timeout=120,
+                                 stdin=subprocess.DEVNULL)
+            assert "Traceback" not in out.stderr, f"{command}\n{out.stderr[-2000:]}"
+            if verb(command) == "stop" and "--yes" not in args:  # asks first: with no terminal, it says so
+                said = (out.returncode, "pass --yes" in out.stderr, "nothing to stop" in out.stdout + out.stderr)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.stdout}{out.stderr[-2000:]}"
+                continue
+            assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+            if "jq" in pipe:
+                records = [json.loads(line) for line in out.stdout.splitlines()]
+                assert any(r.get("type") == "log" for r in records)
+    finally:
+        emulator.set_default(None)
