@@ -16,7 +16,7 @@ from typing import Any
 from launcher.spec.models import JobSpec
 
 SCHEMA_FILE = "schema/smp-launch.schema.json"
-SCHEMA_ID = "https://smp-launch.dev/schema/v1/job-spec.json"
+SCHEMA_ID = "urn:smp-launch:schema:job-spec:v1"  # an identifier only: editors find the file by the modeline
 MODELINE = "# yaml-language-server: $schema="
 # What launcher.spec.loader expands in a value (`$$` is a literal `$`); unanchored, so it matches inside
 # a longer string such as `s3://${BUCKET}/smp`.
