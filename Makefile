@@ -5,9 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOB ?= jobs/llama7b.yaml
 OUT ?= build/source
-PIP := $(BIN)/pip --disable-pip-version-check -q
+# pip through the venv's own python: a copied venv's bin/pip may name another interpreter in its first line.
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo schema docs validate plan submit check-role render goldens
+.PHONY: venv test lint bench demo emulator schema docs validate plan submit check-role render goldens
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,7 +22,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check launcher tests benchmarks
+	$(BIN)/ruff check launcher emulator tests benchmarks
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli.py
@@ -30,6 +31,10 @@ bench: venv
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20
+
+# An emulated AWS with live demo jobs (the test harness in emulator/, not part of the installed package).
+emulator: venv
+	$(BIN)/python -m emulator
 
 schema: venv
 	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
@@ -52,12 +57,15 @@ plan: venv
 render: venv
 	$(BIN)/smp-launch render $(JOB) -o $(OUT)
 
-# The rendered source dir of every example job, as the golden tests expect it (run after changing templates).
+# The rendered source dir of every example job, as the golden tests expect it (run after changing templates),
+# less the launcher/runtime modules copied verbatim (the golden test compares those with their sources).
 goldens: venv
+	runtime=$$($(BIN)/python -c 'from launcher.render import RUNTIME_MODULES; print(*RUNTIME_MODULES)'); \
 	for job in jobs/*.yaml; do \
 	  name=$$(basename $$job .yaml); rm -rf tests/goldens/$$name; \
 	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job \
 	    -o tests/goldens/$$name || exit 1; \
+	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
 
 # Follow a job (JOB_NAME=latest: the last one submitted from this machine).

@@ -64,7 +64,7 @@ def emulated_aws() -> Iterator[dict[str, str]]:
     """A moto server with the emulator, a bucket and roles; yields the environment for the CLI."""
     import boto3
 
-    from launcher import emulator
+    import emulator
     from tests.aws_setup import REGION, create_world
 
     with emulator.server() as url, tempfile.TemporaryDirectory() as state:

@@ -1,7 +1,7 @@
 """Follow jobs of 1 to 256 hosts at a fixed line rate per host, and one at 10,000 lines/s, on a virtual clock.
 
 Part 1, volume (the tailer alone, each scenario in its own process so its peak RSS is its own):
-`launcher.emulator.SyntheticLogs` serves FilterLogEvents as CloudWatch does (pages of 10,000 events
+`emulator.SyntheticLogs` serves FilterLogEvents as CloudWatch does (pages of 10,000 events
 or 1 MB, timestamp order, a resumable nextToken) for hosts that each write a fixed number of lines a
 second, every line reaching CloudWatch after a long-tailed lag (median 0.4 s, 97% under 2 s, 1% from
 2 s to 2 minutes), nothing after the hosts stop. `smp-launch logs` follows it with its real code
@@ -120,7 +120,7 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     """One synthetic job followed to its end; returns the figures (runs in a child process)."""
     import boto3  # noqa: F401  (loaded before the baseline RSS, as in the CLI)
 
-    from launcher.emulator.logs import SyntheticLogs
+    from emulator.logs import SyntheticLogs
     from launcher.tail import RateLimiter, follow
 
     gc.collect()
@@ -212,7 +212,7 @@ class Aborted(Exception):
 
 
 def scenario(hosts: int):
-    from launcher.emulator import EmulatedJob, LagModel
+    from emulator import EmulatedJob, LagModel
 
     return EmulatedJob(f"bench-{hosts}", hosts=hosts, starting=20, downloading=10, training=SERVER_TRAINING_S,
                        uploading=10, line_interval=1 / PER_HOST, late_hosts={h: 7.0 for h in range(8, hosts + 1, 8)},
@@ -222,7 +222,7 @@ def scenario(hosts: int):
 def start_job(endpoint: str, hosts: int, clock: VirtualClock):
     import boto3
 
-    from launcher import emulator
+    import emulator
 
     emulator.reset_server(endpoint)
     clock.t = START
@@ -237,7 +237,7 @@ def tally(expected: list[str], printed: list[str]) -> tuple[int, int]:
 
 
 def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> dict:
-    from launcher import emulator
+    import emulator
     from launcher.aws import Clients
     from launcher.tail import RateLimiter, follow
 
@@ -264,7 +264,7 @@ def run_sdk(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> di
     import boto3
     import sagemaker.session as sdk_session
 
-    from launcher import emulator
+    import emulator
 
     job = start_job(endpoint, hosts, clock)
     boto_session = boto3.Session(region_name="us-west-2")
@@ -322,7 +322,7 @@ def server_rows() -> list[dict]:
     import botocore.endpoint
     import sagemaker.session as sdk_session
 
-    from launcher import emulator
+    import emulator
 
     clock = VirtualClock(START)
     emulator.set_clock(clock)

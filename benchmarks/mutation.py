@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
-COPIED = ("launcher", "templates", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
+COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
 
 # module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
 def gaps(*names: str) -> list[str]:
@@ -367,8 +367,6 @@ def _copy_tree(dest: Path) -> None:
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         elif src.exists():
             shutil.copy2(src, dest / name)
-    # where an installed wheel has them (setup.cfg's package_dir), so render.templates_dir's first branch runs
-    shutil.copytree(REPO / "templates", dest / "launcher" / "templates")
 
 
 def _schedule(modules: list[str], seed: int) -> list[Mutant]:

@@ -117,7 +117,7 @@ class World:
 
         import boto3
 
-        from launcher import emulator
+        import emulator
 
         self.emulator = emulator
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -152,7 +152,7 @@ class World:
 
 
 def _cli_env(url: str, state: str) -> dict[str, str]:
-    from launcher import emulator
+    import emulator
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
     env.update(emulator.server_env(url), XDG_STATE_HOME=state, AWS_EC2_METADATA_DISABLED="true", NO_COLOR="1",
@@ -167,7 +167,7 @@ def _default_sigint() -> None:
 
 
 def run_scenario(world: World, sc: Scenario) -> Row:
-    from launcher import emulator
+    import emulator
     from tests.emulation import body_of, lost_and_duplicated
 
     world.reset()

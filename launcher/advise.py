@@ -189,9 +189,13 @@ def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int |
                      "tokens per step with a batch that fits; lower --global-batch-tokens or --seq-length")
 
 
-def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: Candidate) -> str:
-    """A ready job spec for the recommendation, with the schema modeline editors use."""
+def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: Candidate,
+              written_to: str | None = None) -> str:
+    """A ready job spec for the recommendation, with the schema modeline editors use (the jobs/*.yaml one:
+    the repository's schema file, relative to where the spec is written)."""
     import yaml
+
+    from launcher.spec.schema import modeline
 
     body = {
         "name": re.sub(r"[^a-zA-Z0-9-]", "-", preset)[:47],
@@ -204,6 +208,6 @@ def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, 
         "data": {"train": "synthetic"},
         "output": {"path": "s3://${SMP_LAUNCH_BUCKET:-my-smp-bucket}/smp"},
     }
-    header = "# yaml-language-server: $schema=https://smp-launch.dev/schema/v1/job-spec.json\n"
+    header = modeline(written_to or "job.yaml") + "\n"
     header += "# Written by `smp-launch advise`:\n" + "".join(f"#   - {r}\n" for r in best.reasons)
     return header + yaml.safe_dump(body, sort_keys=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +144,17 @@ _ACTIONABLE = {
     "Throttling": "AWS is throttling this account's requests (a shared quota); wait a minute and retry",
     "NoSuchBucket": "the S3 bucket does not exist; create it or fix output.path in the spec",
 }
+
+
+def pages(client: Any, operation: str, action: str, **params: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a paged operation, by boto3's paginator for it (its tokens, its page size and item
+    limits via `PaginationConfig`); an AWS error while paging leaves as `explain(exc, action)`."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield from client.get_paginator(operation).paginate(**params)
+    except (ClientError, BotoCoreError) as exc:
+        raise explain(exc, action) from None
 
 
 def explain(exc: BaseException, action: str = "") -> LauncherError:

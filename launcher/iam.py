@@ -1,4 +1,4 @@
-"""The role preflight: can this role run this job, and may the caller hand it to SageMaker?
+"""The role check: can this role run this job, and may the caller hand it to SageMaker?
 
 Three verdicts, like SDK v3's role resolver: pass; fail (blocks submit, lists each missing action
 and resource); unknown (the caller may not simulate, or IAM does not answer): warn and go on.
@@ -127,19 +127,11 @@ def _trusts_sagemaker(document: Any) -> bool:
 
 def _simulate(iam: Any, source_arn: str, actions: tuple[str, ...], resource: str,
               context: list[dict] | None = None) -> list[dict]:
-    results, marker = [], None
-    while True:
-        kwargs: dict[str, Any] = {"PolicySourceArn": source_arn, "ActionNames": list(actions),
-                                  "ResourceArns": [resource]}
-        if context:
-            kwargs["ContextEntries"] = context
-        if marker:
-            kwargs["Marker"] = marker
-        page = iam.simulate_principal_policy(**kwargs)
-        results += page.get("EvaluationResults", [])
-        if not page.get("IsTruncated"):
-            return results
-        marker = page.get("Marker")
+    kwargs: dict[str, Any] = {"PolicySourceArn": source_arn, "ActionNames": list(actions), "ResourceArns": [resource]}
+    if context:
+        kwargs["ContextEntries"] = context
+    pages = iam.get_paginator("simulate_principal_policy").paginate(**kwargs)
+    return [result for page in pages for result in page.get("EvaluationResults", [])]
 
 
 def _caller_arn(sts: Any) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.aws import Clients, explain
+from launcher.aws import Clients, explain, pages
 from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
 from launcher.names import MANAGED_TAG, RUNNING, TERMINAL
 from launcher.sanitize import clean
@@ -206,24 +206,20 @@ def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None
 
 def list_jobs(clients: Clients, running: bool = False, name_contains: str | None = None,
               limit: int = 50) -> list[JobSummary]:
-    """The newest jobs carrying the tool's tag, via SageMaker Search (one call per 100 jobs, tags included).
+    """The newest jobs carrying the tool's tag, via SageMaker Search's paginator (one call per 100 jobs, tags
+    included; at most 2,000 jobs looked at).
 
     Filters are re-checked here: Search may apply only some of them (moto stops at the tag filter).
     """
-    from botocore.exceptions import BotoCoreError, ClientError
-
     filters = []
     if name_contains:
         filters.append({"Name": "TrainingJobName", "Operator": "Contains", "Value": name_contains})
     filters.append({"Name": f"Tags.{MANAGED_TAG}", "Operator": "Equals", "Value": "true"})
     params: dict[str, Any] = {"Resource": "TrainingJob", "SearchExpression": {"Filters": filters},
-                              "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 100}
+                              "SortBy": "CreationTime", "SortOrder": "Descending",
+                              "PaginationConfig": {"PageSize": 100, "MaxItems": 2000}}
     rows: list[JobSummary] = []
-    for _ in range(20):  # at most 2,000 jobs looked at
-        try:
-            page = clients.sagemaker.search(**params)
-        except (ClientError, BotoCoreError) as exc:
-            raise explain(exc, "listing training jobs") from None
+    for page in pages(clients.sagemaker, "search", "listing training jobs", **params):
         for record in page.get("Results", []):
             job = record.get("TrainingJob") or {}
             tags = {t["Key"]: t["Value"] for t in job.get("Tags", [])}
@@ -234,9 +230,8 @@ def list_jobs(clients: Clients, running: bool = False, name_contains: str | None
             if running and job.get("TrainingJobStatus") not in RUNNING:
                 continue
             rows.append(JobSummary.from_search(job))
-        if not page.get("NextToken") or len(rows) >= limit:
+        if len(rows) >= limit:
             break
-        params["NextToken"] = page["NextToken"]
     rows.sort(key=lambda r: r.created or 0, reverse=True)
     return rows[:limit]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.aws import Clients, explain
+from launcher.aws import Clients, pages
 from launcher.catalog import INSTANCES
 from launcher.jobs import describe, instances
 from launcher.names import METRICS_NAMESPACE as NAMESPACE
@@ -93,7 +93,6 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> JobMetrics:
     """Every host's four series over the last `since` seconds of the job, normalised per device."""
     from datetime import datetime, timezone
 
-    from botocore.exceptions import BotoCoreError, ClientError
 
     desc = describe(clients, job)
     itype, count = instances(desc)
@@ -118,18 +117,11 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> JobMetrics:
         params: dict[str, Any] = {"MetricDataQueries": queries[i:i + MAX_QUERIES], "ScanBy": "TimestampAscending",
                                   "StartTime": datetime.fromtimestamp(start, timezone.utc),
                                   "EndTime": datetime.fromtimestamp(end, timezone.utc)}
-        while True:
-            try:
-                page = clients.cloudwatch.get_metric_data(**params)
-            except (ClientError, BotoCoreError) as exc:
-                raise explain(exc, f"reading the metrics of {job}") from None
+        for page in pages(clients.cloudwatch, "get_metric_data", f"reading the metrics of {job}", **params):
             calls += 1
             for res in page.get("MetricDataResults", []):
                 for ts, value in zip(res.get("Timestamps", []), res.get("Values", []), strict=False):
                     series.setdefault(res["Id"], {})[epoch(ts)] = value
-            if not page.get("NextToken"):
-                break
-            params["NextToken"] = page["NextToken"]
     dev = devices(itype)
     hosts = []
     for host in range(1, count + 1):

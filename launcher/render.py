@@ -1,15 +1,16 @@
-"""Render the job's source dir from the Jinja templates shipped in the wheel.
+"""Render the job's source dir from the Jinja templates shipped in the wheel, plus the runtime modules
+(launcher/runtime/: plain Python, linted and tested as such) copied verbatim beside the entry script.
 
 Templates are code: StrictUndefined turns a missing value into an error, and spec values reach a
 Python template only through the `py` filter, which writes a Python literal, never raw text.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Mapping
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,14 +46,8 @@ def py_literal(value: Any) -> str:
 
 
 def templates_dir() -> Path:
-    """The installed `launcher.templates` package; in a source checkout, the top-level templates/."""
-    try:
-        spec = importlib.util.find_spec("launcher.templates")
-    except ModuleNotFoundError:
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0])
-    return Path(__file__).resolve().parent.parent / "templates"
+    """launcher/templates/, package data beside this module (a checkout, an editable or a wheel install alike)."""
+    return Path(__file__).resolve().parent / "templates"
 
 
 @lru_cache(maxsize=1)
@@ -80,12 +75,17 @@ def render_template(name: str, **context: Any) -> str:
 # The source dir: output file -> template. Every file here is uploaded as the job's source_dir.
 SOURCE_TEMPLATES = {
     "train.py": "train.py.j2",
-    "train_data.py": "train_data.py.j2",
-    "train_checkpoint.py": "train_checkpoint.py.j2",
-    "tsm_local.py": "tsm_local.py.j2",
     "train_secrets.py": "train_secrets.py.j2",
     "requirements.txt": "requirements.txt.j2",
 }
+# Modules of launcher.runtime copied verbatim into the source dir under the same file name (the entry
+# script imports them as top-level modules). Read as text, never imported here: they need torch.
+RUNTIME_MODULES = ("train_data.py", "train_checkpoint.py", "tsm_local.py")
+
+
+def runtime_source(name: str) -> str:
+    """The text of one launcher.runtime module, as the source dir gets it."""
+    return resources.files("launcher.runtime").joinpath(name).read_text(encoding="utf-8")
 JOB_NAME_PLACEHOLDER = "<job-name>"
 DEFAULT_ROPE_THETA = 10000.0
 
@@ -172,6 +172,7 @@ def render_source(plan: Plan) -> dict[str, str]:
     build_plan calls this (the plan's `source.files`); nothing but the plan is needed."""
     context = script_context(plan)
     files = {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
+    files.update((name, runtime_source(name)) for name in RUNTIME_MODULES)
     files["distribution.json"] = json.dumps(plan.distribution, indent=2, sort_keys=True) + "\n"
     files["plan.json"] = json.dumps(deterministic_plan(plan), indent=2, sort_keys=True) + "\n"
     return files

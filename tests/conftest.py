@@ -84,7 +84,7 @@ def aws(monkeypatch):
 
     import boto3
 
-    from launcher import emulator
+    import emulator
     from tests.aws_setup import create_world
 
     for k, v in emulator.FAKE_CREDENTIALS.items():
@@ -97,7 +97,7 @@ def aws(monkeypatch):
 @pytest.fixture
 def clock():
     """A virtual clock driving every emulated job (tests.emulation.VirtualClock)."""
-    from launcher import emulator
+    import emulator
     from tests.emulation import VirtualClock
 
     c = VirtualClock()

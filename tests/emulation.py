@@ -1,4 +1,4 @@
-"""Helpers shared by the tests that follow emulated jobs (launcher.emulator over moto)."""
+"""Helpers shared by the tests that follow emulated jobs (the emulator package over moto)."""
 from __future__ import annotations
 
 from collections import Counter

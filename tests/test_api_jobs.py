@@ -9,8 +9,8 @@ import time
 import boto3
 import pytest
 
+import emulator
 import launcher
-from launcher import emulator
 from launcher.jobs import JobStatus, JobSummary, StopResult
 
 QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, decoy=False)

@@ -8,7 +8,7 @@ import time
 import boto3
 import pytest
 
-from launcher import emulator
+import emulator
 from tests.conftest import JOBS, MINIMAL, REPO
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")

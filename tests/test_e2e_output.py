@@ -11,8 +11,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from launcher import emulator
-from launcher.emulator.refuse import refuse_create
+import emulator
+from emulator.refuse import refuse_create
 from tests.aws_setup import REGION, create_world
 from tests.conftest import REPO
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from launcher import emulator
+import emulator
 from launcher.plan import build_plan
 from launcher.spec import load_spec
 from tests.aws_setup import BUCKET, REGION, create_world

@@ -4,8 +4,8 @@ import time
 import boto3
 import pytest
 
-from launcher import emulator
-from launcher.emulator import core
+import emulator
+from emulator import core
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_lag_is_long_tailed_and_nothing_arrives_after_the_hosts_stop():
 
 
 def test_synthetic_logs_page_in_order_and_hold_back_what_has_not_arrived():
-    from launcher.emulator.logs import SyntheticLogs
+    from emulator.logs import SyntheticLogs
 
     now = [1_800_000_100.0]
     logs = SyntheticLogs("syn", hosts=3, rate=50, start=1_800_000_000.0, duration=60, clock=lambda: now[0])
@@ -170,3 +170,22 @@ def test_synthetic_logs_page_in_order_and_hold_back_what_has_not_arrived():
     early = logs.filter_log_events(startTime=1_800_000_029_000)["events"]
     assert early and all(e["ingestionTime"] <= 1_800_000_030_000 for e in early)
     assert len(early) < 3 * 50  # lines of the last second that have not reached CloudWatch yet are held back
+
+
+def test_the_demo_server_runs_from_the_repository_and_its_hint_is_a_command_that_works(monkeypatch):
+    """`python -m emulator` works from the repository root; its hint names a CLI that runs without PATH set."""
+    import shlex
+    import subprocess
+    import sys
+
+    from emulator.__main__ import cli_command
+    from tests.conftest import REPO
+
+    out = subprocess.run([sys.executable, "-m", "emulator", "--help"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "python -m emulator" in out.stdout, out.stderr
+    monkeypatch.setenv("PATH", "/nonexistent")
+    hint = cli_command(REPO)
+    assert hint != "smp-launch"
+    ran = subprocess.run([*shlex.split(hint), "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "validate" in ran.stdout, ran.stderr

@@ -14,7 +14,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.backends import estimator
 from launcher.spec import load_spec
@@ -176,7 +176,7 @@ import atexit, gc
 atexit.register(lambda: print("frozen at exit" if gc.get_freeze_count() else "collected at exit"))
 import boto3
 from botocore.exceptions import ClientError
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.backends import estimator
 from launcher.plan import build_plan

@@ -11,7 +11,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from launcher import emulator
+import emulator
 from tests.conftest import REPO
 from tests.emulation import body_of, lost_and_duplicated
 

@@ -5,10 +5,12 @@ import time
 import boto3
 import pytest
 
-from launcher import emulator, jobs, metrics
+import emulator
+from launcher import jobs, metrics
 from launcher.cli.jobs import parse_hosts
 from launcher.state import record_submitted
 from launcher.timeutil import parse_since
+from tests.doubles import one_page_paginator
 
 AGO = 3600.0
 
@@ -118,6 +120,9 @@ class FakeCloudWatch:
     def get_metric_data(self, **kw):
         self.calls.append(len(kw["MetricDataQueries"]))
         return {"MetricDataResults": []}
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 def test_metrics_split_at_500_queries(aws):

@@ -10,7 +10,7 @@ import boto3
 import pytest
 import yaml
 
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.errors import SpecError
 from launcher.iam import FAIL, check_role
@@ -20,6 +20,7 @@ from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
+from tests.doubles import one_page_paginator
 
 L7 = PRESETS["llama2-7b"].architecture
 P4D = "ml.p4d.24xlarge"
@@ -143,6 +144,9 @@ class _NoSimulation:
         from botocore.exceptions import ClientError
 
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 @pytest.mark.parametrize("simulate", [True, False], ids=["simulated", "simulation-denied"])

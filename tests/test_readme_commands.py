@@ -1,124 +1,123 @@
-"""Every `smp-launch` command in README.md's code blocks runs, as written, and exits as the README says.
-
-The commands run in a copy of `jobs/` (so `advise --write` and `render -o` write there), through the
-installed CLI, against a moto server with the lifecycle emulator: `JOB` is an emulated job that has
-ended (for `stop`, one still running: without a terminal it refuses, exit 2, as the README says),
-`latest` the same ended job recorded as submitted from here, and `export` lines set the environment.
-A pipe's consumer (`| jq ...`) is not run: the exit code checked is smp-launch's.
-"""
+"""Every `smp-launch` command the README shows runs as written (its own `plan jobs/llama70b.yaml --set
+cluster.instance_count=16` example exited 2): the offline ones in a copy of jobs/ and schema/, the ones that
+read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted."""
+import glob
 import json
+import logging
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import boto3
 import pytest
 
-from launcher import emulator
-from tests.aws_setup import REGION, TRUST_SAGEMAKER, create_world, job_policy
+import emulator
+from tests.aws_setup import BUCKET, REGION, create_world
 from tests.conftest import REPO
 
-SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
-README = REPO / "README.md"
-DONE, RUNNING = "readme-done-1", "readme-running-1"
-
-# What the README says a command does, beyond exit 0 (matched against the command as written).
-EXPECTED = {"stop JOB": 2}  # "stop asks on a terminal and refuses (exit 2) without one unless --yes"
-SKIPPED = {"--local": "runs torchrun on this machine's CPUs for minutes (tests/test_local_preflight.py covers it)"}
+SMP = str(Path(sys.executable).parent / "smp-launch")
+PREFIX = ".venv/bin/smp-launch "
+OFFLINE = {"validate", "plan", "schema", "advise", "render", "rules"}
+# Run elsewhere: a minute of CPU each (tests/test_local_run.py runs the same command).
+ELSEWHERE = ("--local",)
 
 
-def readme_commands(text: str) -> list[tuple[int, str]]:
-    """(line number, command) for each line of a ```sh block that runs smp-launch, comments removed."""
-    found, in_block = [], False
-    for number, line in enumerate(text.splitlines(), start=1):
+def readme_commands() -> list[str]:
+    """The README's shell lines that run the CLI, without their trailing comments."""
+    lines, fence = [], None
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
-            in_block = line.strip() == "```sh" and not in_block
-            continue
-        if in_block and (line.startswith(".venv/bin/smp-launch ") or line.startswith("export ")):
-            found.append((number, " ".join(shlex.split(line, comments=True, posix=False))))
-    return found
+            fence = None if fence is not None else line[3:].strip()
+        elif fence in ("", "sh", "bash") and line.startswith(PREFIX):
+            lines.append(re.split(r"\s+#\s", line, maxsplit=1)[0].strip())
+    return lines
 
 
-def expected_code(command: str) -> int:
-    return next((code for pattern, code in EXPECTED.items() if f"smp-launch {pattern}" in command), 0)
+COMMANDS = readme_commands()
+
+
+def verb(command: str) -> str:
+    return shlex.split(command)[1]
+
+
+def argv(command: str, cwd: Path, job: str = "JOB") -> tuple[list[str], str]:
+    """The command's arguments as a shell would pass them (globs expanded in cwd), and what it pipes into."""
+    line, _, pipe = command.partition(" | ")
+    words = []
+    for word in shlex.split(line[len(PREFIX):]):
+        matches = sorted(glob.glob(word, root_dir=cwd)) if any(c in word for c in "*?[") else []
+        words += matches or [job if word == "JOB" else word]
+    return words, pipe
+
+
+@pytest.fixture
+def sandbox(tmp_path) -> Path:
+    """A working directory like the repository's: the example jobs and the schema they name."""
+    for name in ("jobs", "schema"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
+    return {**env, "NO_COLOR": "1", **extra}
 
 
 def test_the_readme_shows_the_commands_this_test_runs():
-    commands = [c for _, c in readme_commands(README.read_text())]
-    assert sum(c.startswith(".venv/bin/smp-launch") for c in commands) >= 18
-    for sub in ("validate", "plan", "schema", "logs", "status", "list", "stop", "metrics", "advise", "render",
-                "submit", "check-role"):
-        assert any(c.startswith(f".venv/bin/smp-launch {sub} ") or c == f".venv/bin/smp-launch {sub}"
-                   for c in commands), sub
+    verbs = {verb(c) for c in COMMANDS}
+    assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
+            "check-role", "submit"} <= verbs, verbs
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if verb(c) in OFFLINE])
+def test_an_offline_readme_command_runs_as_written(command, sandbox):
+    args, _ = argv(command, sandbox)
+    out = subprocess.run([SMP, *args], cwd=sandbox, env=_env(XDG_STATE_HOME=str(sandbox / "state")),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+    if args[-2:] == ["--output", "json"] or verb(command) == "schema":
+        json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module")
 def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with emulator.server() as url:
         yield url
 
 
-@pytest.fixture
-def readme_world(endpoint, monkeypatch, tmp_path):
+def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):
+    """Submit first (so `latest` names a job), then each command in the README's order."""
     emulator.reset_server(endpoint)
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
     session = boto3.Session(region_name=REGION)
     create_world(session)
-    iam = session.client("iam")  # the README's own role name (`export SMP_LAUNCH_ROLE=SMPTrainingRole`)
-    iam.create_role(RoleName="SMPTrainingRole", AssumeRolePolicyDocument=json.dumps(TRUST_SAGEMAKER))
-    iam.put_role_policy(RoleName="SMPTrainingRole", PolicyName="job", PolicyDocument=json.dumps(job_policy()))
-    sm = session.client("sagemaker")
-    emulator.set_clock(lambda: time.time() - 3600)
+    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, training=6, line_interval=0.5),
+                           session.client("sagemaker"))  # short: `logs JOB` follows it to its end
+    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
+               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
+    aws = [c for c in COMMANDS if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
+    ordered = sorted(aws, key=lambda c: verb(c) not in ("check-role", "submit"))
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
+                          "line_interval": 0.2, "decoy": False})
     try:
-        emulator.add_job(emulator.EmulatedJob(DONE, hosts=4, training=120), sm)
+        for command in ordered:
+            args, pipe = argv(command, sandbox, job.name)
+            out = subprocess.run([SMP, *args], cwd=sandbox, env=env, capture_output=True, text=True, timeout=120,
+                                 stdin=subprocess.DEVNULL)
+            assert "Traceback" not in out.stderr, f"{command}\n{out.stderr[-2000:]}"
+            if verb(command) == "stop" and "--yes" not in args:  # asks first: with no terminal, it says so
+                said = (out.returncode, "pass --yes" in out.stderr, "nothing to stop" in out.stdout + out.stderr)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.stdout}{out.stderr[-2000:]}"
+                continue
+            assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+            if "jq" in pipe:
+                records = [json.loads(line) for line in out.stdout.splitlines()]
+                assert any(r.get("type") == "log" for r in records)
     finally:
-        emulator.set_clock(None)
-    emulator.add_job(emulator.EmulatedJob(RUNNING, training=3600), sm)
-    state = tmp_path / "state"
-    from launcher.state import record_submitted
-
-    record_submitted(DONE, REGION, env={"XDG_STATE_HOME": str(state)})
-    work = tmp_path / "repo"
-    shutil.copytree(REPO / "jobs", work / "jobs")
-    shutil.copytree(REPO / "schema", work / "schema")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(state), AWS_EC2_METADATA_DISABLED="true")
-    return work, env
-
-
-def run_readme_command(command: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    command = command.split(" | ")[0]
-    job = RUNNING if command.startswith(".venv/bin/smp-launch stop ") else DONE
-    command = re.sub(r"\bJOB\b", job, command).replace(".venv/bin/smp-launch", shlex.quote(SMP), 1)
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_every_readme_command_exits_as_the_readme_says(readme_world):
-    work, env = readme_world
-    ran, skipped = [], []
-    for number, command in readme_commands(README.read_text()):
-        if command.startswith("export "):
-            name, _, value = command.removeprefix("export ").partition("=")
-            env[name] = value
-            continue
-        reason = next((why for flag, why in SKIPPED.items() if flag in command.split()), None)
-        if reason:
-            skipped.append((number, command, reason))
-            continue
-        out = run_readme_command(command, work, env)
-        want = expected_code(command)
-        assert out.returncode == want, f"README.md:{number}: {command}\nexit {out.returncode}, not {want}\n" \
-                                       f"{out.stderr[-2000:]}"
-        assert "Traceback" not in out.stderr, f"README.md:{number}: {command}\n{out.stderr[-2000:]}"
-        ran.append(command)
-    assert len(ran) >= 17 and [c for _, c, _ in skipped] == [
-        ".venv/bin/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20"]
-    assert (work / "jobs" / "llama7b-4m.yaml").is_file() and (work / "build" / "llama7b" / "train.py").is_file()
-    listed = boto3.Session(region_name=REGION).client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
-    assert any(j["TrainingJobName"].startswith("llama2-7b-") for j in listed)  # the last command started a job
+        emulator.set_default(None)

@@ -10,13 +10,14 @@ import yaml
 
 from launcher import progress
 from launcher.plan import build_plan
-from launcher.render import SOURCE_TEMPLATES
+from launcher.render import RUNTIME_MODULES, SOURCE_TEMPLATES
 from launcher.spec import load_spec
 from tests.conftest import JOBS, REPO
 
 GOLDENS = REPO / "tests" / "goldens"
 EXAMPLE_JOBS = sorted(JOBS.glob("*.yaml"))
-EXPECTED_FILES = {*SOURCE_TEMPLATES, "distribution.json", "plan.json"}
+EXPECTED_FILES = {*SOURCE_TEMPLATES, *RUNTIME_MODULES, "distribution.json", "plan.json"}
+RUNTIME = REPO / "launcher" / "runtime"
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +33,7 @@ def test_rendered_source_matches_the_goldens(job):
     golden_dir = GOLDENS / job.stem
     assert golden_dir.is_dir(), f"no goldens for {job.name}: run `make goldens`"
     golden = {p.name: p.read_text(encoding="utf-8") for p in golden_dir.iterdir()}
+    golden.update((name, (RUNTIME / name).read_text(encoding="utf-8")) for name in RUNTIME_MODULES)
     assert set(files) == set(golden) == EXPECTED_FILES, "run `make goldens` and review the diff"
     for name, content in files.items():
         if content != golden[name]:

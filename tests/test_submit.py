@@ -1,4 +1,4 @@
-"""Submit against moto in-process: the role preflight, the request contract, uploads, errors."""
+"""Submit against moto in-process: the role check, the request contract, uploads, errors."""
 import io
 import tarfile
 from datetime import datetime, timezone
@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
-from launcher import emulator
+import emulator
 from launcher.aws import AwsError, Clients, QuotaError, explain
 from launcher.errors import SpecError, UsageError
 from launcher.iam import FAIL, PASS, UNKNOWN, RoleRefused, check_role
@@ -18,6 +18,7 @@ from launcher.submission import plan_for
 from launcher.submission import submit as submit_plan
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
+from tests.doubles import one_page_paginator
 
 
 def submit(loaded, clients, *, now=None, **kw):
@@ -160,6 +161,9 @@ class DenySimulation:
 
     def simulate_principal_policy(self, **_):
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 def test_cannot_tell_when_the_caller_may_not_simulate(aws):

@@ -9,7 +9,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from launcher import emulator, jobs
+import emulator
+from launcher import jobs
 from launcher.aws import AwsError, Clients
 from launcher.errors import EXIT_INTERRUPTED, Interrupted
 from launcher.iam import FAIL, PASS, UNKNOWN, check_role
@@ -19,6 +20,7 @@ from launcher.state import last_submitted
 from launcher.submission import plan_for
 from launcher.submission import submit as submit_plan
 from tests.conftest import JOBS
+from tests.doubles import one_page_paginator
 
 
 def submit(loaded, clients, *, now=None, **kw):
@@ -317,6 +319,9 @@ class BadIam:
         raise self.error
 
     simulate_principal_policy = _fail
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
 
 
 def _server_error(status=500):

@@ -8,7 +8,7 @@ import boto3
 import botocore.endpoint
 import pytest
 
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
 from launcher.tail import LogReader, RateLimiter, follow

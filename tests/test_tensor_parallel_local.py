@@ -1,19 +1,13 @@
-"""Tensor parallelism on 4 gloo ranks (TP=2 emulated by the rendered tsm_local): the checkpoint gives each
+"""Tensor parallelism on 4 gloo ranks (TP=2 emulated by launcher.runtime.tsm_local): the checkpoint gives each
 TP rank its own slices back, only replication-rank-0 ranks write, every rank clips by one total norm,
 and the exported full state dict is the unsplit model. Each fix is shown against the old way."""
 import copy
 import json
-import sys
 from types import SimpleNamespace
 
 import pytest
 
-from launcher.plan import build_plan
-from launcher.render import write_source_dir
-from launcher.spec import load_spec
-from tests.conftest import JOBS
-
-torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
+torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
 WORLD = 4
 
 
@@ -150,14 +144,12 @@ def _replicated_run(rank, tsm, ckpt, root):
             "restored": all(torch.equal(saved[k], now[k]) for k in saved)}
 
 
-def _worker(rank, src, store, root):
-    sys.path.insert(0, src)
+def _worker(rank, store, root):
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
-        import train_checkpoint
-        import tsm_local
+        from launcher.runtime import train_checkpoint, tsm_local
 
         result = {"tp": _tensor_parallel_run(rank, tsm_local, train_checkpoint, root),
                   "replicated": _replicated_run(rank, tsm_local, train_checkpoint, root)}
@@ -172,9 +164,7 @@ def ranks(tmp_path_factory):
     import torch.multiprocessing as mp
 
     tmp = tmp_path_factory.mktemp("tp")
-    src = tmp / "src"
-    write_source_dir(build_plan(load_spec(JOBS / "llama175b.yaml")).source.files, src)
-    mp.spawn(_worker, args=(str(src), str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
     return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)], tmp
 
 

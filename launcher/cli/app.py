@@ -48,8 +48,9 @@ def _is_closed_pipe(exc: BaseException) -> bool:
 def cli() -> None:
     """Plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
 
-    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a preflight
-    refused; 4 AWS refused or is unreachable; 5 the job was stopped; 130 interrupted.
+    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a check refused
+    the job (the role check, a local run's checks); 4 AWS refused or is unreachable; 5 the job was
+    stopped; 130 interrupted.
     """
 
 

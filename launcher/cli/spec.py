@@ -180,7 +180,7 @@ def advise_layouts(model: str, instances: int | None, seq_length: int, instance_
                          f"{seq_length}; add instances or use an 80 GB instance type")
     if write_to:
         with open(write_to, "w", encoding="utf-8") as f:
-            f.write(adv.spec_yaml(model, instance_type, seq_length, precision, ranked[0]))
+            f.write(adv.spec_yaml(model, instance_type, seq_length, precision, ranked[0], write_to))
     if output == "json":
         present.emit_json([c.as_dict() for c in ranked])
     else:

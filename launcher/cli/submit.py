@@ -81,23 +81,23 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
 
 def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, nproc: int, max_steps: int | None,
              output: str) -> int:
-    """The CPU preflight of one spec; in json mode the script's lines go to stderr and the report to stdout."""
+    """The local CPU run of one spec; in json mode the script's lines go to stderr and the report to stdout."""
     from launcher.cli.present import emit_json
     from launcher.errors import UsageError
-    from launcher.local import run_preflight
+    from launcher.local_run import changes_summary, run_local
 
     if len(specs) != 1:
         raise UsageError("--local runs one spec at a time")
     as_json = output == "json"
-    result = run_preflight(specs[0], overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
-                           echo=lambda line: click.echo(line, err=as_json))
+    result = run_local(specs[0], overrides, tiny=tiny, nproc=nproc, max_steps=max_steps,
+                       echo=lambda line: click.echo(line, err=as_json))
     if as_json:
         emit_json(result.as_dict())
         return result.exit_code
-    click.echo(f"\nLocal preflight of {result.spec_file}: {result.nproc} processes, CPU, gloo"
+    click.echo(f"\nLocal run of {result.spec_file}: {result.nproc} processes, CPU, gloo"
                f"{', tiny model' if result.tiny else ''}")
     if result.local_changes:
-        click.echo("  changed for this machine: " + " ".join(result.local_changes))
+        click.echo("  changed for this machine: " + changes_summary(result.local_changes))
     for note in result.notes:
         click.echo(f"  note: {note}")
     for check in result.checks:
@@ -130,7 +130,7 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
                 profile: str | None, region: str | None) -> None:
     """Start SageMaker training jobs, or with --local run one job's script on this machine first.
 
-    --local exits with the script's exit code, or 3 when a preflight check fails.
+    --local exits with the script's exit code, or 3 when one of its checks fails.
     """
     if local:
         sys.exit(run_here(specs, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, output=output))

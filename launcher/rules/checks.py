@@ -354,7 +354,7 @@ def feature_versions(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("SMP054", "error", "The generated script needs PyTorch 2.2 or later",
-      "https://pytorch.org/docs/stable/distributed.checkpoint.html; templates/train_checkpoint.py.j2")
+      "https://pytorch.org/docs/stable/distributed.checkpoint.html; launcher/runtime/train_checkpoint.py")
 def script_pytorch(ctx: Context) -> Iterator[Finding]:
     if _v(ctx.framework.pytorch) < (2, 2, 0):
         yield Finding(f"the entry script's sharded checkpoints use torch.distributed.checkpoint save/load, "

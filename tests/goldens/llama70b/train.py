@@ -2,7 +2,7 @@
 
 The order follows SMP v2's training-script API: process group (SMDDP
 on GPUs), tsm.init(), the model in fp32, tsm.transform, native FSDP, then
-activation checkpointing and the optimizer. Without torch.sagemaker (the local CPU preflight),
+activation checkpointing and the optimizer. Without torch.sagemaker (the local CPU run),
 tsm_local stands in for it and the process group is gloo.
 """
 import functools
@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 try:
     import torch.sagemaker as tsm
-except ImportError:  # no SMP library here: the local preflight's stand-in
+except ImportError:  # no SMP library here: the local run's stand-in
     import tsm_local as tsm
 
 import train_checkpoint
@@ -56,8 +56,8 @@ PROGRESS_FORMAT = 'SMP_PROGRESS step={step} loss={loss:.4f} lr={lr:.3e} tokens_p
 CHECKPOINT_DIR = os.environ.get("SMP_LAUNCH_CHECKPOINT_DIR", '/opt/ml/checkpoints')
 MODEL_DIR = os.environ.get("SM_MODEL_DIR", "/opt/ml/model")
 
-LOCAL = getattr(tsm, "LOCAL_PREFLIGHT", False)
-PREFLIGHT = os.environ.get("SMP_LAUNCH_PREFLIGHT") == "1"
+STAND_IN = getattr(tsm, "STAND_IN", False)  # tsm is the local run's stand-in (launcher/runtime/tsm_local.py)
+LOCAL_RUN = os.environ.get("SMP_LAUNCH_LOCAL_RUN") == "1"
 ON_GPU = torch.cuda.is_available()
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
 # NO_SHARD repeats on every state-dict call that its state dict is a full one.
@@ -70,9 +70,9 @@ def log(message):
 
 
 def report(check, **values):
-    """A line the local preflight reads (rank 0, preflight runs only)."""
-    if PREFLIGHT and dist.get_rank() == 0:
-        print("SMP_PREFLIGHT " + json.dumps({"check": check, **values}), flush=True)
+    """A line the local run reads (rank 0, local runs only)."""
+    if LOCAL_RUN and dist.get_rank() == 0:
+        print("SMP_LOCAL_RUN " + json.dumps({"check": check, **values}), flush=True)
 
 
 def hyperparameters():
@@ -89,7 +89,7 @@ def init_distributed():
     """Process group first, then tsm.init(): SMP reads the group it is given."""
     if ON_GPU:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if ON_GPU and not LOCAL:
+    if ON_GPU and not STAND_IN:
         import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  registers the "smddp" backend
 
         backend = "smddp"
@@ -112,7 +112,7 @@ def hf_classes():
 def layer_class():
     """The transformer block FSDP wraps and checkpoints: SMP's own once tsm.transform replaced HF's
     (a MoE model keeps Hugging Face's block, as AWS's examples wrap it)."""
-    if not LOCAL:
+    if not STAND_IN:
         try:
             from torch.sagemaker.tensor_parallel.transformer import TransformerLayer
         except ImportError:  # SMP before 2.2
@@ -137,7 +137,7 @@ def build_model():
 def delayed_param_initer(model):
     """SMP's DelayedParamIniter for the meta parameters (locally, tsm_local's, which runs the model's own
     initialiser); none on a rank that loaded pretrained weights, as AWS's examples do."""
-    if LOCAL:
+    if STAND_IN:
         return tsm.DelayedParamIniter(model)
     from torch.sagemaker.delayed_param import DelayedParamIniter
 
@@ -165,7 +165,7 @@ def wrap(model, device):
         use_orig_params=True,
         device_id=device,
     )
-    if LOCAL:
+    if STAND_IN:
         kwargs.update(tsm.fsdp_arguments(kwargs["sharding_strategy"]))
     validate = contextlib.nullcontext()
     initer = delayed_param_initer(model)
@@ -238,7 +238,7 @@ def param_groups(fsdp_model):
 def clip_gradients(fsdp_model, max_norm):
     """One total gradient norm on every rank: SMP's clip_grad_norm_ counts every TP rank's slices and
     the replicated parameters once (FSDP's own reduces over its group only, so TP ranks would differ)."""
-    if LOCAL:
+    if STAND_IN:
         return tsm.clip_grad_norm_(fsdp_model, max_norm)
     from torch.sagemaker.grad_norm import clip_grad_norm_
 
@@ -255,7 +255,7 @@ def checkpoint_layout(fsdp_model):
 
 
 def on_every_rank(value):
-    """Each rank's value of a scalar, in rank order (preflight: they must agree)."""
+    """Each rank's value of a scalar, in rank order (local run: they must agree)."""
     values = [None] * dist.get_world_size()
     dist.all_gather_object(values, float(value))
     return values
@@ -268,8 +268,8 @@ def mean_over_ranks(value):
 
 
 def report_sharding(fsdp_model, total):
-    """Preflight: the parameters this rank holds, to show sharding really happened."""
-    if not PREFLIGHT:
+    """Local run: the parameters this rank holds, to show sharding really happened."""
+    if not LOCAL_RUN:
         return
     held = [None] * dist.get_world_size()
     dist.all_gather_object(held, sum(p.numel() for p in fsdp_model.parameters()))
@@ -307,7 +307,7 @@ def train(device):
         log(f"resumed from the checkpoint of step {start} in {CHECKPOINT_DIR}")
         report("resumed", step=start)
     model = fsdp_model
-    if PREFLIGHT:
+    if LOCAL_RUN:
         forward_backward(fsdp_model, batches.batch(start + 1).to(device), None)
         report("grad_norm_without_ac", step=start + 1, grad_norm=clip_gradients(fsdp_model, math.inf).item())
         optimizer.zero_grad(set_to_none=True)
@@ -339,7 +339,7 @@ def train(device):
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         window_steps += 1
-        if PREFLIGHT:
+        if LOCAL_RUN:
             norms = on_every_rank(grad_norm.item())
             report("step", step=step, loss=mean_over_ranks(loss), grad_norm=norms[0], grad_norms=norms)
         if step % LOG_EVERY == 0 or step == MAX_STEPS:
@@ -353,14 +353,14 @@ def train(device):
         if step % CHECKPOINT_EVERY == 0:
             path = train_checkpoint.save(CHECKPOINT_DIR, step, fsdp_model, optimizer, KEEP_CHECKPOINTS, layout)
             log(f"checkpoint of step {step} saved to {path}")
-            if PREFLIGHT:
+            if LOCAL_RUN:
                 equal, tensors = train_checkpoint.round_trip(CHECKPOINT_DIR, step, fsdp_model, optimizer, layout)
                 folders = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, files in os.walk(path)
                                  for f in files if f == ".metadata")
                 report("checkpoint_round_trip", step=step, equal=equal, tensors=tensors, folders=folders,
                        tp_degree=layout.tp_degree)
             window_start, window_steps = time.perf_counter(), 0  # the save is not training time
-    if PREFLIGHT and start < MAX_STEPS:
+    if LOCAL_RUN and start < MAX_STEPS:
         with torch.no_grad(), warnings.catch_warnings():  # the same batch again: did training lower its loss?
             warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
             after = mean_over_ranks(forward(model, batches.batch(start + 1).to(device)).float())
@@ -379,20 +379,20 @@ def save_final_model(fsdp_model, hf_config):
     with warnings.catch_warnings(), FSDP.state_dict_type(fsdp_model, StateDictType.FULL_STATE_DICT, config):
         warnings.simplefilter("ignore", FutureWarning)
         state = fsdp_model.state_dict()
-    if LOCAL:
+    if STAND_IN:
         state = tsm.full_model_state_dict(state)  # SMP gathers TP slices itself; the stand-in does it here
     if dist.get_rank() == 0:
         os.makedirs(MODEL_DIR, exist_ok=True)
         torch.save(state, os.path.join(MODEL_DIR, "pytorch_model.bin"))
         hf_config.save_pretrained(MODEL_DIR)
         log(f"model saved to {MODEL_DIR}")
-        if PREFLIGHT:
+        if LOCAL_RUN:
             report_export(state)
     dist.barrier()
 
 
 def report_export(state):
-    """Preflight: the exported directory loads into the Hugging Face class, with the weights just saved."""
+    """Local run: the exported directory loads into the Hugging Face class, with the weights just saved."""
     loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
     same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
     report("final_model", loads=same, tensors=len(state), model_class=HF_CLASSES[1])

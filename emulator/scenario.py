@@ -11,8 +11,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator import core
 from launcher import progress
-from launcher.emulator import core
 
 PHASES = ("Starting", "Downloading", "Training", "Uploading")
 MESSAGES = {

@@ -143,7 +143,7 @@ def local_tensors(tree, prefix=""):
 
 
 def round_trip(root, step, model, optimizer, layout):
-    """Preflight check: perturb every parameter and optimizer state, load checkpoint `step` back,
+    """Local-run check: perturb every parameter and optimizer state, load checkpoint `step` back,
     and compare each local shard with what was saved, bit for bit, on every rank.
     Returns (equal on every rank, tensors compared on this rank)."""
     saved = local_tensors(state_dicts(model, optimizer))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import EXIT_OK, EXIT_PREFLIGHT, UsageError
-from launcher.preflight_checks import Check, RunRecord, evaluate, final_model_check, not_exercised, substitutions
+from launcher.local_run_checks import Check, RunRecord, final_model_check, judge_runs, not_exercised, substitutions
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
 
@@ -35,7 +35,7 @@ HOST_LABEL = "[algo-1] "
 
 
 @dataclass
-class PreflightResult:
+class LocalRunResult:
     spec_file: str
     nproc: int
     tiny: bool
@@ -74,7 +74,7 @@ def tiny_overrides(spec: JobSpec, tensor_parallel: int = 1) -> list[str]:
 
 
 def resume_step(max_steps: int) -> int:
-    """The one checkpoint of a preflight run: past the middle, so the resumed run repeats a few steps."""
+    """The one checkpoint of a local run: past the middle, so the resumed run repeats a few steps."""
     return max_steps // 2 + 1
 
 
@@ -86,6 +86,16 @@ def run_changes(spec: JobSpec, max_steps: int) -> list[str]:
     if warmup is not None and warmup > max_steps // 4:
         changes.append(f"training.warmup_steps={max_steps // 4}")
     return changes
+
+
+def changes_summary(changes: Sequence[str]) -> str:
+    """One short line for the values changed for this machine, counted per section (`--output json` lists them)."""
+    sections: dict[str, int] = {}
+    for change in changes:
+        section = change.split("=", 1)[0].split(".", 1)[0]
+        sections[section] = sections.get(section, 0) + 1
+    counted = ", ".join(f"{section} {n}" for section, n in sections.items())
+    return f"{len(changes)} values ({counted}); `--output json` lists them"
 
 
 def local_shard_degree(effective: int, nproc: int) -> int:
@@ -110,7 +120,7 @@ def _require_torch() -> None:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
-        raise UsageError(f"the local preflight needs torch and transformers ({exc.name} is missing): "
+        raise UsageError(f"the local run (`submit --local`) needs torch and transformers ({exc.name} is missing): "
                          "pip install 'smp-launch[local]'") from None
 
 
@@ -178,15 +188,15 @@ def _fits_this_machine(spec: JobSpec, nproc: int) -> None:
                          f"{have / 2**30:.0f} GiB; add --tiny to run the same architecture at a small size")
 
 
-def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int | None,
-            nproc: int = 2) -> tuple[LoadedSpec, list[str]]:
-    """The spec as the preflight runs it, and the changes made to it for this machine."""
+def local_spec(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int | None,
+               nproc: int = 2) -> tuple[LoadedSpec, list[str]]:
+    """The spec as the local run runs it, and the changes made to it for this machine."""
     from launcher.plan import blocking_errors, build_plan
     from launcher.spec import load_spec
 
     steps = DEFAULT_STEPS if max_steps is None else max_steps
     if steps < 3:
-        raise UsageError("--max-steps must be at least 3: the preflight checkpoints part-way and resumes")
+        raise UsageError("--max-steps must be at least 3: the local run checkpoints part-way and resumes")
     base = load_spec(spec_path, overrides)
     refused = blocking_errors(build_plan(base))
     if refused:
@@ -202,8 +212,8 @@ def prepare(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int
     return load_spec(spec_path, [*overrides, *changes]), changes
 
 
-def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,
-                  max_steps: int | None = None, echo: Callable[[str], None] = print) -> PreflightResult:
+def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,
+              max_steps: int | None = None, echo: Callable[[str], None] = print) -> LocalRunResult:
     """Render the job, run it twice with torchrun on CPU, and judge what the runs reported."""
     from launcher.plan import build_plan
     from launcher.render import write_source_dir
@@ -211,7 +221,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
     if nproc < 1:
         raise UsageError("--nproc must be at least 1")
     _require_torch()
-    loaded, changes = prepare(spec_path, overrides, tiny, max_steps, nproc)
+    loaded, changes = local_spec(spec_path, overrides, tiny, max_steps, nproc)
     spec = loaded.spec
     decisions = build_plan(loaded).decisions
     tp = local_tensor_parallel_degree(spec, nproc)
@@ -222,10 +232,12 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
     with tempfile.TemporaryDirectory(prefix="smp-launch-local-") as tmp:
         root = Path(tmp)
         env = {**os.environ, **spec.environment,
-               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard, tp)), "SMP_LAUNCH_PREFLIGHT": "1",
+               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard, tp)), "SMP_LAUNCH_LOCAL_RUN": "1",
                "SMP_LAUNCH_CHECKPOINT_DIR": str(root / "checkpoints"), "SM_MODEL_DIR": str(root / "model"),
                "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore::FutureWarning",
                "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        # torchrun's own default for more than one process; set, torchrun prints no banner among the script's lines
+        env.setdefault("OMP_NUM_THREADS", "1")
         if spec.data.train != "synthetic":
             rows = 4 * nproc * spec.training.batch_size
             write_token_files(root / "train", spec.data.format, spec.model.architecture().vocab_size, rows,
@@ -238,14 +250,14 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
             notes.append(f"model.pretrained {spec.model.pretrained!r} was not downloaded: rank 0 loaded a random "
                          "model of the same type and dimensions, and the other ranks received it from rank 0")
             overrides = [*overrides, f"model.pretrained={root / 'pretrained'}"]
-            loaded, changes = prepare(spec_path, overrides, tiny, max_steps, nproc)
+            loaded, changes = local_spec(spec_path, overrides, tiny, max_steps, nproc)
             changes.append(overrides[-1])
             spec = loaded.spec
         plan = build_plan(loaded)
         src = root / "src"
         write_source_dir(plan.source.files, src)
         args = [a for k, v in spec.hyperparameters.items() for a in (f"--{k}", str(v))]
-        result = PreflightResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
+        result = LocalRunResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
                                  local_changes=changes, notes=notes,
                                  not_exercised=not_exercised(spec, decisions.backend, tp))
         first = _torchrun(src, nproc, env, args, echo)
@@ -258,7 +270,7 @@ def run_preflight(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool =
         second = _torchrun(src, nproc, env, args, echo)
         result.runs.append(second)
         model_saved = (root / "model" / "config.json").exists()
-    result.checks = evaluate(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,
+    result.checks = judge_runs(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,
                              tp)
     result.checks.append(final_model_check(second, model_saved))
     if second.exit_code != 0:

@@ -20,7 +20,7 @@ from bisect import bisect_left, bisect_right, insort
 from itertools import islice
 from typing import Any
 
-from launcher.emulator import core, scenario
+from emulator import core, scenario
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PAGE_EVENTS = 10_000
@@ -184,7 +184,7 @@ class SyntheticLogs:
 
     def __init__(self, job: str, hosts: int, rate: float, start: float, duration: float, clock: Any,
                  lag: Any = None, seed: int = 0):
-        from launcher.emulator.scenario import LagModel, unit
+        from emulator.scenario import LagModel, unit
 
         self.job, self.hosts, self.clock = job, hosts, clock
         self.period = 1000.0 / rate  # ms between two lines of one host

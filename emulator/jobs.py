@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.emulator.scenario import EmulatedJob, expect
+from emulator.scenario import EmulatedJob, expect
 
 IMAGE = "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121"
 ROLE = "arn:aws:iam::123456789012:role/SMPTrainingRole"

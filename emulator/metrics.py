@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from emulator import core, scenario
 from launcher.catalog import INSTANCES
-from launcher.emulator import core, scenario
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 GPUS = 8

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from launcher.emulator import core, scenario
+from emulator import core, scenario
 
 
 def refresh(job: Any) -> None:

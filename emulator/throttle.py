@@ -12,7 +12,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from launcher.emulator import core
+from emulator import core
 
 BODY = b'{"__type":"ThrottlingException","message":"Rate exceeded"}'
 LOGS_READS = ("FilterLogEvents", "GetLogEvents", "DescribeLogStreams")

@@ -2,14 +2,14 @@
 
 Never imported by the product: moto is a test extra. Typical use::
 
-    from launcher import emulator
+    import emulator
     with emulator.mocked():                      # or: with emulator.server() as url: ...
         emulator.add_job(emulator.EmulatedJob("demo-1", hosts=4), boto3.client("sagemaker"))
 
 More moto patches: add a module to this package that calls `register_patch(name, apply)` at import;
 `install()` imports every module here and applies each patch once, for both modes.
 """
-from launcher.emulator.core import (
+from emulator.core import (
     FAKE_CREDENTIALS,
     install,
     mocked,
@@ -20,9 +20,9 @@ from launcher.emulator.core import (
     server_env,
     set_clock,
 )
-from launcher.emulator.jobs import add_job
-from launcher.emulator.scenario import EmulatedJob, LagModel, expect, forget_all, set_default
-from launcher.emulator.throttle import Throttle, attach, serve
+from emulator.jobs import add_job
+from emulator.scenario import EmulatedJob, LagModel, expect, forget_all, set_default
+from emulator.throttle import Throttle, attach, serve
 
 __all__ = ["FAKE_CREDENTIALS", "EmulatedJob", "LagModel", "Throttle", "add_job", "attach", "expect", "forget_all",
            "install", "mocked", "now", "register_patch", "reset_server", "serve", "server", "server_env",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from launcher.emulator import core
+from emulator import core
 
 _REFUSAL: list[tuple[str, str]] = []
 

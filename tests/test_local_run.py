@@ -1,4 +1,4 @@
-"""The local CPU preflight: the three reference jobs really train, shard, checkpoint and resume under torchrun."""
+"""The local CPU run (`submit --local`): the reference jobs really train, shard, checkpoint and resume."""
 import importlib
 import json
 import re
@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 
 from launcher import progress
-from launcher.local import local_shard_degree, prepare, tiny_overrides
-from launcher.plan import build_plan
-from launcher.render import write_source_dir
+from launcher.local_run import changes_summary, local_shard_degree, local_spec, tiny_overrides
 from launcher.spec import load_spec
-from tests.conftest import JOBS, MINIMAL
+from tests.conftest import JOBS
 
-torch = pytest.importorskip("torch", reason="the local preflight needs the `local` extra")
+torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
 
 CHECKS = {
     "loss falls",
@@ -35,7 +33,7 @@ TP_FOLDERS = "one checkpoint folder per tensor-parallel rank"
     # the 175B reference at TP=2: 4 ranks, two TP groups of 2, FSDP shard degree 2 per TP slice
     ("llama175b.yaml", ["--nproc", "4", "--set", "smp.tensor_parallel_degree=2"], True, {"backend smddp"}),
 ])
-def test_tiny_preflight_of_each_reference_job(run_cli, job, args, delayed, not_run):
+def test_tiny_local_run_of_each_reference_job(run_cli, job, args, delayed, not_run):
     r = run_cli("submit", str(JOBS / job), "--local", "--tiny", *args, "--max-steps", "4", "--output", "json")
     report = json.loads(r.out)
     assert r.code == 0, r.err[-3000:]
@@ -57,7 +55,8 @@ def test_tiny_preflight_of_each_reference_job(run_cli, job, args, delayed, not_r
 
     lines = r.err.splitlines()
     script_lines = [line for line in lines if line.startswith("[algo-1] ")]
-    assert any("LOCAL PREFLIGHT" in line for line in script_lines)
+    assert not any("OMP_NUM_THREADS" in line or "*****" in line for line in lines)  # no torchrun banner
+    assert any("LOCAL RUN" in line for line in script_lines)
     progress_lines = [line for line in script_lines if "SMP_PROGRESS" in line]
     assert len(progress_lines) == 5  # steps 1-4, then step 4 again after the resume
     for line in progress_lines:
@@ -82,7 +81,7 @@ hyperparameters: {epochs: 1}
 """
 
 
-def test_preflight_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):
+def test_local_run_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):
     """Rank-0 pretrained weights, a train channel, NO_SHARD, fp16 with its grad scaler, a MoE model."""
     r = run_cli("submit", str(write_spec(BRANCHES)), "--local", "--tiny", "--max-steps", "3", "--output", "json")
     report = json.loads(r.out)
@@ -107,7 +106,7 @@ def test_local_takes_one_spec_and_enough_steps(run_cli):
 @pytest.mark.parametrize("job", ["llama70b.yaml", "llama175b.yaml"])
 def test_tiny_keeps_the_architecture_and_its_shape(job):
     full = load_spec(JOBS / job).spec
-    tiny, changes = prepare(str(JOBS / job), [], True, 6)
+    tiny, changes = local_spec(str(JOBS / job), [], True, 6)
     arch, small = full.model.architecture(), tiny.spec.model.architecture()
     assert small.type == arch.type and small.num_layers == 2 and small.hidden_width == 64
     assert small.num_heads // small.num_key_value_heads == min(4, arch.num_heads // arch.num_key_value_heads)
@@ -118,26 +117,31 @@ def test_tiny_keeps_the_architecture_and_its_shape(job):
     assert "model.num_experts=4" in tiny_overrides(mixtral)
 
 
+def test_the_changes_line_is_short_and_json_keeps_the_list():
+    tiny, changes = local_spec(str(JOBS / "llama7b.yaml"), [], True, 20)
+    assert len(" ".join(changes)) > 200  # what the text report printed in full
+    line = changes_summary(changes)
+    assert len(line) < 100 and line.startswith(f"{len(changes)} values (model ") and "--output json" in line
+
+
 def test_local_shard_degree_is_the_largest_divisor_allowed():
     assert [local_shard_degree(8, n) for n in (1, 2, 3, 4, 6)] == [1, 2, 3, 4, 6]
     assert local_shard_degree(1, 4) == 1 and local_shard_degree(2, 6) == 2 and local_shard_degree(4, 6) == 3
 
 
 @pytest.fixture
-def rendered(tmp_path, write_spec, monkeypatch):
-    """The helper modules of a rendered source dir, importable."""
-    src = tmp_path / "src"
-    write_source_dir(build_plan(load_spec(write_spec(MINIMAL))).source.files, src)
-    monkeypatch.syspath_prepend(str(src))
-    for name in ("train_data", "train_checkpoint", "tsm_local"):
+def runtime():
+    """The modules the source dir gets verbatim (launcher.runtime), each test with a fresh copy."""
+    names = [f"launcher.runtime.{name}" for name in ("train_data", "train_checkpoint", "tsm_local")]
+    for name in names:
         sys.modules.pop(name, None)
-    yield lambda name: importlib.import_module(name)
-    for name in ("train_data", "train_checkpoint", "tsm_local"):
+    yield lambda name: importlib.import_module(f"launcher.runtime.{name}")
+    for name in names:
         sys.modules.pop(name, None)
 
 
-def test_synthetic_batches_are_a_function_of_the_step(rendered):
-    data = rendered("train_data")
+def test_synthetic_batches_are_a_function_of_the_step(runtime):
+    data = runtime("train_data")
     a = data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0)
     assert torch.equal(a.batch(3), data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0).batch(3))
     assert not torch.equal(a.batch(3), a.batch(4))
@@ -147,8 +151,8 @@ def test_synthetic_batches_are_a_function_of_the_step(rendered):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "npy"])
-def test_token_files_are_cut_into_sequences_per_rank(rendered, tmp_path, fmt):
-    data = rendered("train_data")
+def test_token_files_are_cut_into_sequences_per_rank(runtime, tmp_path, fmt):
+    data = runtime("train_data")
     channel = tmp_path / "train"
     channel.mkdir()
     tokens = np.arange(10 * 8, dtype=np.int64)
@@ -167,8 +171,8 @@ def test_token_files_are_cut_into_sequences_per_rank(rendered, tmp_path, fmt):
         data.TokenFileBatches(str(channel), fmt, 8, 8, seed=0, dp_rank=0, dp_size=2)
 
 
-def test_checkpoints_resume_from_the_newest_complete_one_and_prune(rendered, tmp_path):
-    ckpt = rendered("train_checkpoint")
+def test_checkpoints_resume_from_the_newest_complete_one_and_prune(runtime, tmp_path):
+    ckpt = runtime("train_checkpoint")
     tmp_path = tmp_path / "checkpoints"
     for step in (10, 20, 30, 40):
         d = tmp_path / f"step_{step:08d}"
@@ -182,10 +186,10 @@ def test_checkpoints_resume_from_the_newest_complete_one_and_prune(rendered, tmp
     assert ckpt.latest_step(str(tmp_path / "missing")) is None
 
 
-def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(rendered, monkeypatch):
+def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, monkeypatch):
     import torch.distributed as dist
 
-    tsm = rendered("tsm_local")
+    tsm = runtime("tsm_local")
     with pytest.raises(RuntimeError, match="init_process_group"):
         tsm.init({"hybrid_shard_degree": 1})
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -223,7 +227,7 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
     assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"
 
 
-def test_advisor_errors_block_the_local_preflight_too(run_cli):
+def test_advisor_errors_block_the_local_run_too(run_cli):
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--set", "smp.tensor_parallel_degree=3")
     assert r.code == 2 and "SMP001" in r.err and "[algo-1]" not in r.out
 

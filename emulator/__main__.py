@@ -1,21 +1,40 @@
 """A demo: an emulated AWS with a few live training jobs, for trying `smp-launch logs/status/list/stop/metrics`.
 
-    python -m launcher.emulator [--port 5055] [--hosts 8] [--throttle 0.2]
+    python -m emulator [--port 5055] [--hosts 8] [--throttle 0.2]
 
-then, in another shell, export the variables it prints and run e.g. `smp-launch logs demo-llama7b`.
+then, in another shell, export the variables it prints and run the commands it suggests (they name the
+`smp-launch` of this interpreter's environment, e.g. `.venv/bin/smp-launch`, when none is on PATH).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
+import sys
 import time
+from pathlib import Path
 
 import boto3
 
-from launcher import emulator
+import emulator
+
+
+def cli_command(cwd: Path | None = None) -> str:
+    """How to run the CLI from this shell: `smp-launch` if it is on PATH, else the script beside this Python."""
+    if shutil.which("smp-launch"):
+        return "smp-launch"
+    script = Path(sys.executable).parent / "smp-launch"
+    if script.exists():
+        try:
+            return os.path.relpath(script, cwd or Path.cwd())
+        except ValueError:  # another drive (Windows)
+            return str(script)
+    return f"{shlex.quote(sys.executable)} -m launcher"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m launcher.emulator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--hosts", type=int, default=8, help="hosts of the main demo job")
     parser.add_argument("--throttle", type=float, default=0.0, help="fraction of Logs reads to throttle")
@@ -33,7 +52,8 @@ def main() -> None:
             emulator.serve(emulator.Throttle(args.throttle, seed=1))
         print("emulated AWS at", url, "with jobs demo-llama7b, demo-oom, demo-long; in another shell:")
         print(" ".join(f"{k}={v}" for k, v in env.items()).join(("export ", "")))
-        print("smp-launch list; smp-launch logs demo-llama7b; smp-launch metrics demo-llama7b --since 5m")
+        cli = cli_command()
+        print(f"{cli} list; {cli} logs demo-llama7b; {cli} metrics demo-llama7b --since 5m")
         print("Ctrl-C stops the emulator.")
         try:
             while True:

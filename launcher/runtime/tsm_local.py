@@ -1,4 +1,4 @@
-"""A stand-in for `torch.sagemaker` (SMP v2) when the library is not installed: the local preflight.
+"""A stand-in for `torch.sagemaker` (SMP v2) when the library is not installed: the local CPU run.
 
 It provides the names the entry script uses (init, state, transform, is_initialized, clip_grad_norm_,
 DelayedParamIniter) and owns the layout SMP would impose:
@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-LOCAL_PREFLIGHT = True
+STAND_IN = True  # the entry script tells this module from SMP by it
 UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
 # Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
 # columns (row-parallel). Mixtral's experts are fused 3-D tensors in transformers 5; they stay whole.
@@ -88,7 +88,7 @@ def init(config=None):
     for key in UNSUPPORTED:
         if int(params.get(key, 1)) > 1:
             raise RuntimeError(
-                f"{key}={params[key]} needs SMP v2 on GPUs; the local preflight cannot run it. "
+                f"{key}={params[key]} needs SMP v2 on GPUs; the local run cannot run it. "
                 "`smp-launch submit --local` runs with degree 1 and reports it as not exercised.")
     world = dist.get_world_size()
     rank = dist.get_rank()
@@ -128,7 +128,7 @@ def init(config=None):
     if rank == 0:
         layout = f"(replicate {dp // shard}, shard {shard}, tp {tp})" if tp > 1 else (
             f"(replicate {world // shard}, shard {shard})" if mesh else "none")
-        print(f"LOCAL PREFLIGHT: torch.sagemaker is not installed; tsm_local stands in for it "
+        print(f"LOCAL RUN: torch.sagemaker is not installed; tsm_local stands in for it "
               f"(world {world}, hybrid shard degree {shard}, tensor parallel degree {tp}"
               f"{' emulated on gloo' if tp > 1 else ''}, context/expert degree 1, {device_type} device mesh {layout})",
               file=sys.stderr, flush=True)

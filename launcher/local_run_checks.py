@@ -1,6 +1,6 @@
-"""What the local CPU preflight can and cannot vouch for, judged from the lines its runs print.
+"""What the local CPU run (`submit --local`) can and cannot vouch for, judged from the lines its runs print.
 
-The rendered script prints `SMP_PREFLIGHT {json}` lines in preflight runs (rank 0); this module turns
+The rendered script prints `SMP_LOCAL_RUN {json}` lines in local runs (rank 0); this module turns
 two runs' worth of them into pass/fail checks, and lists what a CPU cannot exercise, with the reason.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from launcher.rules.decisions import Decisions
 from launcher.spec.models import JobSpec
 
-MARK = "SMP_PREFLIGHT "
+MARK = "SMP_LOCAL_RUN "
 
 
 @dataclass
@@ -25,7 +25,7 @@ class RunRecord:
     facts: list[dict[str, Any]] = field(default_factory=list)
 
     def add_line(self, line: str) -> bool:
-        """Keep the fact a preflight line reports; True when the line was one."""
+        """Keep the fact a local-run line reports; True when the line was one."""
         if not line.startswith(MARK):
             return False
         try:
@@ -52,7 +52,7 @@ class Check:
 
 
 def not_exercised(spec: JobSpec, backend: str, tensor_parallel: int = 1) -> list[dict[str, str]]:
-    """Features of this spec that need GPUs or SMP itself: the preflight runs without them and says so."""
+    """Features of this spec that need GPUs or SMP itself: the local run goes without them and says so."""
     smp = spec.smp
     out = []
     if smp.tensor_parallel_degree > 1 and tensor_parallel == 1:
@@ -192,8 +192,8 @@ def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
                              f"{'repeat' if same else 'do NOT repeat'} the first run's losses bit for bit")
 
 
-def evaluate(first: RunRecord, second: RunRecord | None, resume_step: int,
-             activation_checkpointing: bool, tensor_parallel: int = 1) -> list[Check]:
+def judge_runs(first: RunRecord, second: RunRecord | None, resume_step: int,
+               activation_checkpointing: bool, tensor_parallel: int = 1) -> list[Check]:
     checks = [_loss_falls(first), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
               _round_trip(first), _tensor_parallel_folders(first, tensor_parallel), _grad_norm_everywhere(first)]
     if second is not None:

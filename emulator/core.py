@@ -42,7 +42,7 @@ def install() -> None:
     import importlib
     import pkgutil
 
-    import launcher.emulator as package
+    import emulator as package
 
     with _LOCK:
         for info in pkgutil.iter_modules(package.__path__):
@@ -116,7 +116,7 @@ def reset_server(endpoint: str) -> None:
     """Forget every resource in a running server (moto's own reset endpoint) and every emulated job."""
     import urllib.request
 
-    from launcher.emulator.scenario import forget_all
+    from emulator.scenario import forget_all
 
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).read()
     forget_all()
@@ -132,7 +132,7 @@ def mocked() -> Iterator[None]:
     """In-process emulation: moto's `mock_aws` with the patches installed and no emulated jobs left over."""
     from moto import mock_aws
 
-    from launcher.emulator.scenario import forget_all
+    from emulator.scenario import forget_all
 
     install()
     forget_all()

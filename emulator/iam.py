@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 from xml.sax.saxutils import escape
 
-from launcher.emulator.core import register_patch
+from emulator.core import register_patch
 
 _XMLNS = "https://iam.amazonaws.com/doc/2010-05-08/"
 

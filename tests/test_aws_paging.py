@@ -1,0 +1,92 @@
+"""Paged AWS reads go through boto3's paginators: every page is read, the item limit holds, errors are sentences.
+
+botocore's Stubber answers a real client, so the paginator's own token handling is what is exercised.
+"""
+import time
+from datetime import datetime, timezone
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from launcher import iam, jobs, metrics
+from launcher.aws import Clients, pages
+from launcher.errors import LauncherError
+
+
+def _job(name: str, status: str = "InProgress") -> dict:
+    return {"TrainingJob": {"TrainingJobName": name, "TrainingJobStatus": status,
+                            "CreationTime": datetime.now(timezone.utc),
+                            "Tags": [{"Key": jobs.MANAGED_TAG, "Value": "true"}],
+                            "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}}}
+
+
+def _client(service: str):
+    return boto3.client(service, region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+
+
+def test_list_reads_every_search_page_until_the_limit():
+    sm = _client("sagemaker")
+    with Stubber(sm) as stub:
+        stub.add_response("search", {"Results": [_job("a-1"), _job("a-2")], "NextToken": "t1"},
+                          {"Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
+                           "SortOrder": "Descending", "MaxResults": 100})
+        stub.add_response("search", {"Results": [_job("a-3", "Completed")], "NextToken": "t2"},
+                          {"Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
+                           "SortOrder": "Descending", "MaxResults": 100, "NextToken": "t1"})
+        stub.add_response("search", {"Results": [_job("a-4")]}, {
+            "Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
+            "SortOrder": "Descending", "MaxResults": 100, "NextToken": "t2"})
+        rows = jobs.list_jobs(Clients(overrides={"sagemaker": sm}), running=True)
+        stub.assert_no_pending_responses()
+    assert sorted(r["job_name"] for r in rows) == ["a-1", "a-2", "a-4"]
+
+
+def test_list_stops_paging_once_it_has_enough():
+    sm = _client("sagemaker")
+    with Stubber(sm) as stub:
+        stub.add_response("search", {"Results": [_job("b-1"), _job("b-2")], "NextToken": "t1"})
+        rows = jobs.list_jobs(Clients(overrides={"sagemaker": sm}), limit=2)  # no second call is stubbed
+    assert sorted(r["job_name"] for r in rows) == ["b-1", "b-2"]
+
+
+def test_an_error_while_paging_is_a_sentence():
+    sm = _client("sagemaker")
+    with Stubber(sm) as stub:
+        stub.add_response("search", {"Results": [_job("c-1")], "NextToken": "t1"})
+        stub.add_client_error("search", service_error_code="ThrottlingException", service_message="Rate exceeded")
+        with pytest.raises(LauncherError) as err:
+            list(pages(sm, "search", "listing training jobs", Resource="TrainingJob"))
+    assert str(err.value).startswith("listing training jobs: ") and "throttling" in str(err.value)
+
+
+def test_the_role_simulation_reads_every_truncated_page():
+    client = _client("iam")
+    arn = "arn:aws:iam::123456789012:role/r"
+    results = [{"EvalActionName": a, "EvalDecision": "allowed"} for a in ("s3:GetObject", "s3:PutObject")]
+    with Stubber(client) as stub:
+        stub.add_response("simulate_principal_policy", {"EvaluationResults": results[:1], "IsTruncated": True,
+                                                        "Marker": "m1"})
+        stub.add_response("simulate_principal_policy", {"EvaluationResults": results[1:], "IsTruncated": False},
+                          {"PolicySourceArn": arn, "ActionNames": ["s3:GetObject", "s3:PutObject"],
+                           "ResourceArns": ["*"], "Marker": "m1"})
+        got = iam._simulate(client, arn, ("s3:GetObject", "s3:PutObject"), "*")
+        stub.assert_no_pending_responses()
+    assert got == results
+
+
+def test_metrics_follow_next_token_within_one_query_batch(aws):
+    from emulator import EmulatedJob, add_job
+
+    job = EmulatedJob("paged-metrics", hosts=1, training=600, decoy=False)
+    add_job(job, aws.session.client("sagemaker"))
+    cw = _client("cloudwatch")
+    clients = Clients(region="us-west-2", overrides={"cloudwatch": cw})
+    with Stubber(cw) as stub:
+        stub.add_response("get_metric_data", {"MetricDataResults": [], "NextToken": "n1"})
+        stub.add_response("get_metric_data", {"MetricDataResults": []}, {
+            "MetricDataQueries": ANY, "ScanBy": "TimestampAscending", "StartTime": ANY, "EndTime": ANY,
+            "NextToken": "n1"})
+        data = metrics.fetch(clients, "paged-metrics", 600, time.time())
+        stub.assert_no_pending_responses()
+    assert data["get_metric_data_calls"] == 2
