@@ -145,7 +145,8 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert len(errors) == 2 and all(LINE.match(ln) for ln in errors), errors
     line = next(n for n, text in enumerate((JOBS / "llama70b.yaml").read_text().splitlines(), 1)
                 if text.strip().startswith("hybrid_shard_degree:"))
-    assert errors[0].startswith(f"jobs/llama70b.yaml:{line}:24: smp.hybrid_shard_degree: SMP001 hybrid_shard_degree 256 ")
+    expected = f"jobs/llama70b.yaml:{line}:24: smp.hybrid_shard_degree: SMP001 hybrid_shard_degree 256 "
+    assert errors[0].startswith(expected)
     assert errors == run_cli("validate", *args[1:]).err.strip().splitlines()
     assert "SMP001" not in r.out and "2 errors (on stderr)" in r.out
     table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
