@@ -1,3 +1,14 @@
+"""Shared fixtures, and the one place that sorts every test into a kind (see README, "Tests").
+
+Kinds (markers registered in pyproject.toml; `make test-unit`, `make test-e2e`, `make test-local`):
+  local  the test module's name contains "local": CPU training runs under torchrun (the `local` extra);
+  e2e    the module's name contains "e2e", the module is in E2E_MODULES, or the test uses the
+         per-worker `moto_server` fixture: the installed CLI as a subprocess against a moto server;
+  unit   everything else: a new test with no marker is a unit test, so no one has to remember to mark it.
+A test or module marked by hand with one of these keeps that mark. Tests run in parallel
+(`pytest -n N --dist loadgroup`): a module whose tests share an expensive module-scoped fixture is
+listed in SHARED_FIXTURE_MODULES, so one worker runs all of it and builds the fixture once.
+"""
 import os
 import sys
 import textwrap
@@ -104,6 +115,53 @@ def clock():
     emulator.set_clock(c)
     yield c
     emulator.set_clock(None)
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """One patched moto server (ThreadedMotoServer on 127.0.0.1, port 0) per test process (xdist worker).
+
+    Each test that uses it starts with `emulator.reset_server(url)`, so tests share the process, never state."""
+    from launcher import emulator
+
+    with emulator.server() as url:
+        yield url
+
+
+KINDS = ("unit", "e2e", "local")
+E2E_MODULES = {"test_reliability_short"}  # the real CLI through a fault proxy in front of moto
+E2E_FIXTURES = {"moto_server"}
+# Module-scoped fixtures too expensive to build once per worker: 4 gloo ranks spawned (test_tensor_parallel_local).
+SHARED_FIXTURE_MODULES = {"test_tensor_parallel_local"}
+RUN_FIRST = ("local", "e2e", "unit")  # the longest tests start first, so no worker is left with one at the end
+
+
+def kind_of(item: pytest.Item) -> str:
+    """The test's kind: its own marker, else by its module's name or the fixtures it uses, else unit."""
+    marked = [m.name for m in item.iter_markers() if m.name in KINDS]
+    if marked:
+        return marked[0]
+    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    if "local" in module:
+        return "local"
+    if "e2e" in module or module in E2E_MODULES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "e2e"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    kinds = {}
+    for item in items:
+        kind = kinds[id(item)] = kind_of(item)
+        if not item.get_closest_marker(kind):
+            item.add_marker(getattr(pytest.mark, kind))
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+        if module in SHARED_FIXTURE_MODULES and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(module))
+    # Stable sort: within a kind, collection order is kept (every xdist worker computes the same order).
+    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]),
+                                 0 if item.get_closest_marker("xdist_group") else 1))
 
 
 def pytest_configure(config):
