@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOB ?= jobs/llama7b.yaml
 OUT ?= build/source
-PIP := $(BIN)/pip --disable-pip-version-check -q
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo schema docs validate plan submit check-role render goldens
+.PHONY: venv test test-unit test-e2e test-local lint bench demo schema docs validate plan submit check-role render goldens
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,8 +17,24 @@ $(STAMP): setup.cfg setup.py pyproject.toml
 
 venv: $(STAMP)
 
+# Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, 3 by default
+# (measured best on 2 cores: the e2e tests wait on subprocesses and the local ones on torchrun).
+# loadgroup keeps a module whose tests share one expensive fixture on one worker (tests/conftest.py).
+TEST_WORKERS ?= 3
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
 test: venv
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# One kind only (kinds are set in tests/conftest.py): in-process, CLI-against-moto, torchrun on CPU.
+test-unit: venv
+	$(PYTEST) -m unit
+
+test-e2e: venv
+	$(PYTEST) -m e2e
+
+test-local: venv
+	$(PYTEST) -m local
 
 lint: venv
 	$(BIN)/ruff check launcher tests benchmarks
