@@ -7,7 +7,8 @@ Kinds (markers registered in pyproject.toml; `make test-unit`, `make test-e2e`, 
   unit   everything else: a new test with no marker is a unit test, so no one has to remember to mark it.
 A test or module marked by hand with one of these keeps that mark. Tests run in parallel
 (`pytest -n N --dist loadgroup`): a module whose tests share an expensive module-scoped fixture is
-listed in SHARED_FIXTURE_MODULES, so one worker runs all of it and builds the fixture once.
+listed in SHARED_FIXTURE_MODULES, and the scheduler below gives all of it to one worker, which builds the
+fixture once.
 """
 import os
 import sys
@@ -141,7 +142,7 @@ def kind_of(item: pytest.Item) -> str:
     marked = [m.name for m in item.iter_markers() if m.name in KINDS]
     if marked:
         return marked[0]
-    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    module = _module(item)
     if "local" in module:
         return "local"
     if "e2e" in module or module in E2E_MODULES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -149,19 +150,37 @@ def kind_of(item: pytest.Item) -> str:
     return "unit"
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and before xdist reads the groups
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     kinds = {}
     for item in items:
         kind = kinds[id(item)] = kind_of(item)
         if not item.get_closest_marker(kind):
             item.add_marker(getattr(pytest.mark, kind))
-        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
-        if module in SHARED_FIXTURE_MODULES and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(module))
     # Stable sort: within a kind, collection order is kept (every xdist worker computes the same order).
-    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]),
-                                 0 if item.get_closest_marker("xdist_group") else 1))
+    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]), _module(item) not in SHARED_FIXTURE_MODULES))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`, where a module in SHARED_FIXTURE_MODULES is one group: one worker runs all its tests.
+
+    Done here, not by `xdist_group` marks: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2
+    no longer reads, so those marks group nothing (each worker then built the 4-rank fixture itself)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SharedFixtureModules(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if Path(path).stem in SHARED_FIXTURE_MODULES else super()._split_scope(nodeid)
+
+    return SharedFixtureModules(config, log)
 
 
 def pytest_configure(config):
