@@ -183,6 +183,22 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedFixtureModules(config, log)
 
 
+def _one_parse_of_each_aws_model() -> None:
+    """Sessions in a test process share botocore's loader, so each AWS service model is parsed once per process.
+
+    Tests make a new Session nearly every time (each moto world, each `Clients`), and each new Session
+    re-parsed the JSON models (sagemaker's alone is megabytes): a third of an in-process test's time. A
+    Session already shares one loader among all its clients; this shares it among Sessions, keyed by
+    data path. Subprocesses (the e2e CLI) are untouched."""
+    import functools
+
+    import botocore.session
+
+    if not hasattr(botocore.session.create_loader, "cache_info"):
+        botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)
+
+
 def pytest_configure(config):
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     sys.dont_write_bytecode = True
+    _one_parse_of_each_aws_model()
