@@ -17,10 +17,11 @@ $(STAMP): setup.cfg setup.py pyproject.toml
 
 venv: $(STAMP)
 
-# Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, 3 by default
-# (measured best on 2 cores: the e2e tests wait on subprocesses and the local ones on torchrun).
-# loadgroup keeps a module whose tests share one expensive fixture on one worker (tests/conftest.py).
-TEST_WORKERS ?= 3
+# Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one per CPU by
+# default. On 2 cores a third worker cost more CPU (each collects every test) than the few tests that
+# wait on a clock give back. loadgroup keeps a module whose tests share one expensive fixture on one
+# worker (tests/conftest.py).
+TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test: venv
