@@ -200,5 +200,8 @@ def _one_parse_of_each_aws_model() -> None:
 
 def pytest_configure(config):
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    # One torch thread per process, as torchrun gives each rank: tests run in parallel and spawn ranks, and
+    # torch's default (a thread per core in every process) spent CPU spinning for cores others held.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.dont_write_bytecode = True
     _one_parse_of_each_aws_model()
