@@ -22,7 +22,7 @@ QUICK = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2,
 
 @pytest.fixture
 def endpoint(moto_server):
-    return moto_server  # conftest: one server per test process, reset by `world`
+    return moto_server  # conftest: one server per test process, reset by `env`
 
 
 @pytest.fixture
