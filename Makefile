@@ -8,7 +8,7 @@ OUT ?= build/source
 # pip through the venv's own python: a copied venv's bin/pip may name another interpreter in its first line.
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: venv test lint bench demo emulator schema docs validate plan submit check-role render goldens
+.PHONY: venv test test-unit test-e2e test-local lint bench demo emulator schema docs validate plan submit check-role render goldens
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,8 +18,25 @@ $(STAMP): setup.cfg setup.py pyproject.toml
 
 venv: $(STAMP)
 
+# Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one per CPU by
+# default. On 2 cores a third worker cost more CPU (each collects every test) than the few tests that
+# wait on a clock give back. loadgroup keeps a module whose tests share one expensive fixture on one
+# worker (tests/conftest.py).
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
 test: venv
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# One kind only (kinds are set in tests/conftest.py): in-process, CLI-against-moto, torchrun on CPU.
+test-unit: venv
+	$(PYTEST) -m unit
+
+test-e2e: venv
+	$(PYTEST) -m e2e
+
+test-local: venv
+	$(PYTEST) -m local
 
 lint: venv
 	$(BIN)/ruff check launcher emulator tests benchmarks

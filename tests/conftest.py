@@ -1,3 +1,15 @@
+"""Shared fixtures, and the one place that sorts every test into a kind (see README, "Tests").
+
+Kinds (markers registered in pyproject.toml; `make test-unit`, `make test-e2e`, `make test-local`):
+  local  the test module's name contains "local": CPU training runs under torchrun (the `local` extra);
+  e2e    the module's name contains "e2e", the module is in E2E_MODULES, or the test uses the
+         per-worker `moto_server` fixture: the installed CLI as a subprocess against a moto server;
+  unit   everything else: a new test with no marker is a unit test, so no one has to remember to mark it.
+A test or module marked by hand with one of these keeps that mark. Tests run in parallel
+(`pytest -n N --dist loadgroup`): a module whose tests share an expensive module-scoped fixture is
+listed in SHARED_FIXTURE_MODULES, and the scheduler below gives all of it to one worker, which builds the
+fixture once.
+"""
 import os
 import sys
 import textwrap
@@ -106,6 +118,90 @@ def clock():
     emulator.set_clock(None)
 
 
+@pytest.fixture(scope="session")
+def moto_server():
+    """One patched moto server (ThreadedMotoServer on 127.0.0.1, port 0) per test process (xdist worker).
+
+    Each test that uses it starts with `emulator.reset_server(url)`, so tests share the process, never state."""
+    import emulator
+
+    with emulator.server() as url:
+        yield url
+
+
+KINDS = ("unit", "e2e", "local")
+E2E_MODULES = {"test_reliability_short"}  # the real CLI through a fault proxy in front of moto
+E2E_FIXTURES = {"moto_server"}
+# Module-scoped fixtures too expensive to build once per worker: 4 gloo ranks spawned (test_tensor_parallel_local).
+SHARED_FIXTURE_MODULES = {"test_tensor_parallel_local"}
+RUN_FIRST = ("local", "e2e", "unit")  # the longest tests start first, so no worker is left with one at the end
+
+
+def kind_of(item: pytest.Item) -> str:
+    """The test's kind: its own marker, else by its module's name or the fixtures it uses, else unit."""
+    marked = [m.name for m in item.iter_markers() if m.name in KINDS]
+    if marked:
+        return marked[0]
+    module = _module(item)
+    if "local" in module:
+        return "local"
+    if "e2e" in module or module in E2E_MODULES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "e2e"
+    return "unit"
+
+
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    kinds = {}
+    for item in items:
+        kind = kinds[id(item)] = kind_of(item)
+        if not item.get_closest_marker(kind):
+            item.add_marker(getattr(pytest.mark, kind))
+    # Stable sort: within a kind, collection order is kept (every xdist worker computes the same order).
+    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]), _module(item) not in SHARED_FIXTURE_MODULES))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`, where a module in SHARED_FIXTURE_MODULES is one group: one worker runs all its tests.
+
+    Done here, not by `xdist_group` marks: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2
+    no longer reads, so those marks group nothing (each worker then built the 4-rank fixture itself)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SharedFixtureModules(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if Path(path).stem in SHARED_FIXTURE_MODULES else super()._split_scope(nodeid)
+
+    return SharedFixtureModules(config, log)
+
+
+def _one_parse_of_each_aws_model() -> None:
+    """Sessions in a test process share botocore's loader, so each AWS service model is parsed once per process.
+
+    Tests make a new Session nearly every time (each moto world, each `Clients`), and each new Session
+    re-parsed the JSON models (sagemaker's alone is megabytes): a third of an in-process test's time. A
+    Session already shares one loader among all its clients; this shares it among Sessions, keyed by
+    data path. Subprocesses (the e2e CLI) are untouched."""
+    import functools
+
+    import botocore.session
+
+    if not hasattr(botocore.session.create_loader, "cache_info"):
+        botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)
+
+
 def pytest_configure(config):
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    # One torch thread per process, as torchrun gives each rank: tests run in parallel and spawn ranks, and
+    # torch's default (a thread per core in every process) spent CPU spinning for cores others held.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.dont_write_bytecode = True
+    _one_parse_of_each_aws_model()

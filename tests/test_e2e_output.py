@@ -20,10 +20,9 @@ SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-
 HOSTILE = "boom \x1b]0;owned\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil\r\nfake line"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with emulator.server() as url:
-        yield url
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # conftest: one server per test process, reset by `world`
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """End to end: the installed `smp-launch` as a subprocess against a moto server on 127.0.0.1."""
 import io
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -21,11 +20,9 @@ from tests.conftest import JOBS, REPO
 SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with emulator.server() as url:
-        yield url
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # conftest: one server per test process, reset by `world`
 
 
 @pytest.fixture
@@ -118,10 +115,12 @@ def test_no_credentials_is_one_actionable_line(world, tmp_path):
 
 def test_submit_wait_follows_the_job_to_its_end(world):
     session, _, cli = world
+    # Poll every 0.2 s, not every 5 s (the default), where `submit` has issue 12's `--interval`.
+    fast = ["--interval", "0.2"] if "--interval" in cli("submit", "--help").stdout else []
     emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
                           "line_interval": 0.2, "decoy": False})
     try:
-        out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--wait")
+        out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--wait", *fast)
     finally:
         emulator.set_default(None)
     assert out.returncode == 0, out.stderr

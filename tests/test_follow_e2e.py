@@ -20,10 +20,9 @@ pytestmark = pytest.mark.skipif(EXE is None, reason="the smp-launch console scri
 QUICK = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1}
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    with emulator.server() as url:
-        yield url
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # conftest: one server per test process, reset by `env`
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The committed JSON Schema matches the models and takes every shipped file as written (a standard validator,
 as editors run it); templates ship inside a non-editable install, the test emulator does not."""
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -99,9 +100,12 @@ def test_every_job_names_the_schema_in_a_modeline(spec):
 
 
 def test_a_wheel_install_finds_the_templates(tmp_path):
-    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    wheel_dir, target, source = tmp_path / "wheel", tmp_path / "site", tmp_path / "source"
+    # Built from a copy: a build in the checkout writes its *.egg-info while other tests run beside it.
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                                                "__pycache__", ".*_cache", "tests"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                    "-w", str(wheel_dir), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "-w", str(wheel_dir), str(source)], check=True, capture_output=True, timeout=300)
     (wheel,) = wheel_dir.glob("smp_launch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "launcher/templates/requirements.txt.j2" in names
