@@ -115,8 +115,7 @@ def test_no_credentials_is_one_actionable_line(world, tmp_path):
 
 def test_submit_wait_follows_the_job_to_its_end(world):
     session, _, cli = world
-    # Poll every 0.2 s, not every 5 s (the default), where `submit` has issue 12's `--interval`.
-    fast = ["--interval", "0.2"] if "--interval" in cli("submit", "--help").stdout else []
+    fast = ["--interval", "0.2"]  # poll every 0.2 s, not every 5 s (the default)
     emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
                           "line_interval": 0.2, "decoy": False})
     try:
