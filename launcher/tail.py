@@ -263,7 +263,7 @@ class LogReader:
                  hosts: Iterable[int] | None = None, grep: str | None = None, overlap_s: float = 2.0,
                  late_after_s: float | None = None, horizon_s: float = HORIZON_S, sweep_span_s: float = 30.0,
                  query_span_s: float = 60.0, max_pages: int = 50, page_size: int | None = None,
-                 max_backoffs: int = 8, insights: bool = True, final_check_s: float = FINAL_CHECK_S,
+                 max_backoffs: int = 8, insights: bool = True, final_check_s: float | None = None,
                  notify: Callable[[str], None] = lambda _m: None, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
         self.job, self.client, self.limiter = job, client, limiter
@@ -278,7 +278,7 @@ class LogReader:
         self._sweep_span = int(sweep_span_s * 1000)
         self._span = int(query_span_s * 1000)
         self.max_pages, self.page_size, self.max_backoffs = max_pages, page_size, max_backoffs
-        self._final_check_s = final_check_s
+        self._final_check_s = FINAL_CHECK_S if final_check_s is None else final_check_s
         self._notify, self._clock, self._sleep = notify, clock, sleep
         self._rng = rng or random.Random()
         self._high: int | None = None  # the newest timestamp the fresh read has seen
@@ -342,7 +342,7 @@ class LogReader:
         if self._insights is False:
             span_s = (end - (self.check_from or end)) / 1000
             self._notify(f"reading the last {span_s:.0f}s of {self.job} once more for lines that reached "
-                         f"CloudWatch late (Logs Insights is not available)")
+                         f"CloudWatch late, without Logs Insights")
         while self._slices or self._plan_from < end:
             calls = self.stats.calls + self.stats.query_calls
             yield from self._late(end, None, end)
