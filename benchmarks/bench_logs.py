@@ -118,9 +118,18 @@ class CountingSink(io.TextIOBase):
         self.final = False
         self.curve: list[tuple[int, float]] = []  # (simulated minute, resident MB)
         self.next_sample = START + SAMPLE_S
+        self.pending: list[str] = []
 
     def write(self, text: str) -> int:
+        self.pending.append(text)  # the printer writes a line at a time; counting them is batched
+        if len(self.pending) >= 2_000:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        """Count the lines written since the last flush (the printer flushes after every poll)."""
         cpu = time.process_time()
+        text, self.pending = "".join(self.pending), []
         if self.clock() >= self.next_sample:
             self.curve.append((round((self.clock() - START) / 60), resident_mb()))
             self.next_sample += SAMPLE_S
@@ -133,7 +142,6 @@ class CountingSink(io.TextIOBase):
             now = min(self.clock(), self.logs.end_ms / 1000)  # once the hosts stop there is nothing newer
             self.behind = max(self.behind, now - self.newest / 1000)
         self.cpu += time.process_time() - cpu
-        return len(text)
 
 
 def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict:
@@ -153,13 +161,14 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     err = io.StringIO()
     import launcher.tail as tail
 
-    original_finish = tail.LogReader.finish
+    original_finish = tail.LogReader.finish_pages
 
-    def finish(self, emit=None):
-        sink.final = True
-        return original_finish(self, emit)
+    def finish_pages(self):
+        sink.flush()
+        sink.final = True  # lines the end-of-job check prints are not "behind" real time
+        yield from original_finish(self)
 
-    tail.LogReader.finish = finish
+    tail.LogReader.finish_pages = finish_pages
     cpu = time.process_time()
     result = follow("vol", clients, interval=POLL_S, out=sink, err=err, color=False, clock=clock,
                     sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep))

@@ -431,7 +431,9 @@ class LogReader:
             return
         if self._grep is not None and not self._grep.search(raw):
             return
-        out.append(LogLine(ts, host, name, clean(raw), clean(event_id)))
+        # isprintable() holds for no string `clean` would change (controls, bidi marks, surrogates): skip it
+        out.append(LogLine(ts, host, name, raw if raw.isprintable() else clean(raw),
+                           event_id if event_id.isprintable() else clean(event_id)))
 
     # -- the late check ------------------------------------------------------------------------------
 
