@@ -57,6 +57,7 @@ SERVER_TRAINING_S = float(os.environ.get("BENCH_SERVER_TRAINING_S", "60"))
 SDK_FACTOR = float(os.environ.get("BENCH_SDK_FACTOR", "2"))
 SERVER_HOSTS = [int(h) for h in os.environ.get("BENCH_SERVER_HOSTS", "1,8,64").split(",")]
 FETCH_GOAL = 1.5
+PROGRESS = os.environ.get("BENCH_PROGRESS")  # a file each volume run appends its memory samples to
 
 
 class VirtualClock:
@@ -133,6 +134,11 @@ class CountingSink(io.TextIOBase):
         if self.clock() >= self.next_sample:
             self.curve.append((round((self.clock() - START) / 60), resident_mb()))
             self.next_sample += SAMPLE_S
+            if PROGRESS:  # a long run leaves its curve behind even if it is stopped before the end
+                with open(PROGRESS, "a") as f:
+                    f.write(f"{self.curve[-1][0]} min: resident {self.curve[-1][1]:.1f} MB, peak "
+                            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB, "
+                            f"behind {self.behind:.1f} s, lines {len(self.counts) - self.counts.count(0)}\n")
         for m in self.LINE.finditer(text):
             host, step = int(m.group(1)), int(m.group(2))
             i = (host - 1) * self.logs.count + step
