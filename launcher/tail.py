@@ -284,7 +284,9 @@ class LogReader:
         self._high: int | None = None  # the newest timestamp the fresh read has seen
         self._fresh_from: int | None = since_ms  # startTime of the next fresh read; never moves back
         self._fresh_resume: dict[str, Any] | None = None
-        self._fresh_began = 0  # our clock (ms) when the fresh query under way made its first call
+        self._fresh_pages: list[tuple[int | None, int | None, int, bool]] = []  # (lo, hi, called, last)
+        self._ahead = 1 << 62  # how far our clock may run ahead of CloudWatch's, from ingestion times seen
+        self._call_ms = 0  # our clock when the latest call was sent (after its wait for a token)
         self._plan_from: int | None = None  # timestamps below it are planned into late-check slices
         self._slices: list[_Slice] = []
         self._insights: bool | None = None if insights else False  # None: not tried yet
@@ -365,18 +367,27 @@ class LogReader:
         params = self._fresh_resume
         if params is None:
             params = self._query(self._fresh_from, None)
-            self._fresh_began = now_ms
+            self._fresh_pages, self._ahead = [], 1 << 62
         self._fresh_resume = None
+        lo = params.get("startTime") if not self._fresh_pages else self._fresh_pages[-1][1]
         pages = 0
         while True:
             page = self._call("filter_log_events", params)
+            called = self._call_ms
             pages += 1
+            events = page.get("events", ())
             out: list[LogLine] = []
-            for event in page.get("events", ()):
+            for event in events:
                 self._accept(event, out)
+                ingested = event.get("ingestionTime")
+                if ingested is not None and called - int(ingested) < self._ahead:
+                    self._ahead = max(0, called - int(ingested))
+            token = page.get("nextToken")
+            hi = max(int(e["timestamp"]) for e in events) if events else lo
+            self._fresh_pages.append((lo, hi, called, not token or not events))
+            lo = hi
             if out:
                 yield self._order(out)
-            token = page.get("nextToken")
             if not token:
                 break
             params = {**params, "nextToken": token}
@@ -384,12 +395,31 @@ class LogReader:
                 self._fresh_resume = params  # the rest next poll, the same query continued
                 break
         if self._fresh_resume is None and self._high is not None:
-            # Floor at the newest line seen, but never above our clock when this read began: a line that
-            # arrived after that moment within `overlap` of its timestamp is then at or above the floor.
-            floor = min(self._high, self._fresh_began) - self._overlap
+            floor = self._floor()
             self._fresh_from = floor if self._fresh_from is None else max(self._fresh_from, floor)
             self._ids.forget_below(self._fresh_from)
         return pages
+
+    def _floor(self) -> int:
+        """Where the next fresh read starts: no line at most `overlap` late that this read missed is below it.
+
+        A page sent at time R returns every line of its timestamps that had arrived by R; a line it
+        missed arrived after R, so with a lag of at most `overlap` its timestamp is above R - overlap.
+        R is our clock less how far it may run ahead of CloudWatch's (the least gap seen between a call
+        and the ingestionTime of a line it returned), so a fast local clock loses nothing. A page whose
+        timestamps all lie below that bound cannot have missed such a line; the last page (open-ended)
+        and empty pages always count. So each poll re-reads about `overlap` seconds, not the time its
+        pages took at --rate.
+        """
+        floor: int | None = None
+        for lo, hi, called, last in self._fresh_pages:
+            bound = called - min(self._ahead, called) - self._overlap
+            if lo is not None:
+                bound = max(lo, bound)
+            if last or hi is None or bound <= hi:
+                floor = bound if floor is None else min(floor, bound)
+        self._fresh_pages = []
+        return floor if floor is not None else (self._fresh_from or 0)
 
     def _query(self, start: int | None, end: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": self.prefix,
@@ -671,6 +701,7 @@ class LogReader:
         attempt = failures = 0
         while True:
             self.limiter.acquire()
+            self._call_ms = int(self._clock() * 1000)
             try:
                 reply = method(**params)
             except ClientError as exc:

@@ -172,3 +172,23 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
     assert Counter(seen) == {1: logs.expected()}  # every line once
     assert logs.served / logs.expected() <= 1.5  # was 2.3 to 2.8 with a sweep at the horizon
     assert logs.calls / (clock.t - start) <= 2.0  # within --rate
+
+
+def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
+    # 160 lines/s served 100 to a page at --rate 4: each poll's read takes about 3 s of token waits. A floor
+    # taken from when the read began re-read those 3 s as well as the 2 s overlap (about 2x in all).
+    from launcher.emulator.logs import SyntheticLogs
+
+    clock = VirtualClock()
+    start, minutes = clock.t + 5, 6
+    logs = SyntheticLogs("paged", 8, 20.0, start, minutes * 60, clock, seed=8)
+    end = start + minutes * 60 + 10
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("paged", 8, end, clock))
+    lines = iter_lines("paged", clients, follow=True, interval=5.0, notify=lambda _m: None, clock=clock,
+                       sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(4.0, clock=clock,
+                                                                                     sleep=clock.sleep))
+    lines.reader.page_size = 100
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() and set(seen.values()) == {1}
+    assert logs.calls > 10 * lines.stats.polls  # many pages a poll
+    assert logs.served / logs.expected() <= 1.5
