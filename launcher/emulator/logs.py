@@ -198,7 +198,7 @@ class SyntheticLogs:
         self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
         self.calls = self.served = 0
         self.query_calls = self.rows_served = 0  # Logs Insights calls, and rows returned (part of `served`)
-        self._queries: dict[str, tuple[list, int]] = {}
+        self._queries: dict[str, tuple[int, int, int, int, int]] = {}
         self.cpu = 0.0  # process CPU spent serving reads, so a benchmark can leave it out
 
     def times(self, host: int, k: int) -> tuple[int, int]:
@@ -260,15 +260,23 @@ class SyntheticLogs:
     def start_query(self, startTime: int, endTime: int, queryString: str, limit: int = 10_000,  # noqa: N803
                     **_ignored: Any) -> dict:
         """Logs Insights for the tailer's late-line query: the lines of [startTime, endTime] (whole seconds,
-        inclusive) that arrived more than the query's threshold after their timestamp, by now."""
+        inclusive) that arrived more than the query's threshold after their timestamp. The rows are made
+        when the results are read (CloudWatch keeps them, not the caller), as of the start."""
+        self.calls += 1
+        self.query_calls += 1
+        lag = int(re.search(r"> (\d+)", queryString).group(1))
+        query_id = f"q{self.query_calls}"
+        self._queries[query_id] = (startTime, endTime, lag, limit, int(self.clock() * 1000))
+        return {"queryId": query_id}
+
+    def get_query_results(self, queryId: str, **_ignored: Any) -> dict:  # noqa: N803
         import time
 
         cpu = time.process_time()
         self.calls += 1
         self.query_calls += 1
-        lag = int(re.search(r"> (\d+)", queryString).group(1))
-        now = int(self.clock() * 1000)
-        lo, hi = startTime * 1000, endTime * 1000 + 999
+        start_s, end_s, lag, limit, now = self._queries.pop(queryId)
+        lo, hi = start_s * 1000, end_s * 1000 + 999
         rows, matched = [], 0
         k = max(0, int((lo - self.start_ms - self.period) // self.period))
         while k < self.count and self.start_ms + int(k * self.period) <= hi:
@@ -282,17 +290,9 @@ class SyntheticLogs:
                                      {"field": "ts", "value": str(ts)}, {"field": "ingested", "value": str(ingested)},
                                      {"field": "@ptr", "value": f"{h}:{k}"}])
             k += 1
-        query_id = f"q{len(self._queries)}"
-        self._queries[query_id] = (rows, matched)
-        self.cpu += time.process_time() - cpu
-        return {"queryId": query_id}
-
-    def get_query_results(self, queryId: str, **_ignored: Any) -> dict:  # noqa: N803
-        self.calls += 1
-        self.query_calls += 1
-        rows, matched = self._queries.pop(queryId)
         self.served += len(rows)
         self.rows_served += len(rows)
+        self.cpu += time.process_time() - cpu
         return {"status": "Complete", "results": rows, "statistics": {"recordsMatched": float(matched)}}
 
 
