@@ -191,7 +191,8 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
             "behind_s": sink.behind, "ids_held": stats.max_seen, "skipped_s": stats.skipped_s,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_rss_mb": base_rss,
             "cpu_per_100k": cpu / lines * 100_000, "exit_after_end_s": clock() - (START + 5 + duration + 10),
-            "tally_mb": len(sink.counts) / 2**20, "query_calls": logs.query_calls, "rows": logs.rows_served, "late_check": stats.late_check,
+            "tally_mb": len(sink.counts) / 2**20, "query_calls": logs.query_calls, "rows": logs.rows_served,
+            "late_check": stats.late_check,
             "curve": sink.curve,
             "notes": [line for line in err.getvalue().splitlines()
                       if "once more" in line or "behind" in line or "could not finish" in line][:2]}
