@@ -418,8 +418,10 @@ class LogReader:
         pages took at --rate.
         """
         floor: int | None = None
+        known = self._ahead < (1 << 62)  # no ingestionTime seen: fall back to the newest timestamp
         for lo, hi, called, last in self._fresh_pages:
-            bound = called - min(self._ahead, called) - self._overlap
+            sent = called - self._ahead if known else min(called, self._high if self._high is not None else called)
+            bound = sent - self._overlap
             if lo is not None:
                 bound = max(lo, bound)
             if last or hi is None or bound <= hi:
