@@ -363,8 +363,9 @@ class LogReader:
                              f"late ({(end - first) / 1000:.0f}s of timestamps left after "
                              f"{self._final_check_s:.0f}s); `smp-launch logs {self.job}` again later shows them")
                 return
+            pending = [s for s in self._slices if not s.done]
             if self.stats.calls + self.stats.query_calls == calls or all(
-                    s.query_id is not None and not s.done for s in self._slices):
+                    s.query_id is not None and not s.sweep for s in pending):
                 self._sleep(QUERY_WAIT_S)  # queries are running: give them a moment
 
     # -- the fresh read ------------------------------------------------------------------------------
@@ -501,6 +502,8 @@ class LogReader:
         for sl in list(self._slices):
             if budget is not None and spent >= budget:
                 break
+            if sl.done:  # checked already, waiting for an older slice to finish before it is dropped
+                continue
             if sl.sweep:
                 spent += yield from self._sweep(sl, None if budget is None else budget - spent)
             else:

@@ -192,3 +192,23 @@ def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert logs.calls > 10 * lines.stats.polls  # many pages a poll
     assert logs.served / logs.expected() <= 1.5
+
+
+def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch):
+    # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
+    # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
+    # results once read, as a caller must assume.
+    from launcher.emulator.logs import SyntheticLogs
+
+    monkeypatch.setattr("launcher.tail.LATE_LIMIT", 150)
+    clock = VirtualClock()
+    start, minutes = clock.t + 5, 6
+    logs = SyntheticLogs("cut2", 16, 20.0, start, minutes * 60, clock, seed=16)
+    end = start + minutes * 60 + 10
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("cut2", 16, end, clock))
+    lines = iter_lines("cut2", clients, follow=True, interval=5.0, notify=lambda _m: None, clock=clock,
+                       sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(5.0, clock=clock,
+                                                                                     sleep=clock.sleep))
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() and set(seen.values()) == {1}
+    assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
