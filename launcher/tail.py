@@ -44,6 +44,7 @@ MAX_TRANSIENT_RETRIES = 3
 # run for a few seconds, 30 at once per account (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/
 # APIReference/API_StartQuery.html, https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CWL_QuerySyntax-Limit.html).
 LATE_LIMIT = 10_000
+LATE_LIMIT_FINAL = 20_000  # the end-of-job check asks for more rows a query (the API allows 100,000): fewer calls
 QUERY_WAIT_S = 1.0  # between two GetQueryResults of one query while the job's end waits on it
 QUERY_GIVE_UP_S = 300.0  # a query still running after this is read the slow way instead
 FINAL_CHECK_S = 60.0  # the end-of-job check for late lines gives up (and says so) after this
@@ -226,10 +227,11 @@ class _LateKeys:
 class _Slice:
     """A range of timestamps [start, end) the late check reads once every line of it can have arrived."""
 
-    __slots__ = ("start", "end", "query_id", "started", "params", "sweep", "done")
+    __slots__ = ("start", "end", "query_id", "started", "params", "sweep", "done", "keys", "limit")
 
-    def __init__(self, start: int, end: int, sweep: bool = False):
+    def __init__(self, start: int, end: int, sweep: bool = False, keys: int = 0, limit: int = LATE_LIMIT):
         self.start, self.end, self.sweep = start, end, sweep
+        self.keys, self.limit = keys, limit  # late lines the fresh read printed in it; rows a query returns
         self.query_id: str | None = None
         self.started = 0.0
         self.params: dict[str, Any] | None = None  # a sweep's FilterLogEvents call under way
@@ -296,6 +298,7 @@ class LogReader:
         self._plan_from: int | None = None  # timestamps below it are planned into late-check slices
         self._slices: list[_Slice] = []
         self._insights: bool | None = None if insights else False  # None: not tried yet
+        self._rows_per_key = 1.5  # rows a query returns per late line the fresh read printed (measured)
         self._ids = _SeenIds()
         self._late_keys = _LateKeys()
         self._printed_high: int | None = None
@@ -492,11 +495,13 @@ class LogReader:
         else:
             due = final_end
         most = 8 if final_end is not None else 2
+        limit = LATE_LIMIT if final_end is None else LATE_LIMIT_FINAL
         while self._plan_from < due and len(self._slices) < most:
-            end = self._slice_end(due, final_end is not None)
-            if end is None:
+            planned = self._slice_end(due, final_end is not None, limit)
+            if planned is None:
                 break
-            self._slices.append(_Slice(self._plan_from, end, sweep=self._insights is False))
+            end, keys = planned
+            self._slices.append(_Slice(self._plan_from, end, sweep=self._insights is False, keys=keys, limit=limit))
             self._plan_from = end
         spent = 0
         for sl in list(self._slices):
@@ -513,26 +518,29 @@ class LogReader:
         if self.check_from is not None:
             self._late_keys.forget_below(self.check_from)
 
-    def _slice_end(self, due: int, final: bool) -> int | None:
-        """Where the next slice from `_plan_from` ends, or None to wait for more of it to be due.
+    def _slice_end(self, due: int, final: bool, limit: int) -> tuple[int, int] | None:
+        """Where the next slice from `_plan_from` ends (and its late lines), or None to wait for more.
 
-        A sweep reads `sweep_span_s` at a time. A query's slice holds about 6,000 of the late lines the
-        fresh read remembered (its rows, give or take the few it missed), so a query is rarely cut at its
-        10,000-row limit; while following it spans at most `query_span_s`, at the end whatever is left.
+        A sweep reads `sweep_span_s` at a time. A query's slice is sized from the late lines the fresh
+        read printed in it, times the rows a query has returned per such line (the ones it missed come
+        too), for about 80% of the row limit: a query is rarely cut at the limit, and the end-of-job
+        check needs few. While following a slice spans at most `query_span_s`; at the end, what is left.
         """
         start = self._plan_from
         if self._insights is False:
             end = min(due, start + self._sweep_span)
-            return end if final or end - start >= self._sweep_span else None
-        rows, end = 0, start
+            return (end, 0) if final or end - start >= self._sweep_span else None
+        budget = 0.8 * limit / self._rows_per_key
+        keys, end = 0, start
         while end < due:
             if not final and end - start >= self._span:
-                return end
-            rows += self._late_keys.count(end // BUCKET_MS)
-            if rows > LATE_LIMIT * 0.6 and end > start:
-                return end
+                return end, keys
+            more = self._late_keys.count(end // BUCKET_MS)
+            if keys + more > budget and end > start:
+                return end, keys
+            keys += more
             end = min(due, (end // BUCKET_MS + 1) * BUCKET_MS)
-        return end if final else None
+        return (end, keys) if final else None
 
     def _check(self, sl: _Slice, final: bool) -> Iterator[list[LogLine]]:
         """One Logs Insights call for a slice: start its query, or read its results when it is done."""
@@ -563,10 +571,13 @@ class LogReader:
             sl.sweep = True
             return 1
         matched = int((reply.get("statistics") or {}).get("recordsMatched") or 0)
-        if len(rows) >= LATE_LIMIT or matched > len(rows):  # cut at the row limit: ask again in halves
+        if len(rows) >= sl.limit or matched > len(rows):  # cut at the row limit: ask again in halves
+            self._rows_per_key = min(4.0, self._rows_per_key * 1.5)
             self._split(sl)
             return 1
         self._insights = True
+        if sl.keys >= 100:
+            self._rows_per_key = max(1.0, min(4.0, (self._rows_per_key + len(rows) / sl.keys) / 2))
         out: list[LogLine] = []
         for ts, ingested, stream, message, ptr in rows:
             if sl.start <= ts < sl.end:  # the query's range is whole seconds; the slice's is not
@@ -581,10 +592,10 @@ class LogReader:
         query = (f"fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
                  f" | filter @logStream like /^{_regex_literal(self.prefix)}/"
                  f" and toMillis(@ingestionTime) - toMillis(@timestamp) > {threshold}"
-                 f" | limit {LATE_LIMIT}")
+                 f" | limit {sl.limit}")
         reply = self._call("start_query", {"logGroupName": LOG_GROUP, "startTime": sl.start // 1000,
                                            "endTime": -(-(sl.end - 1) // 1000), "queryString": query,
-                                           "limit": LATE_LIMIT}, insights=True)
+                                           "limit": sl.limit}, insights=True)
         if reply.get("_missing_group"):
             sl.done = True  # no log group yet: nothing was written, nothing is late
             return 1
@@ -617,7 +628,7 @@ class LogReader:
         if mid <= sl.start:
             sl.sweep, sl.query_id = True, None  # one bucket with 10,000 late lines: read it all
             return
-        self._slices[i:i + 1] = [_Slice(sl.start, mid), _Slice(mid, sl.end)]
+        self._slices[i:i + 1] = [_Slice(sl.start, mid, limit=sl.limit), _Slice(mid, sl.end, limit=sl.limit)]
 
     def _give_up_insights(self, why: str) -> None:
         first = self._insights is not False

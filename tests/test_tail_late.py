@@ -88,6 +88,7 @@ def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
 
 def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monkeypatch):
     monkeypatch.setattr("launcher.tail.LATE_LIMIT", 8)
+    monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 8)
     job = late_job(aws, "cut")
     calls = Counter()
     clients = Clients()
@@ -201,6 +202,7 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     from launcher.emulator.logs import SyntheticLogs
 
     monkeypatch.setattr("launcher.tail.LATE_LIMIT", 150)
+    monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 150)
     clock = VirtualClock()
     start, minutes = clock.t + 5, 6
     logs = SyntheticLogs("cut2", 16, 20.0, start, minutes * 60, clock, seed=16)
