@@ -252,10 +252,12 @@ class LogReader:
     FilterLogEvents selects by event timestamp, never by ingestion time, so a line that reaches
     CloudWatch L seconds after its timestamp is only found by a read of its timestamp made after it
     arrived. Two parts share the work:
-    - the fresh read, every poll, from the newest timestamp seen less `overlap_s` (2 s), where that
-      newest timestamp is taken no later than when the read before began. So a line whose lag is at
-      most `overlap_s` is always read by it: the first read issued after the line arrived starts at or
-      before its timestamp. Each event is read about 1 + overlap/interval times (1.4 at a 5 s poll).
+    - the fresh read, every poll, from `overlap_s` (2 s) below when the read before sent the pages
+      that could have missed a line (see `_floor`). So a line whose lag is at most `overlap_s` is
+      always read by it: the first page sent after the line arrived that covers its timestamp, or the
+      next read, returns it. Each event is read about 1 + overlap/interval times (1.3 to 1.45 at a 5 s
+      poll, the more the longer a read's pages take at --rate). This assumes CloudWatch returns a line
+      once its ingestionTime has passed, as FilterLogEvents documents nothing to the contrary.
     - the late check, for the lines that arrived more than `late_after_s` (= overlap) after their
       timestamp: once a slice of timestamps is `horizon_s` (5 min) old, one Logs Insights query returns
       exactly those lines of the slice (`toMillis(@ingestionTime) - toMillis(@timestamp) > threshold`),
