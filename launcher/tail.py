@@ -256,8 +256,8 @@ class LogReader:
       that could have missed a line (see `_floor`). So a line whose lag is at most `overlap_s` is
       always read by it: the first page sent after the line arrived that covers its timestamp, or the
       next read, returns it. Each event is read about 1 + overlap/interval times (1.3 to 1.45 at a 5 s
-      poll, the more the longer a read's pages take at --rate). This assumes CloudWatch returns a line
-      once its ingestionTime has passed, as FilterLogEvents documents nothing to the contrary.
+      poll, the more the longer a read's pages take at --rate). It assumes a line can be read as soon as
+      CloudWatch has ingested it (its ingestionTime); a read-after-write delay would need more overlap.
     - the late check, for the lines that arrived more than `late_after_s` (= overlap) after their
       timestamp: once a slice of timestamps is `horizon_s` (5 min) old, one Logs Insights query returns
       exactly those lines of the slice (`toMillis(@ingestionTime) - toMillis(@timestamp) > threshold`),
