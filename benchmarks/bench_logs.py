@@ -303,8 +303,10 @@ def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> d
     printed = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     lost, dup = tally(job.expected_messages(), printed)
     return {"tool": "smp-launch", "finished": result.status == "Completed", "polls": result.stats.polls,
-            "requests": policy.calls, "lines": len(printed), "lost": lost, "dup": dup, "late": result.stats.late,
-            "fetched": result.stats.events - result.stats.foreign, "cpu": cpu,
+            # the emulator's throttle policy counts FilterLogEvents only; the reader counts Insights calls too
+            "requests": max(policy.calls, result.stats.calls) + result.stats.query_calls, "lines": len(printed),
+            "lost": lost, "dup": dup, "late": result.stats.late,
+            "fetched": result.stats.fetched - result.stats.foreign, "cpu": cpu,
             "expected": len(job.expected_messages()), "decoy": sum("decoy" in m for m in printed),
             "exit_s": clock() - job.end_time()}
 
