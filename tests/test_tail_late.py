@@ -214,3 +214,22 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
+
+
+def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(aws, clock):
+    late_job(aws, "emu")
+    clock.t += 200  # training done, every late line arrived
+    logs = boto3.client("logs", region_name="us-west-2")
+    start = int(aws.describe_training_job(TrainingJobName="emu")["TrainingStartTime"].timestamp())
+    query = ("fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
+             " | filter @logStream like /^emu\\// and toMillis(@ingestionTime) - toMillis(@timestamp) > 2000"
+             " | limit 5")
+    qid = logs.start_query(logGroupName="/aws/sagemaker/TrainingJobs", startTime=start - 60, endTime=start + 400,
+                           queryString=query, limit=5)["queryId"]
+    assert logs.get_query_results(queryId=qid)["status"] == "Running"
+    clock.t += 1.0
+    reply = logs.get_query_results(queryId=qid)
+    rows = [{f["field"]: f["value"] for f in row} for row in reply["results"]]
+    assert reply["status"] == "Complete" and len(rows) == 5 and reply["statistics"]["recordsMatched"] == 40
+    assert all(int(r["ingested"]) - int(r["ts"]) > 2000 and r["@logStream"].startswith("emu/algo-1-") for r in rows)
+    assert all("@ptr" in r for r in rows)
