@@ -8,7 +8,9 @@ second, every line reaching CloudWatch after a long-tailed lag (median 0.4 s, 97
 (`launcher.tail.follow`) until the job ends. Reported: Logs calls per poll and per second against
 the --rate budget, events fetched per line, lines lost / duplicated / printed out of order, how far
 printing ran behind real time, peak RSS (and its growth over the interpreter with boto3 loaded), CPU
-per 100k lines, and how long after the job's end the command returned.
+per 100k lines, how long after the job's end the command returned, and the resident memory every 5
+simulated minutes (the curve, not only its peak). Late lines come from Logs Insights queries, served by
+the fake as CloudWatch would (only lines later than the threshold); their rows count as events fetched.
 
 Part 2, through a moto server in this process (HTTP, botocore, the emulator's paging and lag): the
 same tool against the SDK's `logs_for_job`, on the same scripted jobs. The SDK gets a wall-clock
@@ -19,8 +21,8 @@ finish (it loops forever above 50 streams) its row says "did not finish" and not
 Goals (issue "8. Performance at volume"): nothing lost or duplicated; printing within two polls of
 real time; under 100 MB for an hour at 10,000 lines/s (BENCH_LOGS_HOUR=1 runs the full hour; the
 default runs 6 minutes, past the 5-minute horizon that bounds memory); calls within --rate; exit
-within 15 s of the job's end; events fetched per line (the issue asks for 1.5; see LogReader's
-docstring for why a guaranteed 5-minute horizon costs about two reads per event).
+within 15 s of the job's end; each event fetched at most 1.5 times (a fresh read re-reads its 2 s
+overlap of a 5 s poll, about 1.4, and Logs Insights returns only the few lines later than that).
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ HIGH_RATE_BUDGET = 5.0  # --rate for 10k lines/s: FilterLogEvents allows 10 TPS 
 SERVER_TRAINING_S = float(os.environ.get("BENCH_SERVER_TRAINING_S", "60"))
 SDK_FACTOR = float(os.environ.get("BENCH_SDK_FACTOR", "2"))
 SERVER_HOSTS = [int(h) for h in os.environ.get("BENCH_SERVER_HOSTS", "1,8,64").split(",")]
+FETCH_GOAL = 1.5
+PROGRESS = os.environ.get("BENCH_PROGRESS")  # a file each volume run appends its memory samples to
 
 
 class VirtualClock:
@@ -89,6 +93,18 @@ class FakeSageMaker:
         return desc
 
 
+SAMPLE_S = 300.0
+
+
+def resident_mb() -> float:
+    """This process's resident memory now (not its peak), from /proc."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
 class CountingSink(io.TextIOBase):
     """stdout for the run: counts each (host, step) printed and how far printing runs behind the clock."""
 
@@ -101,9 +117,28 @@ class CountingSink(io.TextIOBase):
         self.newest = 0
         self.cpu = 0.0  # spent here, not in the tailer
         self.final = False
+        self.curve: list[tuple[int, float]] = []  # (simulated minute, resident MB)
+        self.next_sample = START + SAMPLE_S
+        self.pending: list[str] = []
 
     def write(self, text: str) -> int:
+        self.pending.append(text)  # the printer writes a line at a time; counting them is batched
+        if len(self.pending) >= 2_000:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        """Count the lines written since the last flush (the printer flushes after every poll)."""
         cpu = time.process_time()
+        text, self.pending = "".join(self.pending), []
+        if self.clock() >= self.next_sample:
+            self.curve.append((round((self.clock() - START) / 60), resident_mb()))
+            self.next_sample += SAMPLE_S
+            if PROGRESS:  # a long run leaves its curve behind even if it is stopped before the end
+                with open(PROGRESS, "a") as f:
+                    f.write(f"{self.curve[-1][0]} min: resident {self.curve[-1][1]:.1f} MB, peak "
+                            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB, "
+                            f"behind {self.behind:.1f} s, lines {len(self.counts) - self.counts.count(0)}\n")
         for m in self.LINE.finditer(text):
             host, step = int(m.group(1)), int(m.group(2))
             i = (host - 1) * self.logs.count + step
@@ -113,7 +148,6 @@ class CountingSink(io.TextIOBase):
             now = min(self.clock(), self.logs.end_ms / 1000)  # once the hosts stop there is nothing newer
             self.behind = max(self.behind, now - self.newest / 1000)
         self.cpu += time.process_time() - cpu
-        return len(text)
 
 
 def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict:
@@ -133,13 +167,14 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     err = io.StringIO()
     import launcher.tail as tail
 
-    original_finish = tail.LogReader.finish
+    original_finish = tail.LogReader.finish_pages
 
-    def finish(self, emit=None):
-        sink.final = True
-        return original_finish(self, emit)
+    def finish_pages(self):
+        sink.flush()
+        sink.final = True  # lines the end-of-job check prints are not "behind" real time
+        yield from original_finish(self)
 
-    tail.LogReader.finish = finish
+    tail.LogReader.finish_pages = finish_pages
     cpu = time.process_time()
     result = follow("vol", clients, interval=POLL_S, out=sink, err=err, color=False, clock=clock,
                     sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep))
@@ -156,7 +191,11 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
             "behind_s": sink.behind, "ids_held": stats.max_seen, "skipped_s": stats.skipped_s,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_rss_mb": base_rss,
             "cpu_per_100k": cpu / lines * 100_000, "exit_after_end_s": clock() - (START + 5 + duration + 10),
-            "notes": [line for line in err.getvalue().splitlines() if "once more" in line or "sweep is" in line][:2]}
+            "tally_mb": len(sink.counts) / 2**20, "query_calls": logs.query_calls, "rows": logs.rows_served,
+            "late_check": stats.late_check,
+            "curve": sink.curve,
+            "notes": [line for line in err.getvalue().splitlines()
+                      if "once more" in line or "behind" in line or "could not finish" in line][:2]}
 
 
 def run_volume_child(hosts: int, per_host: float, minutes: float, rate: float) -> dict:
@@ -171,21 +210,31 @@ def print_volume(rows: list[dict]) -> None:
     print(f"Part 1: the tailer alone, poll {POLL_S:g} s, CloudWatch paging (10,000 events or 1 MB), long-tailed "
           "ingestion lag; each run in its own process")
     head = (f"{'hosts':>5} {'lines/s':>7} {'min':>4} {'--rate':>6} {'calls/poll':>10} {'calls/s':>7} "
-            f"{'fetch/line':>10} {'lost':>5} {'dup':>4} {'late':>5} {'behind s':>8} {'RSS MB':>7} {'(+)':>5} "
-            f"{'CPU s/100k':>10} {'exit s':>6}  goals")
+            f"{'queries':>7} {'fetch/line':>10} {'lost':>5} {'dup':>4} {'late':>5} {'behind s':>8} {'RSS MB':>7} "
+            f"{'(+)':>5} {'tally':>5} {'CPU s/100k':>10} {'exit s':>6}  goals")
     print(head)
     print("-" * len(head))
     for r in rows:
         grew = r["rss_mb"] - r["base_rss_mb"]
         ok = (r["lost"] == 0 and r["dup"] == 0 and r["behind_s"] <= 2 * POLL_S and r["calls_per_s"] <= r["rate"]
-              and r["exit_after_end_s"] <= 15 and r["rss_mb"] < 100 and r["status"] == "Completed")
+              and r["exit_after_end_s"] <= 15 and r["rss_mb"] - r.get("tally_mb", 0) < 100
+              and r["status"] == "Completed"
+              and r["fetched_per_line"] <= FETCH_GOAL)
         print(f"{r['hosts']:>5} {r['lines_per_s']:>7,.0f} {r['minutes']:>4g} {r['rate']:>6g} "
-              f"{r['calls_per_poll']:>10.2f} "
-              f"{r['calls_per_s']:>7.2f} {r['fetched_per_line']:>10.2f} {r['lost']:>5} {r['dup']:>4} {r['late']:>5} "
-              f"{r['behind_s']:>8.1f} {r['rss_mb']:>7.0f} {grew:>+5.0f} {r['cpu_per_100k']:>10.2f} "
+              f"{r['calls_per_poll']:>10.2f} {r['calls_per_s']:>7.2f} {r['query_calls'] // 2:>7} "
+              f"{r['fetched_per_line']:>10.2f} {r['lost']:>5} {r['dup']:>4} {r['late']:>5} "
+              f"{r['behind_s']:>8.1f} {r['rss_mb']:>7.0f} {grew:>+5.0f} {r.get('tally_mb', 0):>5.0f} "
+              f"{r['cpu_per_100k']:>10.2f} "
               f"{r['exit_after_end_s']:>6.1f}  {'met' if ok else 'MISSED'}")
-    print("goals: lost 0, dup 0, behind <= 2 polls, calls/s <= --rate, RSS < 100 MB, exit <= 15 s after the end; "
-          "fetch/line is about 2 by design (a fresh read plus one sweep at the 5-minute horizon)")
+    print(f"goals: fetch/line <= {FETCH_GOAL} (events fetched by FilterLogEvents plus Logs Insights rows, per line "
+          "written), lost 0, dup 0, behind <= 2 polls, calls/s <= --rate (Insights calls included), RSS less the "
+          "bench's own tally (1 byte a line, to count lost and duplicated lines) < 100 MB, exit <= 15 s after the end")
+    for r in rows:
+        if r["curve"]:
+            curve = ", ".join(f"{m}m {mb:.0f}" for m, mb in r["curve"])
+            print(f"resident MB by simulated minute, {r['hosts']} hosts x {r['lines_per_s']:,.0f} lines/s: {curve}")
+        for note in r["notes"]:
+            print(f"  note ({r['hosts']} hosts): {note}")
 
 
 # -- part 2: through a moto server, against the SDK ------------------------------------------------
@@ -254,8 +303,10 @@ def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> d
     printed = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     lost, dup = tally(job.expected_messages(), printed)
     return {"tool": "smp-launch", "finished": result.status == "Completed", "polls": result.stats.polls,
-            "requests": policy.calls, "lines": len(printed), "lost": lost, "dup": dup, "late": result.stats.late,
-            "fetched": result.stats.events - result.stats.foreign, "cpu": cpu,
+            # the emulator's throttle policy counts FilterLogEvents only; the reader counts Insights calls too
+            "requests": max(policy.calls, result.stats.calls) + result.stats.query_calls, "lines": len(printed),
+            "lost": lost, "dup": dup, "late": result.stats.late,
+            "fetched": result.stats.fetched - result.stats.foreign, "cpu": cpu,
             "expected": len(job.expected_messages()), "decoy": sum("decoy" in m for m in printed),
             "exit_s": clock() - job.end_time()}
 

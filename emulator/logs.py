@@ -16,6 +16,7 @@ keeps a sorted index, so a read costs a page, not a scan of the whole group.
 from __future__ import annotations
 
 import heapq
+import re
 from bisect import bisect_left, bisect_right, insort
 from itertools import islice
 from typing import Any
@@ -196,6 +197,8 @@ class SyntheticLogs:
         self._lags = [int(model.sample(unit(seed, i, 1), unit(seed, i, 2)) * 1000) for i in range(1 << 16)]
         self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
         self.calls = self.served = 0
+        self.query_calls = self.rows_served = 0  # Logs Insights calls, and rows returned (part of `served`)
+        self._queries: dict[str, tuple[int, int, int, int, int]] = {}
         self.cpu = 0.0  # process CPU spent serving reads, so a benchmark can leave it out
 
     def times(self, host: int, k: int) -> tuple[int, int]:
@@ -253,3 +256,131 @@ class SyntheticLogs:
             k, h0 = k + 1, 1
         self.served += len(events)
         return {"events": events}
+
+    def start_query(self, startTime: int, endTime: int, queryString: str, limit: int = 10_000,  # noqa: N803
+                    **_ignored: Any) -> dict:
+        """Logs Insights for the tailer's late-line query: the lines of [startTime, endTime] (whole seconds,
+        inclusive) that arrived more than the query's threshold after their timestamp. The rows are made
+        when the results are read (CloudWatch keeps them, not the caller), as of the start."""
+        self.calls += 1
+        self.query_calls += 1
+        lag = int(re.search(r"> (\d+)", queryString).group(1))
+        query_id = f"q{self.query_calls}"
+        self._queries[query_id] = (startTime, endTime, lag, limit, int(self.clock() * 1000))
+        return {"queryId": query_id}
+
+    def get_query_results(self, queryId: str, **_ignored: Any) -> dict:  # noqa: N803
+        import time
+
+        cpu = time.process_time()
+        self.calls += 1
+        self.query_calls += 1
+        start_s, end_s, lag, limit, now = self._queries.pop(queryId)
+        lo, hi = start_s * 1000, end_s * 1000 + 999
+        rows, matched = [], 0
+        k = max(0, int((lo - self.start_ms - self.period) // self.period))
+        while k < self.count and self.start_ms + int(k * self.period) <= hi:
+            for h in range(1, self.hosts + 1):
+                ts, ingested = self.times(h, k)
+                if lo <= ts <= hi and ingested - ts > lag and ingested <= now:
+                    matched += 1
+                    if len(rows) < limit:
+                        rows.append([{"field": "@logStream", "value": self.streams[h - 1]},
+                                     {"field": "@message", "value": self.message(h, k)},
+                                     {"field": "ts", "value": str(ts)}, {"field": "ingested", "value": str(ingested)},
+                                     {"field": "@ptr", "value": f"{h}:{k}"}])
+            k += 1
+        self.served += len(rows)
+        self.rows_served += len(rows)
+        self.cpu += time.process_time() - cpu
+        return {"status": "Complete", "results": rows, "statistics": {"recordsMatched": float(matched)}}
+
+
+# -- Logs Insights: the one query shape the tailer's late-line check sends ---------------------------
+
+QUERY_LATENCY_S = 1.0  # emulated seconds a query stays Running before its results are Complete
+_QUERY = re.compile(
+    r"^fields (?P<fields>[^|]+?)\s*\|\s*filter @logStream like /(?P<stream>(?:[^/\\]|\\.)*)/"
+    r" and toMillis\(@ingestionTime\) - toMillis\(@timestamp\) > (?P<lag>\d+)\s*\|\s*limit (?P<limit>\d+)\s*$")
+_FIELD = re.compile(r"^(?:toMillis\((?P<of>@\w+)\) as (?P<alias>\w+)|(?P<plain>@\w+))$")
+
+
+class InsightsQuery:
+    """A Logs Insights query over the emulated group, answered as CloudWatch answers it.
+
+    The time range is whole epoch seconds, both ends inclusive (StartQuery's startTime/endTime); rows
+    carry `@ptr` and the asked fields as strings; `statistics.recordsMatched` counts every match, so a
+    reader can tell a result cut at `limit`. It is Running for QUERY_LATENCY_S emulated seconds.
+    """
+
+    def __init__(self, group: Any, start_s: int, end_s: int, query: str, limit: int | None):
+        m = _QUERY.match(query.strip())
+        if not m:
+            raise ValueError("unsupported query")
+        fields = []
+        for item in m.group("fields").split(","):
+            f = _FIELD.match(item.strip())
+            if not f:
+                raise ValueError("unsupported field")
+            fields.append((f.group("alias") or f.group("plain"), f.group("of") or f.group("plain")))
+        stream_re = re.compile(m.group("stream"))
+        lag = int(m.group("lag"))
+        cap = min(int(m.group("limit")), limit or PAGE_EVENTS * 10)
+        self.created = core.now()
+        rows, matched, scanned, size = [], 0, 0, 0
+        lo, hi = start_s * 1000, end_s * 1000 + 999
+        for name, stream in group.streams.items():
+            index = _index(stream)
+            for key in index[bisect_left(index, lo, key=lambda k: k[0]):bisect_right(index, hi, key=lambda k: k[0])]:
+                ts, ingested, _, event_id, event = key
+                scanned += 1
+                size += len(event.message) + EVENT_OVERHEAD
+                if ingested - ts <= lag or not stream_re.search(name):
+                    continue
+                matched += 1
+                if len(rows) < cap:
+                    values = {"@timestamp": ts, "@ingestionTime": ingested, "@logStream": name,
+                              "@message": event.message}
+                    row = [{"field": alias, "value": str(values[of])} for alias, of in fields]
+                    row.append({"field": "@ptr", "value": f"{name}@{event_id}"})
+                    rows.append(row)
+        self.rows = rows
+        self.statistics = {"recordsMatched": float(matched), "recordsScanned": float(scanned),
+                           "bytesScanned": float(size)}
+
+    def result(self) -> dict:
+        if core.now() < self.created + QUERY_LATENCY_S:
+            return {"status": "Running", "results": [], "statistics": self.statistics}
+        return {"status": "Complete", "results": self.rows, "statistics": self.statistics}
+
+
+def _apply_insights() -> None:
+    from moto.logs.models import LogsBackend
+
+    original_start, original_results = LogsBackend.start_query, LogsBackend.get_query_results
+
+    def start_query(self, log_group_names, start_time, end_time, query_string, *args, **kwargs):
+        pump(self)
+        if log_group_names == [LOG_GROUP] and LOG_GROUP in self.groups:
+            try:
+                query = InsightsQuery(self.groups[LOG_GROUP], start_time, end_time, query_string, None)
+            except ValueError:
+                query = None
+            if query is not None:
+                query_id = f"emulated-{len(_QUERIES) + 1}"
+                _QUERIES[query_id] = query
+                return query_id
+        return original_start(self, log_group_names, start_time, end_time, query_string, *args, **kwargs)
+
+    def get_query_results(self, query_id):
+        if query_id in _QUERIES:
+            return _QUERIES[query_id]
+        return original_results(self, query_id)
+
+    LogsBackend.start_query = start_query
+    LogsBackend.get_query_results = get_query_results
+
+
+_QUERIES: dict[str, InsightsQuery] = {}
+InsightsQuery.to_result_json = InsightsQuery.result  # what moto's response handler calls
+core.register_patch("logs:insights", _apply_insights)

@@ -18,7 +18,7 @@ _EXPORTS = {
     "Problem": "launcher.errors", "AwsError": "launcher.aws", "QuotaError": "launcher.aws",
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
     "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
-    "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs",
+    "JobStatus": "launcher.jobs", "LogLine": "launcher.tail", "JobSummary": "launcher.jobs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

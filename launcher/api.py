@@ -6,7 +6,7 @@ typed objects, and raises LauncherError subclasses; nothing here prints, prompts
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from launcher.plan import Plan
     from launcher.spec.loader import LoadedSpec
     from launcher.submission import Submission
+    from launcher.tail import LogLines
 
 
 def connect(profile: str | None = None, region: str | None = None) -> Clients:
@@ -80,9 +81,14 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
 
 
 def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
-         grep: str | None = None, clients: Clients | None = None) -> Iterator:
-    """The job's log lines from every host (algo-N), in order; with `follow`, until the job ends."""
-    raise NotImplementedError("helper 11: launcher.tail's line iterator")
+         grep: str | None = None, clients: Clients | None = None) -> LogLines:
+    """The job's log lines from every host (algo-N), typed and sanitised; with `follow`, until the job ends.
+
+    `since` is seconds back from now. Once a followed job's lines are exhausted, the iterator holds its
+    `status` and `exit_code`; notes (throttling, late lines) go to the `launcher.logs` logger, never to stdout."""
+    from launcher.tail import iter_lines
+
+    return iter_lines(name, clients or connect(), follow=follow, since=since, hosts=hosts, grep=grep)
 
 
 def stop(name: str, *, clients: Clients | None = None) -> JobStatus:

@@ -98,8 +98,9 @@ def test_status_to_dict_is_the_status_commands_json(sm, clients, run_cli):
 
 
 def test_list_jobs_returns_summaries(sm, clients, run_cli):
-    emulator.add_job(emulator.EmulatedJob("l-run", **{**QUICK, "training": 600}), sm)
-    emulator.add_job(emulator.EmulatedJob("l-other", **{**QUICK, "training": 600}), sm, managed=False)
+    held = {**QUICK, "starting": 600, "training": 600}  # one status for the whole test: API and CLI agree
+    emulator.add_job(emulator.EmulatedJob("l-run", **held), sm)
+    emulator.add_job(emulator.EmulatedJob("l-other", **held), sm, managed=False)
     rows = launcher.list_jobs(clients=clients)
     assert [type(r) for r in rows] == [JobSummary] and rows[0].job_name == "l-run"
     assert (rows[0].instance_count, rows[0].status) == (2, "InProgress")
@@ -134,3 +135,15 @@ def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_
     assert [(h["host"], list(h["series"])) for h in shown["hosts"]] == [(h["host"], list(h["series"]))
                                                                        for h in as_dict["hosts"]]
     assert as_dict["hosts"][0]["series"]["GPUUtilization"]["points"] == [list(p) for p in gpu.points]
+
+
+def test_logs_yields_every_hosts_lines_typed(sm, clients):
+    emulator.add_job(emulator.EmulatedJob("l-done", hosts=3, line_interval=0.05, **QUICK), sm)
+    launcher.wait(["l-done"], interval=0.02, clients=clients)
+    lines = launcher.logs("l-done", clients=clients)
+    got = list(lines)
+    assert got and all(isinstance(line, launcher.LogLine) for line in got)
+    assert {line.host for line in got} == {1, 2, 3}
+    assert [line.timestamp for line in got] == sorted(line.timestamp for line in got)
+    assert len({line.event_id for line in got}) == len(got)  # each line once
+    assert lines.exit_code == 0

@@ -122,3 +122,56 @@ def test_lifecycle_commands_never_import_the_sdk(env, sm):
             "sys.stderr.write('IMPORTED ' + ','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert out.stderr.strip().endswith("IMPORTED"), out.stderr[-800:]
+
+
+@pytest.fixture
+def plain_moto(tmp_path):
+    """A moto server with none of the emulator's additions: its StartQuery ignores our filter and fields."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_follow_on_a_plain_moto_server_falls_back_and_loses_nothing(plain_moto, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(emulator.server_env(plain_moto), XDG_STATE_HOME=str(tmp_path), NO_COLOR="1")
+    kw = {"endpoint_url": plain_moto, "region_name": "us-west-2", "aws_access_key_id": "testing",
+          "aws_secret_access_key": "testing"}
+    sm, logs = boto3.client("sagemaker", **kw), boto3.client("logs", **kw)
+    sm.create_training_job(
+        TrainingJobName="plain", RoleArn="arn:aws:iam::123456789012:role/r",
+        AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": "s3://b/o"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 10})
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    now = int(time.time() * 1000)
+    expected = []
+    for host in (1, 2):
+        stream = f"plain/algo-{host}-1"
+        logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+        # lines 5 to 60 s old, ingested now: each one later than the fresh read's overlap
+        events = [{"timestamp": now - 60_000 + i * 1000, "message": f"host {host} line {i}"} for i in range(55)]
+        logs.put_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream, logEvents=events)
+        expected += [e["message"] for e in events]
+    done = cli(env, "logs", "plain", "--interval", "0.1")
+    assert done.returncode == 0, done.stderr
+    assert lost_and_duplicated(expected, body_of(done.stdout)) == (0, 0)
+    assert "Logs Insights is not available for the late-line check" in done.stderr
+    assert "Traceback" not in done.stderr

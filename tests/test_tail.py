@@ -11,7 +11,7 @@ import pytest
 import emulator
 from launcher.aws import Clients
 from launcher.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
-from launcher.tail import LogReader, RateLimiter, follow
+from launcher.tail import LogReader, RateLimiter, follow, iter_lines  # noqa: F401
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated
 
 
@@ -48,10 +48,10 @@ def test_one_filter_call_per_poll_whatever_the_host_count(aws, clock, hosts):
     calls = count_calls(clients)
     result, out, _ = run("cost-job", clock, clients)
     assert result.exit_code == EXIT_OK and result.status == "Completed"
-    assert set(calls) == {"FilterLogEvents"}, calls  # never GetLogEvents or DescribeLogStreams per host
-    # one fresh read each poll, plus the late-line sweep's reads (here only the final one)
-    assert calls["FilterLogEvents"] == result.stats.polls + result.stats.sweep_calls
-    assert result.stats.sweep_calls <= 2
+    # never GetLogEvents or DescribeLogStreams per host; late lines come from Logs Insights
+    assert set(calls) <= {"FilterLogEvents", "StartQuery", "GetQueryResults"}, calls
+    assert calls["FilterLogEvents"] == result.stats.polls and result.stats.sweep_calls == 0  # one read a poll
+    assert calls.get("StartQuery", 0) == result.stats.queries <= 1  # the job's end: one query for late lines
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
@@ -139,13 +139,16 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
     job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), aws)
     clients = Clients()
     out, err = io.StringIO(), io.StringIO()
-    from launcher.tail import _follow_loop, _Printer, _Status
+    from launcher.logprint import Printer
 
-    printer = _Printer(out, err, False, False)
-    reader = LogReader("paged", clients.logs, RateLimiter(100, clock=clock, sleep=clock.sleep), page_size=7,
-                       max_pages=2, clock=clock, sleep=clock.sleep)
-    _follow_loop(reader, _Status("paged", clients, printer), printer, 1.0, 1.0, 4.0, clock, clock.sleep,
-                 random.Random(0))
+    printer = Printer(out, err)
+    lines = iter_lines("paged", clients, follow=True, interval=1.0, settle=4.0, notify=printer.note,
+                       limiter=RateLimiter(100, clock=clock, sleep=clock.sleep), clock=clock, sleep=clock.sleep,
+                       rng=random.Random(0))
+    reader = lines.reader
+    reader.page_size, reader.max_pages = 7, 2
+    for line in lines:
+        printer.line(line)
     assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
 
@@ -154,8 +157,8 @@ def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
     job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=1800, decoy=False), aws)
     result, out, _ = run("long", clock, interval=5.0)
     assert len(body_of(out)) == len(job.expected_messages()) == 4 * 1800
-    # ids are kept for the 5-minute horizon plus a sweep span and a bucket either side, not the whole job
-    assert result.stats.max_seen <= 4 * (300 + 30 + 2 * 10 + 5)
+    # eventIds are kept for the overlap window and a poll (not the 5-minute horizon: about 1,400 here before)
+    assert result.stats.max_seen <= 4 * (2 + 5 + 2 * 2 + 5)
 
 
 def test_own_backoff_on_throttling_with_a_hint(aws, clock):
@@ -257,8 +260,10 @@ def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(aws, clo
     lines = len(job.expected_messages())
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
     assert result.stats.late > 0
-    # a fresh read re-reads 2 s of a 5 s poll; the sweep reads every event once more
-    assert result.stats.events / lines <= 1 + 2 / 5 + 1 + 0.15
+    # a fresh read re-reads 2 s of a 5 s poll; Logs Insights returns only the lines later than that (a few
+    # percent), where re-reading every slice at the horizon fetched each event about 2.4 times
+    assert result.stats.queries > 0 and result.stats.sweep_calls == 0
+    assert result.stats.fetched / lines <= 1.5
 
 
 def test_returns_within_15s_of_the_job_ending(aws, clock):
@@ -319,18 +324,22 @@ def test_a_huge_host_range_is_refused_at_once_not_expanded():
     assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
 
 
-def test_seen_ids_dedup_across_freezing_and_forget_whole_buckets():
-    from launcher.tail import BUCKET_MS, _SeenIds
+def test_seen_ids_and_late_keys_forget_whole_buckets():
+    from launcher.tail import BUCKET_MS, _LateKeys, _SeenIds
 
     ids = _SeenIds()
     assert ids.add("a", 5) and ids.add("b", BUCKET_MS + 5) and not ids.add("a", 5)
-    ids.freeze_below(BUCKET_MS)  # bucket 0 becomes a sorted array of hashes
-    assert not ids.add("a", 5) and ids.add("c", 7) and not ids.add("c", 7)  # a late id joins a frozen bucket
-    ids.freeze_below(BUCKET_MS)
-    assert ids.size == 3 and not ids.add("c", 7)
     ids.forget_below(BUCKET_MS)
     assert ids.size == 1 and ids.add("a", 5)  # forgotten with its bucket; bucket 1 kept
     assert not ids.add("b", BUCKET_MS + 5)
+    keys = _LateKeys()
+    k = _LateKeys.key("j/algo-1-1", 5, "same line")
+    keys.add(k, 5)
+    keys.add(k, 5)  # the same text twice in one millisecond: two lines
+    assert keys.take(k, 5) and keys.take(k, 5) and not keys.take(k, 5) and keys.size == 0
+    keys.add(k, 5)
+    keys.forget_below(BUCKET_MS)
+    assert keys.size == 0 and not keys.take(k, 5)
 
 
 def test_json_marks_lines_printed_out_of_order(aws, clock):
