@@ -6,6 +6,7 @@ for the three example jobs and a variant with spot, KMS, a VPC, a role by name, 
 environment value, a Secrets Manager secret, a validation channel, an image and tensor parallelism.
 """
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -30,12 +31,15 @@ CASES = {
         "smp.tensor_parallel_degree=2", "cluster.instance_type=ml.p5.48xlarge"]),
 }
 GIT_TAG = "smp-launch:git-commit"  # the commit of this checkout: provenance, not part of the pin
+# The tarball's digest names its S3 folder: it changes with every template edit (the goldens pin the
+# files), so the pin holds a placeholder there and the test checks the digest is the tarball's own.
+DIGEST = re.compile(r"/smp/code/[0-9a-f]{24}/sourcedir")
 
 
 def pinned_shape(data):
     data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] != GIT_TAG]
     data["request"]["Tags"] = [t for t in data["request"]["Tags"] if t["Key"] != GIT_TAG]
-    return data
+    return json.loads(DIGEST.sub("/smp/code/<tarball digest>/sourcedir", json.dumps(data)))
 
 
 def plan_for(case):
@@ -46,6 +50,7 @@ def plan_for(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_to_dict_equals_the_pinned_plan_json_keys_values_and_order(case):
     plan = plan_for(case)
+    assert f"/{plan.source.digest[:24]}/" in plan.to_dict()["source_uri"]
     got = pinned_shape(plan.to_dict())
     want = PINNED[case]
     got["spec_file"] = want["spec_file"]  # the path as given: absolute here, relative when captured
