@@ -1,0 +1,109 @@
+"""Failure classes from the texts SageMaker writes (tests/fixtures/failure_reasons, each with its public source)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from launcher import failures
+from launcher.failures import classify
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _classify(case: dict, **kw):
+    return classify(case["status"], case["failure_reason"], [tuple(t) for t in case["transitions"]],
+                    case["log_tail"], secondary_status=case.get("secondary_status"), **kw)
+
+
+def test_every_class_has_a_fixture_from_a_public_source():
+    cases = [_load(p) for p in FIXTURES]
+    assert {c["expected"] for c in cases} == set(failures.CLASSES) - {failures.UNKNOWN}
+    for case in cases:
+        assert case["source"].startswith("https://"), case
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_fixture_is_classified(path):
+    case = _load(path)
+    found = _classify(case)
+    assert found is not None and found.failure_class == case["expected"], found
+    assert found.remedy and found.evidence
+    if "exit_code" in case:
+        assert f"exit code {case['exit_code']}" in found.remedy
+
+
+def test_user_error_quotes_the_last_traceback_lines():
+    tail = ["step 10 loss 2.3", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+            "    main()", "KeyError: 'input_ids'"]
+    found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 1", log_tail=tail)
+    assert found.failure_class == "user_error"
+    assert "exit code 1" in found.remedy and "KeyError: 'input_ids'" in found.remedy
+    assert any("KeyError" in e for e in found.evidence)
+
+
+def test_not_failed_is_no_failure():
+    assert classify("Completed", None) is None
+    assert classify("InProgress", None) is None
+    assert classify("Stopped", None, [("Training", "x"), ("Stopping", "y")], secondary_status="Stopped") is None
+
+
+def test_unrecognised_reason_is_unknown():
+    found = classify("Failed", "InternalServerError: We encountered an internal error. Please try again.")
+    assert found.failure_class == "unknown" and "InternalServerError" in found.reason
+
+
+def test_hostile_reason_is_escaped_and_bounded():
+    reason = "\x1b]0;pwned\x07\x1b[31mCapacity\x1b[0mError: Unable to provision\u202e " + "A" * 100_000
+    found = classify("Failed", reason)
+    assert found.failure_class == "capacity"  # escapes removed before matching: they cannot split a keyword
+    assert len(found.reason) <= failures.REASON_LIMIT
+    for text in (found.reason, *found.evidence):
+        assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+        assert len(text) <= failures.REASON_LIMIT
+
+
+def test_hostile_log_tail_is_bounded():
+    tail = ["x" * 1_000_000] * 5 + ["\x1b[1mtorch.OutOfMemoryError\x1b[0m: CUDA out of memory\r\n\x00"]
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail)
+    assert found.failure_class == "out_of_memory"
+    assert all(len(e) <= failures.EVIDENCE_LIMIT and "\x1b" not in e and "\x00" not in e for e in found.evidence)
+
+
+def test_oom_before_nccl_when_both_appear():
+    tail = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout"]
+    assert classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail).failure_class == "out_of_memory"
+
+
+def test_service_errors_win_over_quoted_text():
+    reason = "ClientError: Data download failed (AccessDenied: Access Denied) while reading CUDA out of memory.txt"
+    assert classify("Failed", reason).failure_class == "permissions"
+
+
+def _plan_json(spec: str = "jobs/llama7b.yaml") -> dict:
+    import launcher
+    from launcher.render import deterministic_plan
+
+    return json.loads(json.dumps(deterministic_plan(launcher.build_plan(launcher.load_spec(spec)))))
+
+
+def test_oom_remedy_names_a_layout_the_memory_model_gives_room():
+    plan = _plan_json()
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=["torch.OutOfMemoryError: CUDA out of memory"],
+                     plan=plan)
+    assert found.failure_class == "out_of_memory"
+    assert "smp.tensor_parallel_degree: 2" in found.remedy and "29.7 of 40 GB" in found.remedy
+    assert found.remedy != failures.REMEDIES["out_of_memory"]
+
+
+def test_oom_remedy_degrades_to_the_generic_one_without_a_usable_plan():
+    tail = ["torch.OutOfMemoryError: CUDA out of memory"]
+    for plan in ({}, {"model": {"type": "llama"}}, {"model": None}):
+        found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail, plan=plan)
+        assert found.remedy == failures.REMEDIES["out_of_memory"]
