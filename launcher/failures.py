@@ -280,3 +280,82 @@ def _propose(plan: Mapping[str, Any]) -> str | None:
     if others:
         out += f"; also possible: {others}"
     return out + "; check with `smp-launch plan SPEC`."
+
+
+# -- reading what a failed job left ---------------------------------------------------------------------------
+
+PLAN_TARBALL_LIMIT = 64 * 1024 * 1024  # bytes of a source tarball read to find plan.json (hostile: bounded)
+PLAN_JSON_LIMIT = 4 * 1024 * 1024
+LOG_LINE_LIMIT = 4096
+
+
+def diagnose(clients: Any, desc: Mapping[str, Any], *, tail_lines: int = 100) -> Failure | None:
+    """Classify a DescribeTrainingJob answer with what else the job left: algo-1's last log lines and, for an
+    out-of-memory failure, its plan.json. Reads only; whatever cannot be read is left out (never an error)."""
+    status = str(desc.get("TrainingJobStatus", ""))
+    if status not in ("Failed", "Stopped"):
+        return None
+    transitions = [(str(t.get("Status", "")), str(t.get("StatusMessage", "")))
+                   for t in (desc.get("SecondaryStatusTransitions") or [])]
+    name = str(desc.get("TrainingJobName", ""))
+    tail = log_tail(clients, name, tail_lines) if status == "Failed" and name else []
+    args = dict(failure_reason=desc.get("FailureReason"), transitions=transitions, log_tail=tail,
+                secondary_status=desc.get("SecondaryStatus"))
+    found = classify(status, **args)
+    if found is not None and found.failure_class == OUT_OF_MEMORY:
+        plan = job_plan(clients, desc)
+        if plan is not None:
+            found = classify(status, plan=plan, **args)
+    return found
+
+
+def log_tail(clients: Any, job: str, lines: int = 100) -> list[str]:
+    """The last `lines` lines of algo-1's newest log stream, oldest first; [] when there are none or they
+    cannot be read."""
+    from launcher.names import LOG_GROUP
+
+    try:
+        logs = clients.logs
+        prefix = f"{job}/algo-1-"
+        found = logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=prefix)
+        streams = [s for s in found.get("logStreams", []) if str(s.get("logStreamName", "")).startswith(prefix)]
+        if not streams:
+            return []
+        newest = max(streams, key=lambda s: (s.get("lastEventTimestamp") or 0, s.get("logStreamName", "")))
+        events = logs.get_log_events(logGroupName=LOG_GROUP, logStreamName=newest["logStreamName"],
+                                     limit=max(1, min(lines, 10_000)), startFromHead=False).get("events", [])
+    except Exception:  # noqa: BLE001 - a diagnosis reads what it can; no answer is "cannot tell"
+        return []
+    return [str(e.get("message", ""))[:LOG_LINE_LIMIT] for e in events[-lines:]]
+
+
+def job_plan(clients: Any, desc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The job's plan.json, from the source tarball its `sagemaker_submit_directory` hyperparameter names;
+    None when the job has none (not launched by this tool) or it cannot be read."""
+    import io
+    import json
+    import tarfile
+
+    try:
+        raw = (desc.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+        if not raw:
+            return None
+        uri = json.loads(raw) if raw.startswith('"') else raw
+        if not isinstance(uri, str) or not uri.startswith("s3://"):
+            return None
+        bucket, _, key = uri[5:].partition("/")
+        obj = clients.s3.get_object(Bucket=bucket, Key=key)
+        if int(obj.get("ContentLength") or 0) > PLAN_TARBALL_LIMIT:
+            return None
+        data = obj["Body"].read(PLAN_TARBALL_LIMIT + 1)
+        if len(data) > PLAN_TARBALL_LIMIT:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            member = next((m for m in tar.getmembers() if m.name.lstrip("./") == "plan.json" and m.isfile()), None)
+            if member is None or member.size > PLAN_JSON_LIMIT:
+                return None
+            handle = tar.extractfile(member)
+            plan = json.loads(handle.read(PLAN_JSON_LIMIT)) if handle else None
+    except Exception:  # noqa: BLE001 - optional: the remedy falls back to the generic one
+        return None
+    return plan if isinstance(plan, dict) else None
