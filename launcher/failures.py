@@ -129,12 +129,15 @@ def _line(label: str, text: str) -> str:
     return clean(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
 
 
+_RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")  # mpirun's `[1,mpirank:0,algo-1]<stderr>:`
+
+
 def _traceback_tail(lines: list[str], keep: int = 3) -> list[str]:
     """The last `keep` lines of the last traceback in `lines` (the exception itself last), or []."""
     starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
     if not starts:
         return []
-    body = [line for line in lines[starts[-1] + 1:] if line.strip()]
+    body = [_RANK_TAG.sub("", line) for line in lines[starts[-1] + 1:] if line.strip()]
     return body[-keep:]
 
 

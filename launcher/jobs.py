@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from launcher.aws import Clients, explain, pages
-from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
+from launcher.errors import (
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    LauncherError,
+    UsageError,
+)
 from launcher.names import MANAGED_TAG, RUNNING, TERMINAL
 from launcher.sanitize import clean
 from launcher.timeutil import epoch
@@ -28,6 +36,16 @@ class JobNotFound(LauncherError):
 def exit_code_for(status: str) -> int:
     """The documented exit code for a job status: 1 Failed, 5 Stopped, else 0."""
     return _EXIT.get(status, EXIT_OK)
+
+
+def worst_exit_code(statuses: Iterable[JobStatus]) -> int:
+    """One exit code for many jobs, the worst outcome first: 1 any Failed, 5 any Stopped, 124 any still running
+    (a wait that timed out), else 0 (all Completed)."""
+    seen = {s.status if s.terminal else "running" for s in statuses}
+    for status, code in (("Failed", EXIT_JOB_FAILED), ("Stopped", EXIT_STOPPED), ("running", EXIT_TIMEOUT)):
+        if status in seen:
+            return code
+    return EXIT_OK
 
 
 def describe(clients: Clients, job: str) -> dict[str, Any]:
