@@ -223,7 +223,7 @@ class EmulatedJob:
         if last and self.outcome == "Failed" and host == 1:
             return f"{tag}<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (step {i})"
         if i == 1 and host == 1 and self.restored:
-            return f"{tag}<stdout>:resuming from checkpoint {self.restored[0]}"
+            return f"{tag}<stdout>:resuming from checkpoint {self.restored[0].split('/')[0]}"
         if host == 1 and self.checkpoint_after is not None and i == max(1, round(self.checkpoint_after /
                                                                                   self.line_interval)):
             return f"{tag}<stdout>:saved checkpoint step_{self.checkpoint_step:08d}"
