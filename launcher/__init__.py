@@ -19,6 +19,9 @@ _EXPORTS = {
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
     "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
     "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs",
+    # Failure classes and retries (issue 13).
+    "Failure": "launcher.failures", "RetryPolicy": "launcher.retry", "next_attempt": "launcher.retry",
+    "submit_with_retries": "launcher.retry",
 }
 
 __all__ = ["__version__", *_EXPORTS]
