@@ -107,3 +107,71 @@ def test_oom_remedy_degrades_to_the_generic_one_without_a_usable_plan():
     for plan in ({}, {"model": {"type": "llama"}}, {"model": None}):
         found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail, plan=plan)
         assert found.remedy == failures.REMEDIES["out_of_memory"]
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def read(self, n: int = -1) -> bytes:
+        return self.data if n < 0 else self.data[:n]
+
+
+class _S3:
+    def __init__(self, data: bytes, length: int | None = None):
+        self.data, self.length = data, length
+
+    def get_object(self, Bucket, Key):  # noqa: N803 - boto3's names
+        return {"ContentLength": len(self.data) if self.length is None else self.length, "Body": _Body(self.data)}
+
+
+class _Clients:
+    def __init__(self, s3):
+        self.s3 = s3
+
+
+def _tarball(files: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+DESC = {"HyperParameters": {"sagemaker_submit_directory": '"s3://b/code/abc/sourcedir.tar.gz"'}}
+
+
+def test_job_plan_reads_plan_json_from_the_source_tarball():
+    data = _tarball({"train.py": b"print()", "plan.json": b'{"world_size": 8}'})
+    assert failures.job_plan(_Clients(_S3(data)), DESC) == {"world_size": 8}
+
+
+@pytest.mark.parametrize("s3,desc", [
+    (_S3(_tarball({"train.py": b""})), DESC),                                    # no plan.json
+    (_S3(b"not a tarball"), DESC),                                                # garbage
+    (_S3(_tarball({"plan.json": b"[1, 2]"})), DESC),                              # not an object
+    (_S3(b"x", length=failures.PLAN_TARBALL_LIMIT + 1), DESC),                    # too big to read
+    (_S3(_tarball({"plan.json": b"{}"})), {"HyperParameters": {}}),               # not launched by this tool
+    (_S3(_tarball({"plan.json": b"{}"})), {"HyperParameters": {"sagemaker_submit_directory": '"/etc/x"'}}),
+])
+def test_job_plan_is_optional_and_never_raises(s3, desc):
+    assert failures.job_plan(_Clients(s3), desc) is None
+
+
+def test_job_plan_refuses_an_oversized_plan_json():
+    data = _tarball({"plan.json": b"{" + b" " * (failures.PLAN_JSON_LIMIT + 10) + b"}"})
+    assert failures.job_plan(_Clients(_S3(data)), DESC) is None
+
+
+def test_log_tail_cannot_tell_without_logs():
+    class Broken:
+        @property
+        def logs(self):
+            raise RuntimeError("no logs client")
+
+    assert failures.log_tail(Broken(), "job") == []

@@ -97,3 +97,16 @@ def test_a_spot_interruption_resumes_from_the_checkpoint(world):
     assert keys == {f"{prefix}/{k}" for k in saved}
     logs = cli("logs", second, "--no-follow", "--host", "1")
     assert "resuming from checkpoint step_00000010" in logs.stdout, logs.stdout + logs.stderr
+
+
+def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(world):
+    """`wait` reads algo-1's log tail (the OOM) and the plan.json in the job's source tarball (the layout)."""
+    session, cli = world
+    scenario.expect_attempts("llama2-7b-", [scenarios.out_of_memory(**QUICK)])
+    started = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
+    assert started.returncode == 0, started.stderr
+    out = cli("wait", "latest", "--interval", "0.1", "--output", "json")
+    assert out.returncode == 1, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["failure_class"] == "out_of_memory"
+    assert "smp.tensor_parallel_degree: 2" in row["remedy"] and "29.7 of 40 GB" in row["remedy"], row["remedy"]
