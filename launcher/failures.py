@@ -154,7 +154,8 @@ def classify(status: str, failure_reason: str | None = None,
     shown = clean(failure_reason or "", limit=REASON_LIMIT)
     interrupted = [m for s, m in steps if s == "Interrupted"]
     if status == "Stopped":
-        if secondary_status == "MaxWaitTimeExceeded" or interrupted:
+        # Only SageMaker's own stop for spot: a job a person stopped is not a failure, and must not be retried.
+        if secondary_status == "MaxWaitTimeExceeded":
             if interrupted or any(s == "Training" for s, _ in steps):
                 evidence = tuple(_line("Interrupted", m or "managed spot instances interrupted") for m in interrupted)
                 return Failure(SPOT_INTERRUPTION, shown or "managed spot training ran out of wait time after an "

@@ -53,6 +53,12 @@ def test_not_failed_is_no_failure():
     assert classify("Stopped", None, [("Training", "x"), ("Stopping", "y")], secondary_status="Stopped") is None
 
 
+def test_a_spot_job_a_person_stopped_is_not_a_failure():
+    steps = [("Training", "x"), ("Interrupted", "The job stopped because the managed spot training instances were "
+                                               "interrupted."), ("Starting", "y"), ("Stopping", "z")]
+    assert classify("Stopped", None, steps, secondary_status="Stopped") is None
+
+
 def test_unrecognised_reason_is_unknown():
     found = classify("Failed", "InternalServerError: We encountered an internal error. Please try again.")
     assert found.failure_class == "unknown" and "InternalServerError" in found.reason
