@@ -104,3 +104,15 @@ def test_status_shows_the_class_and_remedy(sm, run_cli):
     assert "exit code 1" in r.out and "KeyError: 'input_ids'" in r.out
     data = json.loads(run_cli("status", "st-usr", "--output", "json").out)
     assert data["failure_class"] == "user_error" and "KeyError" in data["remedy"]
+
+
+def test_hostile_failure_text_is_escaped_in_lines_and_json(sm, run_cli):
+    reason = "CapacityError: \x1b]52;c;ZXZpbA==\x07\x1b[2J\u202e" + "B" * 50_000
+    emulator.add_job(emulator.EmulatedJob("h-cap", **scenarios.capacity_failure(**{**QUICK, "failure_reason": reason})),
+                     sm)
+    r = run_cli("wait", "h-cap", "--interval", "0.05")
+    assert r.code == 1 and "[capacity]" in r.out
+    assert "\x1b" not in r.out + r.err and "\u202e" not in r.out
+    (row,) = json.loads(run_cli("wait", "h-cap", "--interval", "0.05", "--output", "json").out)
+    assert row["failure_class"] == "capacity" and "\x1b" not in row["failure_reason"]
+    assert len(row["failure_reason"]) <= 1000

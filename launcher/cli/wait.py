@@ -14,7 +14,8 @@ def wait_row(job: Any) -> dict[str, Any]:
     failure = job.failure
     return {"job_name": job.job_name, "status": job.status, "secondary_status": job.secondary_status,
             "terminal": job.terminal, "failure_class": failure.failure_class if failure else None,
-            "failure_reason": job.failure_reason, "remedy": failure.remedy if failure else None,
+            "failure_reason": failure.reason if failure else job.failure_reason,  # bounded when classified
+            "remedy": failure.remedy if failure else None,
             "created": job.created, "training_start": job.training_start, "training_end": job.training_end,
             "training_seconds": job.training_seconds, "billable_seconds": job.billable_seconds}
 
