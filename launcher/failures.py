@@ -32,8 +32,9 @@ CLASSES = (CAPACITY, QUOTA, PERMISSIONS, IMAGE, OUT_OF_MEMORY, NCCL_TIMEOUT, USE
 
 REASON_LIMIT = 1000      # characters of FailureReason kept for display
 EVIDENCE_LIMIT = 300     # characters of one evidence line
-SCAN_LIMIT = 64 * 1024   # characters of any one input searched (hostile input may be huge)
+SCAN_LIMIT = 8192        # characters of a FailureReason searched (SageMaker's limit is 1,024: botocore's model)
 TAIL_LINES = 200         # lines of the log tail searched
+LINE_LIMIT = 4096        # characters of one log line or status message searched
 
 # Terminal escapes (CSI and OSC sequences) are removed before matching so they cannot split a keyword.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
@@ -67,7 +68,9 @@ class _Rule:
 
 
 def _rx(*alternatives: str) -> re.Pattern[str]:
-    return re.compile("|".join(alternatives), re.IGNORECASE)
+    """Case-insensitive by matching lowercased text (`_scan` lowers it): Python's IGNORECASE alternations
+    scan several times slower, and a log tail can be large."""
+    return re.compile("|".join(a.lower() for a in alternatives))
 
 
 REMEDIES = {
@@ -118,11 +121,11 @@ _USER = _rx(r"AlgorithmError", r"ExecuteUserScriptError", r"Traceback \(most rec
 _EXIT_CODE = re.compile(r"(?:ExitCode|Exit Code|exit code|exit status|exitcode)[:=]?\s*(-?\d{1,4})")
 
 
-def _scan(text: str | None) -> str:
-    """The text to match: bounded, terminal escapes removed."""
+def _scan(text: str | None, limit: int = SCAN_LIMIT) -> str:
+    """The text to show and match: bounded, terminal escapes removed (match its `.lower()`)."""
     if not text:
         return ""
-    return _ANSI.sub("", text[:SCAN_LIMIT])
+    return _ANSI.sub("", text[:limit])
 
 
 def _line(label: str, text: str) -> str:
@@ -148,10 +151,11 @@ def classify(status: str, failure_reason: str | None = None,
 
     `transitions` are (secondary status, status message) pairs; `log_tail` is the end of algo-1's log,
     oldest first; `plan` is the job's plan.json (optional: it lets an out-of-memory remedy name a layout)."""
-    lines = [_scan(str(x)) for x in list(log_tail)[-TAIL_LINES:]]
-    steps = [(_scan(str(s)), _scan(str(m))) for s, m in list(transitions)[:1000]]
+    lines = [_scan(str(x), LINE_LIMIT) for x in list(log_tail)[-TAIL_LINES:]]
+    steps = [(_scan(str(s), 64), _scan(str(m), LINE_LIMIT)) for s, m in list(transitions)[:200]]
     reason = _scan(failure_reason)
-    shown = clean(failure_reason or "", limit=REASON_LIMIT)
+    reason_l, lines_l = reason.lower(), [line.lower() for line in lines]
+    shown = clean((failure_reason or "")[:REASON_LIMIT], limit=REASON_LIMIT)
     interrupted = [m for s, m in steps if s == "Interrupted"]
     if status == "Stopped":
         # Only SageMaker's own stop for spot: a job a person stopped is not a failure, and must not be retried.
@@ -167,20 +171,19 @@ def classify(status: str, failure_reason: str | None = None,
     if status != "Failed":
         return None
     for rule in _REASON_RULES:
-        found = rule.pattern.search(reason)
-        if found:
+        if rule.pattern.search(reason_l):
             return Failure(rule.failure_class, shown, rule.remedy, (_line("FailureReason", reason),))
-    capacity_notes = [m for s, m in steps if _REASON_RULES[0].pattern.search(m)]
+    capacity_notes = [m for s, m in steps if _REASON_RULES[0].pattern.search(m.lower())]
     for rule in _CONTENT_RULES:
-        hits = [_line("FailureReason", reason)] if rule.pattern.search(reason) else []
-        hits += [_line("algo-1", line) for line in lines if rule.pattern.search(line)][-3:]
+        hits = [_line("FailureReason", reason)] if rule.pattern.search(reason_l) else []
+        hits += [_line("algo-1", lines[i]) for i, low in enumerate(lines_l) if rule.pattern.search(low)][-3:]
         if hits:
             remedy = rule.remedy
             if rule.failure_class == OUT_OF_MEMORY and plan is not None:
                 remedy = oom_remedy(plan) or remedy
             return Failure(rule.failure_class, shown, remedy, tuple(hits))
     tb = _traceback_tail(lines)
-    if _USER.search(reason) or tb:
+    if _USER.search(reason_l) or tb:
         code = _EXIT_CODE.search(reason) or next((m for m in map(_EXIT_CODE.search, reversed(lines)) if m), None)
         exit_text = f"exit code {code.group(1)}" if code else "a non-zero exit"
         last = "; ".join(line.strip() for line in tb) if tb else ""
