@@ -95,6 +95,13 @@ logs: venv
 status: venv
 	$(BIN)/smp-launch status $(JOB_NAME)
 
+# Wait for several jobs (JOBS="a b"); exits with the worst outcome (1 Failed, 5 Stopped, 124 timed out).
+JOBS ?= latest
+TIMEOUT ?=
+.PHONY: wait
+wait: venv
+	$(BIN)/smp-launch wait $(JOBS) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
 # Mutation testing of the core (benchmarks/mutation.py): MUTATION_BUDGET seconds, seeded; saves
 # benchmarks/results/mutation.json, which the reliability report quotes.
 MUTATION_BUDGET ?= 600

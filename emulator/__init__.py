@@ -21,9 +21,10 @@ from emulator.core import (
     set_clock,
 )
 from emulator.jobs import add_job
-from emulator.scenario import EmulatedJob, LagModel, expect, forget_all, set_default
+from emulator.scenario import EmulatedJob, LagModel, expect, expect_attempts, forget_all, set_default
 from emulator.throttle import Throttle, attach, serve
 
-__all__ = ["FAKE_CREDENTIALS", "EmulatedJob", "LagModel", "Throttle", "add_job", "attach", "expect", "forget_all",
+__all__ = ["FAKE_CREDENTIALS", "EmulatedJob", "LagModel", "Throttle", "add_job", "attach", "expect", "expect_attempts",
+           "forget_all",
            "install", "mocked", "now", "register_patch", "reset_server", "serve", "server", "server_env",
            "set_clock", "set_default"]

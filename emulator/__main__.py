@@ -18,6 +18,7 @@ from pathlib import Path
 import boto3
 
 import emulator
+from emulator import failures
 
 
 def cli_command(cwd: Path | None = None) -> str:
@@ -48,12 +49,18 @@ def main() -> None:
                                               training=90, late_hosts=late, backdate_every=7, metric_interval=5), sm)
         emulator.add_job(emulator.EmulatedJob("demo-oom", hosts=2, starting=5, training=20, outcome="Failed"), sm)
         emulator.add_job(emulator.EmulatedJob("demo-long", hosts=4, training=3600, line_interval=2.0), sm)
+        emulator.add_job(emulator.EmulatedJob("demo-capacity", hosts=2, starting=8,
+                                              **failures.capacity_failure()), sm)
+        emulator.add_job(emulator.EmulatedJob("demo-nccl", hosts=2, starting=5, training=15,
+                                              **failures.nccl_timeout()), sm)
         if args.throttle:
             emulator.serve(emulator.Throttle(args.throttle, seed=1))
-        print("emulated AWS at", url, "with jobs demo-llama7b, demo-oom, demo-long; in another shell:")
+        print("emulated AWS at", url, "with jobs demo-llama7b, demo-oom, demo-long, demo-capacity, demo-nccl; "
+              "in another shell:")
         print(" ".join(f"{k}={v}" for k, v in env.items()).join(("export ", "")))
         cli = cli_command()
         print(f"{cli} list; {cli} logs demo-llama7b; {cli} metrics demo-llama7b --since 5m")
+        print(f"{cli} wait demo-llama7b demo-oom demo-capacity demo-nccl --interval 2")
         print("Ctrl-C stops the emulator.")
         try:
             while True:

@@ -9,16 +9,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from emulator import core, scenario
+from emulator import core, failures, scenario
 
 
 def refresh(job: Any) -> None:
-    """Write the job's state at the current emulator time onto moto's FakeTrainingJob."""
+    """Write the job's state at the current emulator time onto moto's FakeTrainingJob (and sync its
+    checkpoint to S3 once the run has saved one)."""
     script = scenario.get(job.training_job_name)
     if script is None or script.created is None:
         return
     for key, value in script.state(core.now()).items():
         setattr(job, key, value)
+    failures.sync(script, job.arn.split(":")[4])
 
 
 def _refreshing(method):
@@ -47,6 +49,9 @@ def _apply() -> None:
         script = scenario.on_create(training_job_name, rc.get("InstanceType", "ml.p4d.24xlarge"), count,
                                     self.region_name)
         if script is not None:
+            script.checkpoint_uri = (job.checkpoint_config or {}).get("S3Uri")
+            script.restored = failures.existing(self.account_id, script.checkpoint_uri) if script.checkpoint_uri else ()
+            script.saved = ()
             job.creation_time = core.moto_time(script.created)
             job.failure_reason = None
             refresh(job)

@@ -24,7 +24,14 @@ MESSAGES = {
     "Completed": "Training job completed",
     "Failed": "Training job failed",
     "Stopped": "The training job was stopped",
+    # The descriptions of these secondary statuses in DescribeTrainingJob's reference
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html).
+    "Interrupted": "The job stopped because the managed spot training instances were interrupted.",
+    "MaxWaitTimeExceeded": "The job stopped because it exceeded the maximum allowed wait time.",
 }
+# Terminal secondary statuses and the TrainingJobStatus each belongs to.
+TERMINAL = {"Completed": "Completed", "Failed": "Failed", "Stopped": "Stopped", "MaxWaitTimeExceeded": "Stopped",
+            "MaxRuntimeExceeded": "Stopped"}
 DEFAULT_FAILURE = ("AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMessage \"RuntimeError: CUDA out "
                    "of memory. Tried to allocate 2.00 GiB\" Command \"torchrun --nnodes 2 train.py\"")
 
@@ -79,8 +86,17 @@ class EmulatedJob:
     training: float = 8.0
     uploading: float = 1.0
     stopping: float = 1.0
-    outcome: str = "Completed"  # Completed | Failed; Stopped comes from StopTrainingJob or stop_after
+    # Completed | Failed | MaxWaitTimeExceeded (spot); Stopped comes from StopTrainingJob or stop_after
+    outcome: str = "Completed"
     failure_reason: str = DEFAULT_FAILURE
+    fail_in: str = "Training"  # the phase a Failed job fails in: Starting (no instances: nothing logged) or Training
+    last_lines: tuple[str, ...] | None = None  # what algo-1 writes last when it fails (None: a CUDA OOM line)
+    messages: dict[str, str] = field(default_factory=dict)  # status messages in place of MESSAGES
+    interruptions: int = 0  # managed spot: times the instances are taken back during Training
+    interrupt_after: float = 3.0  # seconds of Training before each interruption
+    interrupted_for: float = 1.0  # seconds in Interrupted before Starting again
+    checkpoint_after: float | None = None  # seconds into Training when the job saves a checkpoint (synced to S3)
+    checkpoint_step: int = 10
     stop_after: float | None = None  # seconds after creation at which a stop request arrives
     line_interval: float = 1.0  # seconds between lines on each host while training
     late_hosts: dict[int, float] = field(default_factory=dict)  # host -> seconds before its first line
@@ -96,23 +112,35 @@ class EmulatedJob:
     created: float | None = None  # set when CreateTrainingJob runs
     stop_requested: float | None = None
     cursor: dict[str, Any] = field(default_factory=dict, repr=False)  # what is written already
+    checkpoint_uri: str | None = None  # CheckpointConfig.S3Uri, set when CreateTrainingJob runs
+    restored: tuple[str, ...] = ()  # the checkpoint objects under checkpoint_uri when the job was created
+    saved: tuple[str, ...] = ()  # the checkpoint objects this job wrote
 
     # -- the timeline -------------------------------------------------------------------------
     def phase_starts(self) -> list[tuple[str, float]]:
         """(status, start) for every secondary status the job will pass through, terminal last."""
         assert self.created is not None, "the job has not been created yet"
         t = self.created
-        out = []
         durations = {"Starting": self.starting, "Downloading": self.downloading, "Training": self.training,
                      "Uploading": self.uploading}
+        plan: list[tuple[str, float]] = []
+        for _ in range(self.interruptions):  # managed spot: a partial run, then back to Starting
+            plan += [("Starting", self.starting), ("Downloading", self.downloading),
+                     ("Training", self.interrupt_after), ("Interrupted", self.interrupted_for)]
+        if self.outcome == "MaxWaitTimeExceeded":
+            plan += [("Stopping", self.stopping)]
+        else:
+            for phase in PHASES:
+                if self.outcome == "Failed" and PHASES.index(phase) > PHASES.index(self.fail_in):
+                    break
+                plan.append((phase, durations[phase]))
+        out = []
         stop_at = self.stop_time()
-        for phase in PHASES:
-            if phase == "Uploading" and self.outcome == "Failed":
-                break
+        for phase, length in plan:
             if out and stop_at is not None and t >= stop_at:
                 break
             out.append((phase, t))
-            t += durations[phase]
+            t += length
         if stop_at is not None and stop_at < t:
             out += [("Stopping", stop_at), ("Stopped", stop_at + self.stopping)]
         else:
@@ -128,23 +156,34 @@ class EmulatedJob:
         return self.phase_starts()[-1][1]
 
     def training_window(self) -> tuple[float, float] | None:
-        """When the container runs (and logs): the Training phase, cut short by a stop."""
+        """When the container runs (and logs): the Training phase, cut short by a stop; after spot
+        interruptions, from the first Training to the end of the last one."""
         starts = self.phase_starts()
         names = [s for s, _ in starts]
         if "Training" not in names:
             return None
-        i = names.index("Training")
-        return starts[i][1], starts[i + 1][1]
+        first = names.index("Training")
+        last = len(names) - 1 - names[::-1].index("Training")
+        return starts[first][1], starts[last + 1][1]
+
+    def checkpoint_time(self) -> float | None:
+        """When the checkpoint is saved (and synced to S3): `checkpoint_after` into the first Training."""
+        window = self.training_window()
+        if self.checkpoint_after is None or window is None:
+            return None
+        at = window[0] + self.checkpoint_after
+        return at if at < window[1] else None
 
     def state(self, at: float) -> dict[str, Any]:
         """DescribeTrainingJob's time-dependent fields at emulator time `at`."""
         starts = [(s, t) for s, t in self.phase_starts() if t <= at]
         secondary = starts[-1][0]
-        terminal = secondary in ("Completed", "Failed", "Stopped")
-        status = secondary if terminal else ("Stopping" if secondary == "Stopping" else "InProgress")
+        terminal = secondary in TERMINAL
+        status = TERMINAL[secondary] if terminal else ("Stopping" if secondary == "Stopping" else "InProgress")
         transitions = []
         for i, (s, t) in enumerate(starts):
-            entry = {"Status": s, "StartTime": core.moto_time(t), "StatusMessage": MESSAGES[s]}
+            entry = {"Status": s, "StartTime": core.moto_time(t),
+                     "StatusMessage": self.messages.get(s, MESSAGES.get(s, ""))}
             if i + 1 < len(starts):
                 entry["EndTime"] = core.moto_time(starts[i + 1][1])
             elif terminal:
@@ -177,8 +216,17 @@ class EmulatedJob:
         tag = f"[1,mpirank:{(host - 1) * 8},algo-{host}]"
         if i == 0:
             return f"{tag}<stdout>:SMP v2 worker up on algo-{host} with 8 GPUs ({self.instance_type})"
+        if self.outcome == "Failed" and host == 1 and self.last_lines:
+            from_end = self.line_count(host) - 1 - i
+            if from_end < len(self.last_lines):
+                return f"{tag}<stderr>:{self.last_lines[len(self.last_lines) - 1 - from_end]}"
         if last and self.outcome == "Failed" and host == 1:
             return f"{tag}<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (step {i})"
+        if i == 1 and host == 1 and self.restored:
+            return f"{tag}<stdout>:resuming from checkpoint {self.restored[0].split('/')[0]}"
+        if host == 1 and self.checkpoint_after is not None and i == max(1, round(self.checkpoint_after /
+                                                                                  self.line_interval)):
+            return f"{tag}<stdout>:saved checkpoint step_{self.checkpoint_step:08d}"
         rng = random.Random(self.seed * 1_000_003 + host * 10_007 + i)
         text = progress.LINE_FORMAT.format(step=i, loss=8.0 / (1 + 0.05 * i) + rng.random() * 0.05, lr=3e-4,
                                            tokens_per_s=15000 + rng.random() * 500, tflops_per_gpu=150.0,
@@ -220,6 +268,14 @@ class EmulatedJob:
 
 _JOBS: dict[str, EmulatedJob] = {}
 _DEFAULT: dict[str, Any] | None = {}
+_ATTEMPTS: dict[str, list[dict[str, Any]]] = {}
+
+
+def expect_attempts(prefix: str, attempts: list[dict[str, Any]]) -> None:
+    """Script the next jobs whose names start with `prefix`, in the order they are created: the n-th gets the
+    n-th settings (EmulatedJob fields). For names a test cannot know in advance (timestamped, retried)."""
+    with core.lock():
+        _ATTEMPTS[prefix] = [dict(a) for a in attempts]
 
 
 def expect(job: EmulatedJob) -> EmulatedJob:
@@ -239,6 +295,10 @@ def on_create(name: str, instance_type: str, instance_count: int, region: str) -
     """Called by the patched CreateTrainingJob: start the scripted (or default) job's clock."""
     with core.lock():
         job = _JOBS.get(name)
+        queue = next((q for prefix, q in _ATTEMPTS.items() if name.startswith(prefix) and q), None)
+        if job is None and queue:
+            job = _JOBS[name] = EmulatedJob(name=name, hosts=instance_count, instance_type=instance_type,
+                                            **queue.pop(0))
         if job is None:
             if _DEFAULT is None:
                 return None
@@ -263,3 +323,4 @@ def forget_all() -> None:
     """Drop every scripted job (moto's own state is reset separately)."""
     with core.lock():
         _JOBS.clear()
+        _ATTEMPTS.clear()

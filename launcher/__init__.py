@@ -18,7 +18,10 @@ _EXPORTS = {
     "Problem": "launcher.errors", "AwsError": "launcher.aws", "QuotaError": "launcher.aws",
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
     "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
-    "JobStatus": "launcher.jobs", "LogLine": "launcher.tail", "JobSummary": "launcher.jobs",
+    "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs", "LogLine": "launcher.tail",
+    # Failure classes and retries (issue 13).
+    "Failure": "launcher.failures", "RetryPolicy": "launcher.retry", "next_attempt": "launcher.retry",
+    "submit_with_retries": "launcher.retry",
 }
 
 __all__ = ["__version__", *_EXPORTS]

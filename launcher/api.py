@@ -6,7 +6,7 @@ typed objects, and raises LauncherError subclasses; nothing here prints, prompts
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,21 +63,26 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
 
 
-def status(name: str, *, clients: Clients | None = None) -> JobStatus:
-    """The job's status now (DescribeTrainingJob); raises JobNotFound for a name SageMaker does not know."""
+def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) -> JobStatus:
+    """The job's status now (DescribeTrainingJob); raises JobNotFound for a name SageMaker does not know.
+
+    A job that failed carries its failure class (`.failure`); with `diagnose` it is read from algo-1's log
+    tail (and, for out of memory, the job's plan) too, not only from the FailureReason."""
     from launcher.jobs import job_status
 
-    return job_status(clients or connect(), name)
+    return job_status(clients or connect(), name, diagnose=diagnose)
 
 
 def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
-         clients: Clients | None = None) -> list[JobStatus]:
+         clients: Clients | None = None, on_change: Callable[[JobStatus], None] | None = None) -> list[JobStatus]:
     """Poll until every job is terminal (or `timeout` seconds pass); the last status of each, in the order given.
 
-    A job still running at the timeout is returned as it was last seen (`.terminal` is False)."""
+    A job still running at the timeout is returned as it was last seen (`.terminal` is False). A failed job
+    carries its failure class and remedy (`.failure`, launcher.failures). `on_change` is called with each
+    status that differs from the one seen before for that job."""
     from launcher.jobs import wait as _wait
 
-    return _wait(clients or connect(), names, timeout=timeout, interval=interval)
+    return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
 
 
 def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,

@@ -14,6 +14,7 @@ EXIT_INVALID = 2
 EXIT_PREFLIGHT = 3
 EXIT_AWS = 4
 EXIT_STOPPED = 5
+EXIT_TIMEOUT = 124  # `wait --timeout` ran out with a job still running (as timeout(1) exits)
 EXIT_INTERRUPTED = 130
 
 

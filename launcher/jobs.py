@@ -7,13 +7,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.aws import Clients, explain, pages
-from launcher.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED, LauncherError, UsageError
+from launcher.errors import (
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    LauncherError,
+    UsageError,
+)
 from launcher.names import MANAGED_TAG, RUNNING, TERMINAL
 from launcher.sanitize import clean
 from launcher.timeutil import epoch
+
+if TYPE_CHECKING:
+    from launcher.failures import Failure
 
 _EXIT = {"Completed": EXIT_OK, "Failed": EXIT_JOB_FAILED, "Stopped": EXIT_STOPPED}
 
@@ -25,6 +36,16 @@ class JobNotFound(LauncherError):
 def exit_code_for(status: str) -> int:
     """The documented exit code for a job status: 1 Failed, 5 Stopped, else 0."""
     return _EXIT.get(status, EXIT_OK)
+
+
+def worst_exit_code(statuses: Iterable[JobStatus]) -> int:
+    """One exit code for many jobs, the worst outcome first: 1 any Failed, 5 any Stopped, 124 any still running
+    (a wait that timed out), else 0 (all Completed)."""
+    seen = {s.status if s.terminal else "running" for s in statuses}
+    for status, code in (("Failed", EXIT_JOB_FAILED), ("Stopped", EXIT_STOPPED), ("running", EXIT_TIMEOUT)):
+        if status in seen:
+            return code
+    return EXIT_OK
 
 
 def describe(clients: Clients, job: str) -> dict[str, Any]:
@@ -87,9 +108,19 @@ class JobStatus:
     billable_seconds: int | None
     failure_reason: str | None
     model_artifacts: str | None
+    failure: Failure | None = None  # the failure class (launcher.failures) of a Failed or spot-Stopped job
 
     @classmethod
-    def from_description(cls, desc: Mapping[str, Any]) -> JobStatus:
+    def from_description(cls, desc: Mapping[str, Any], failure: Failure | None = None) -> JobStatus:
+        """The status; `failure` is a diagnosis already made (launcher.failures.diagnose), else one is made
+        from the description alone (FailureReason and transitions, no further call)."""
+        from launcher.failures import classify
+
+        if failure is None:
+            failure = classify(desc["TrainingJobStatus"], desc.get("FailureReason"),
+                               [(t.get("Status", ""), t.get("StatusMessage", ""))
+                                for t in desc.get("SecondaryStatusTransitions", [])],
+                               secondary_status=desc.get("SecondaryStatus"))
         itype, count = instances(desc)
         return cls(
             job_name=clean(desc["TrainingJobName"]), arn=_clean(desc.get("TrainingJobArn")),
@@ -103,6 +134,7 @@ class JobStatus:
             training_end=epoch(desc.get("TrainingEndTime")), training_seconds=desc.get("TrainingTimeInSeconds"),
             billable_seconds=desc.get("BillableTimeInSeconds"), failure_reason=_clean(desc.get("FailureReason")),
             model_artifacts=_clean((desc.get("ModelArtifacts") or {}).get("S3ModelArtifacts")),
+            failure=failure,
         )
 
     @property
@@ -123,6 +155,9 @@ class JobStatus:
             "created": self.created, "training_start": self.training_start, "training_end": self.training_end,
             "training_seconds": self.training_seconds, "billable_seconds": self.billable_seconds,
             "failure_reason": self.failure_reason, "model_artifacts": self.model_artifacts,
+            "failure_class": self.failure.failure_class if self.failure else None,
+            "remedy": self.failure.remedy if self.failure else None,
+            "failure_evidence": list(self.failure.evidence) if self.failure else [],
         }
 
 
@@ -171,17 +206,25 @@ def _clean(text: str | None) -> str | None:
     return None if text is None else clean(text)
 
 
-def job_status(clients: Clients, job: str) -> JobStatus:
-    """The job's status now (one DescribeTrainingJob)."""
-    return JobStatus.from_description(describe(clients, job))
+def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
+    """The job's status now (one DescribeTrainingJob); with `diagnose`, a job that Failed (or was stopped by
+    managed spot) is classified with algo-1's log tail and its plan too (launcher.failures.diagnose)."""
+    desc = describe(clients, job)
+    if diagnose and desc.get("TrainingJobStatus") in ("Failed", "Stopped"):
+        from launcher.failures import diagnose as diagnose_job
+
+        return JobStatus.from_description(desc, diagnose_job(clients, desc))
+    return JobStatus.from_description(desc)
 
 
 def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
-         sleep: Callable[[float], None] | None = None,
-         clock: Callable[[], float] | None = None) -> list[JobStatus]:
+         sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
+         on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True) -> list[JobStatus]:
     """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
 
-    Each poll describes only the jobs still running; a job that is not found raises JobNotFound.
+    Each poll describes only the jobs still running; a job that is not found raises JobNotFound. A job that
+    ends Failed (or stopped by managed spot) is diagnosed once (its failure class from its log tail too).
+    `on_change` gets each status whose (status, secondary status) differs from the last one seen.
     `sleep` and `clock` default to the time module's, looked up per call so tests can patch them."""
     sleep = sleep or time.sleep
     clock = clock or time.monotonic
@@ -190,7 +233,12 @@ def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None
     deadline = None if timeout is None else clock() + timeout
     while True:
         for name in pending:
-            last[name] = job_status(clients, name)
+            seen = last.get(name)
+            now = job_status(clients, name, diagnose=diagnose)
+            last[name] = now
+            if on_change is not None and (seen is None or (seen.status, seen.secondary_status) !=
+                                          (now.status, now.secondary_status)):
+                on_change(now)
         pending = [name for name in pending if not last[name].terminal]
         if not pending:
             break

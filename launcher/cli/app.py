@@ -11,6 +11,7 @@ import click
 
 from launcher import __version__
 from launcher.cli import jobs, role, spec, submit
+from launcher.cli import wait as wait_command
 
 
 class _PipeClosed(Exception):
@@ -50,11 +51,11 @@ def cli() -> None:
 
     Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a check refused
     the job (the role check, a local run's checks); 4 AWS refused or is unreachable; 5 the job was
-    stopped; 130 interrupted.
+    stopped; 124 `wait --timeout` ran out; 130 interrupted.
     """
 
 
-for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS):
+for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS):
     cli.add_command(_command)
 
 

@@ -89,6 +89,9 @@ def show_status(job: Any) -> None:
             ("billable seconds", "-" if job.billable_seconds is None else str(job.billable_seconds))]
     if job.failure_reason:
         rows.append(("failure reason", job.failure_reason))
+    if job.failure is not None:
+        rows.append(("failure class", job.failure.failure_class))
+        rows.append(("remedy", job.failure.remedy))
     if job.model_artifacts:
         rows.append(("model artifacts", job.model_artifacts))
     from rich.table import Table

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from launcher.cli.options import OUTPUT, SET, aws_options
+from launcher.cli.retrying import retry_options, submit_retrying
 
 
 def start_job(loaded: Any, clients: Any, *, dry_run: bool, skip_role_check: bool) -> Any:
@@ -122,18 +123,25 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
 @click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
               help="With --wait: seconds between polls (as `logs --interval`).")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
+@retry_options
 @SET
 @OUTPUT
 @aws_options
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
-                wait: bool, interval: float, skip_role_check: bool, overrides: tuple[str, ...], output: str,
-                profile: str | None, region: str | None) -> None:
+                wait: bool, interval: float, skip_role_check: bool, retry: str | None, max_attempts: int,
+                retry_backoff: float, overrides: tuple[str, ...], output: str, profile: str | None,
+                region: str | None) -> None:
     """Start SageMaker training jobs, or with --local run one job's script on this machine first.
 
     --local exits with the script's exit code, or 3 when one of its checks fails.
     """
     if local:
         sys.exit(run_here(specs, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, output=output))
+    # --retry (helper 13b): wait for the job, resubmit it after a retryable failure (launcher/cli/retrying.py).
+    if retry:
+        sys.exit(submit_retrying(specs, overrides, retry, max_attempts, retry_backoff, dry_run=dry_run,
+                                 interval=interval, skip_role_check=skip_role_check, output=output,
+                                 profile=profile, region=region))
     sys.exit(submit_to_sagemaker(specs, overrides, dry_run=dry_run, wait=wait, interval=interval,
                                  skip_role_check=skip_role_check, output=output, profile=profile, region=region))
 

@@ -1,0 +1,112 @@
+"""End to end: `submit --retry` (the installed CLI as a subprocess) against the lifecycle emulator's server.
+
+A capacity failure is retried to success under a linked name and tag; a managed spot job interrupted after
+it saved a checkpoint is resubmitted with the same checkpoint URI and resumes from that checkpoint.
+"""
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+import emulator
+from emulator import failures as scenarios
+from emulator import scenario
+from launcher.retry import ATTEMPT_TAG, RETRY_OF_TAG
+from tests.aws_setup import BUCKET, REGION, create_world
+from tests.conftest import REPO
+
+SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
+QUICK = dict(starting=0.2, downloading=0.1, training=0.6, uploading=0.1, line_interval=0.1, decoy=False)
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    with emulator.server() as url:
+        yield url
+
+
+@pytest.fixture
+def world(endpoint, monkeypatch, tmp_path):
+    emulator.reset_server(endpoint)
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    session = boto3.Session(region_name=REGION)
+    create_world(session)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
+    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
+
+    def cli(*args):
+        return subprocess.run([SMP, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+
+    yield session, cli
+    scenario.forget_all()
+
+
+def _tags(sm, name):
+    arn = sm.describe_training_job(TrainingJobName=name)["TrainingJobArn"]
+    return {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+
+
+def test_a_capacity_failure_is_retried_to_success(world):
+    session, cli = world
+    scenario.expect_attempts("llama2-7b-", [scenarios.capacity_failure(**QUICK), dict(QUICK)])
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--retry", "capacity", "--max-attempts", "3",
+              "--retry-backoff", "0", "--interval", "0.1", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    first, second = (a["job_name"] for a in result["attempts"])
+    assert second == f"{first}-r2" and result["job_name"] == second and result["status"] == "Completed"
+    assert [(a["status"], a["failure_class"]) for a in result["attempts"]] == [("Failed", "capacity"),
+                                                                             ("Completed", None)]
+    sm = session.client("sagemaker")
+    assert sm.describe_training_job(TrainingJobName=first)["FailureReason"].startswith("CapacityError")
+    tags = _tags(sm, second)
+    assert tags[RETRY_OF_TAG] == first and tags[ATTEMPT_TAG] == "2" and tags["smp-launch:managed"] == "true"
+    assert RETRY_OF_TAG not in _tags(sm, first)
+    assert f"{first}: Failed [capacity]" in out.stderr and f"started {second}" in out.stderr
+
+
+def test_a_spot_interruption_resumes_from_the_checkpoint(world):
+    session, cli = world
+    scenario.expect_attempts("llama2-7b-", [scenarios.spot_interrupted(interruptions=1, checkpoint_after=1.0,
+                                                                       **{**QUICK, "interrupt_after": 2.0}),
+                                            dict(QUICK)])
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--set", "cluster.spot=true",
+              "--retry", "spot", "--retry-backoff", "0", "--interval", "0.1", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    first, second = (a["job_name"] for a in json.loads(out.stdout)["attempts"])
+    sm = session.client("sagemaker")
+    one, two = (sm.describe_training_job(TrainingJobName=n) for n in (first, second))
+    assert (one["TrainingJobStatus"], one["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
+    assert "Interrupted" in [t["Status"] for t in one["SecondaryStatusTransitions"]]
+    assert two["EnableManagedSpotTraining"] is True
+    uri = one["CheckpointConfig"]["S3Uri"]
+    assert two["CheckpointConfig"]["S3Uri"] == uri and uri.endswith(f"/checkpoints/{first}")
+    # What the first job saved is in S3 under that URI, and it is what the second job found when it started.
+    saved, restored = scenario.get(first).saved, scenario.get(second).restored
+    assert saved and restored == saved
+    prefix = uri[len(f"s3://{BUCKET}/"):]
+    keys = {o["Key"] for o in session.client("s3").list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]}
+    assert keys == {f"{prefix}/{k}" for k in saved}
+    logs = cli("logs", second, "--no-follow", "--host", "1")
+    assert "resuming from checkpoint step_00000010" in logs.stdout, logs.stdout + logs.stderr
+
+
+def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(world):
+    """`wait` reads algo-1's log tail (the OOM) and the plan.json in the job's source tarball (the layout)."""
+    session, cli = world
+    scenario.expect_attempts("llama2-7b-", [scenarios.out_of_memory(**QUICK)])
+    started = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
+    assert started.returncode == 0, started.stderr
+    out = cli("wait", "latest", "--interval", "0.1", "--output", "json")
+    assert out.returncode == 1, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["failure_class"] == "out_of_memory"
+    assert "smp.tensor_parallel_degree: 2" in row["remedy"] and "29.7 of 40 GB" in row["remedy"], row["remedy"]

@@ -1,0 +1,118 @@
+"""`smp-launch wait`: mixed outcomes, the worst exit code, failure classes in JSON, --timeout, the live table."""
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+
+import emulator
+from emulator import failures as scenarios
+
+QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, line_interval=0.05, decoy=False)
+
+
+@pytest.fixture
+def sm(monkeypatch):
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+    emulator.set_clock(None)
+
+
+def _mixed(sm):
+    emulator.add_job(emulator.EmulatedJob("m-done", **QUICK), sm)
+    emulator.add_job(emulator.EmulatedJob("m-oom", **scenarios.out_of_memory(**QUICK)), sm)
+    emulator.add_job(emulator.EmulatedJob("m-cap", **scenarios.capacity_failure(**QUICK)), sm)
+    emulator.add_job(emulator.EmulatedJob("m-stop", stop_after=0.2, stopping=0.05, **QUICK), sm)
+
+
+def test_wait_on_mixed_outcomes_exits_1_with_each_class(sm, run_cli):
+    _mixed(sm)
+    r = run_cli("wait", "m-done", "m-oom", "m-cap", "m-stop", "--interval", "0.05", "--output", "json")
+    assert r.code == 1, r.err
+    rows = {row["job_name"]: row for row in json.loads(r.out)}
+    assert [row["job_name"] for row in json.loads(r.out)] == ["m-done", "m-oom", "m-cap", "m-stop"]
+    assert {k: (v["status"], v["failure_class"]) for k, v in rows.items()} == {
+        "m-done": ("Completed", None), "m-oom": ("Failed", "out_of_memory"), "m-cap": ("Failed", "capacity"),
+        "m-stop": ("Stopped", None)}
+    assert "CapacityError" in rows["m-cap"]["failure_reason"] and "retry" in rows["m-cap"]["remedy"]
+    assert "activation_checkpointing" in rows["m-oom"]["remedy"]
+    for row in rows.values():
+        assert {"job_name", "status", "failure_class", "failure_reason", "remedy", "created", "training_start",
+                "training_end", "training_seconds", "billable_seconds"} <= set(row)
+    assert rows["m-done"]["training_end"] >= rows["m-done"]["created"]
+
+
+def test_stopped_is_worse_than_completed(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("s-done", **QUICK), sm)
+    emulator.add_job(emulator.EmulatedJob("s-stop", stop_after=0.2, stopping=0.05, **QUICK), sm)
+    assert run_cli("wait", "s-done", "s-stop", "--interval", "0.05").code == 5
+    assert run_cli("wait", "s-done", "--interval", "0.05").code == 0
+
+
+def test_plain_lines_one_per_status_change(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("p-oom", **scenarios.out_of_memory(**{**QUICK, "training": 1.5})), sm)
+    r = run_cli("wait", "p-oom", "--interval", "0.05")
+    lines = r.out.splitlines()
+    assert r.code == 1
+    assert lines[-1].startswith("p-oom: Failed [out_of_memory] a GPU ran out of memory")
+    assert len(lines) == len(set(lines))  # a line per change, not per poll
+    assert any("(Training)" in line for line in lines)
+
+
+def test_timeout_exits_124_with_the_running_job_as_last_seen(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("t-done", **QUICK), sm)
+    emulator.add_job(emulator.EmulatedJob("t-long", **{**QUICK, "training": 600}), sm)
+    r = run_cli("wait", "t-done", "t-long", "--timeout", "0.6", "--interval", "0.05", "--output", "json")
+    assert r.code == 124
+    rows = json.loads(r.out)
+    assert [(x["status"], x["terminal"]) for x in rows] == [("Completed", True), ("InProgress", False)]
+    r = run_cli("wait", "t-long", "--timeout", "0.1", "--interval", "0.05")
+    assert r.code == 124 and "timed out after 0.1 s; still running: t-long" in r.err
+
+
+def test_failed_beats_a_timeout(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("f-oom", **scenarios.out_of_memory(**QUICK)), sm)
+    emulator.add_job(emulator.EmulatedJob("f-long", **{**QUICK, "training": 600}), sm)
+    assert run_cli("wait", "f-oom", "f-long", "--timeout", "1.5", "--interval", "0.05").code == 1
+
+
+def test_live_table_on_a_terminal(sm, run_cli, monkeypatch):
+    from launcher.cli import wait as wait_cli
+
+    monkeypatch.setattr(wait_cli, "_is_terminal", lambda: True)
+    emulator.add_job(emulator.EmulatedJob("l-nccl", **scenarios.nccl_timeout(**QUICK)), sm)
+    r = run_cli("wait", "l-nccl", "--interval", "0.05")
+    assert r.code == 1
+    assert "failure class" in r.out and "nccl_timeout" in r.out and "l-nccl" in r.out
+
+
+def test_unknown_job_is_refused(sm, run_cli):
+    r = run_cli("wait", "nobody", "--interval", "0.05")
+    assert r.code == 2 and "no training job named 'nobody'" in r.err
+
+
+def test_status_shows_the_class_and_remedy(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("st-usr", **scenarios.user_error(**QUICK)), sm)
+    run_cli("wait", "st-usr", "--interval", "0.05")
+    r = run_cli("status", "st-usr")
+    rows = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in r.out.splitlines() if ":" in line}
+    assert r.code == 1 and rows["failure class"] == "user_error" and rows["remedy"].startswith("the training")
+    assert "exit code 1" in r.out and "KeyError: 'input_ids'" in r.out
+    data = json.loads(run_cli("status", "st-usr", "--output", "json").out)
+    assert data["failure_class"] == "user_error" and "KeyError" in data["remedy"]
+
+
+def test_hostile_failure_text_is_escaped_in_lines_and_json(sm, run_cli):
+    reason = "CapacityError: \x1b]52;c;ZXZpbA==\x07\x1b[2J\u202e" + "B" * 50_000
+    emulator.add_job(emulator.EmulatedJob("h-cap", **scenarios.capacity_failure(**{**QUICK, "failure_reason": reason})),
+                     sm)
+    r = run_cli("wait", "h-cap", "--interval", "0.05")
+    assert r.code == 1 and "[capacity]" in r.out
+    assert "\x1b" not in r.out + r.err and "\u202e" not in r.out
+    (row,) = json.loads(run_cli("wait", "h-cap", "--interval", "0.05", "--output", "json").out)
+    assert row["failure_class"] == "capacity" and "\x1b" not in row["failure_reason"]
+    assert len(row["failure_reason"]) <= 1000
