@@ -19,6 +19,9 @@ _EXPORTS = {
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
     "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
     "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs",
+    # many plans (issue 13)
+    "plan_sweep": "launcher.api", "submit_many": "launcher.api", "Candidate": "launcher.sweep",
+    "PlanRun": "launcher.orchestrate", "Event": "launcher.orchestrate",
 }
 
 __all__ = ["__version__", *_EXPORTS]
