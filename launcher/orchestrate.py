@@ -79,15 +79,29 @@ class PlanRun:
                 "error": str(self.error) if self.error else None}
 
 
-def _clients_for(clients: ClientsFor) -> Callable[[str], Clients]:
-    if callable(clients) and not hasattr(clients, "sagemaker"):
-        return clients
-    if clients is not None:
-        return lambda _region: clients
-    from launcher.api import connect
+def _clients_for(clients: ClientsFor) -> tuple[Callable[[str], Clients], Callable[[str], Clients]]:
+    """(clients for one submit, clients for status polls) by region.
 
-    made: dict[str, Clients] = {}
-    return lambda region: made.setdefault(region, connect(region=region))
+    Each submit gets its own clients from a factory: a Submission's `aws_calls` are recorded by a hook
+    on the session, which a client made earlier by another submit would not carry."""
+    if clients is not None and not callable(clients):
+        shared = clients
+        return (lambda _region: shared), (lambda _region: shared)
+    factory = clients
+    if factory is None:
+        from launcher.api import connect
+
+        def factory(region: str) -> Clients:
+            return connect(region=region)
+
+    polling: dict[str, Clients] = {}
+
+    def for_polls(region: str) -> Clients:
+        if region not in polling:
+            polling[region] = factory(region)
+        return polling[region]
+
+    return factory, for_polls
 
 
 def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
@@ -110,7 +124,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         from launcher.api import submit
     sleep = sleep or time.sleep
     emit = on_event or (lambda _event: None)
-    client_of = _clients_for(clients)
+    client_of, poll_client = _clients_for(clients)
     runs = [PlanRun(i, p) for i, p in enumerate(plans)]
     current = {i: p for i, p in enumerate(plans)}  # the plan each run submits next (a hook may replace it)
     pending = deque(range(len(runs)))
@@ -142,7 +156,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
 
     def poll() -> None:
         for name, i in list(running.items()):
-            status = job_status(client_of(current[i].region), name)
+            status = job_status(poll_client(current[i].region), name)
             runs[i].statuses[-1] = status
             if not status.terminal:
                 continue

@@ -147,10 +147,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             emit_json([safe_data({**c.to_dict(), "state": "not_started"}) for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
-    made: dict[str, Any] = {}
-
     def clients_for(plan_region: str) -> Any:
-        return made.setdefault(plan_region, connect(profile=profile, region=plan_region))
+        return connect(profile=profile, region=plan_region)
 
     def on_event(event: Any) -> None:
         if as_json:
@@ -176,8 +174,12 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             run = by_index.get(c.index)
             out.append(safe_data({**c.to_dict(), **(run.to_dict() if run else {"state": "not_started"})}))
         emit_json(out)
+    elif dry_run:
+        checked = sum(run.state == "dry_run" for run in runs)
+        click.echo(f"dry run: {checked} of {len(ok)} plans passed the account checks (buckets, role); "
+                   "nothing was written")
     else:
-        show_sweep(candidates, by_index, many_specs, "dry run: nothing was written" if dry_run else "jobs")
+        show_sweep(candidates, by_index, many_specs, "jobs")
     return worst_exit_code(runs)
 
 
