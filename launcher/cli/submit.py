@@ -159,8 +159,6 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             click.echo(f"{event.job_name} {event.status.status} ({event.running} running)")
         elif event.kind == "resubmit":
             click.echo(f"resubmitting as {event.job_name}")
-        elif event.kind == "error":
-            click.echo(f"not started: {event.job_name}: the queue stops", err=True)
 
     runs = submit_many([c.plan for c in ok], max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event)
@@ -168,6 +166,10 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     for run in runs:
         for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
             warn(message)
+    errors = [run.error for run in runs if run.error is not None]
+    for err in dict.fromkeys(errors):  # an interrupt while waiting is one error shared by the plans it stopped
+        for line in err.lines():
+            click.echo(line, err=True)
     if as_json:
         out = []
         for c in candidates:
