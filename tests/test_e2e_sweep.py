@@ -125,3 +125,65 @@ def test_equal_sources_are_uploaded_once(aws, run_cli):
     assert puts == 2 and creates == 4
     objects = aws.session.client("s3").list_objects_v2(Bucket=data[0]["source_uri"][5:].split("/")[0])
     assert sum(o["Key"].endswith("sourcedir.tar.gz") for o in objects["Contents"]) == 2
+
+
+# -- the installed CLI against a moto server, in real time ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def endpoint():
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    with emulator.server() as url:
+        yield url
+
+
+def test_the_cli_never_has_more_than_2_running_and_every_job_ends(endpoint, monkeypatch, tmp_path):
+    """A sampler reads the server's job states every 20 ms while `submit --max-concurrent 2 --wait` runs."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    import boto3
+
+    from tests.aws_setup import create_world
+    from tests.conftest import REPO
+
+    emulator.reset_server(endpoint)
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    create_world(boto3.Session(region_name=REGION))
+    client = boto3.client("sagemaker", region_name=REGION)
+    samples: list[dict[str, str]] = []
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            jobs = client.list_training_jobs()["TrainingJobSummaries"]
+            samples.append({j["TrainingJobName"]: j["TrainingJobStatus"] for j in jobs})
+            done.wait(0.02)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
+    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 0.8, "uploading": 0.2, "decoy": False})
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        out = subprocess.run([str(Path(sys.executable).parent / "smp-launch"), "submit", "jobs/llama7b.yaml",
+                              "--set", "role=Good", "--sweep", "training.batch_size=1,2,4", "--max-concurrent", "2",
+                              "--wait", "--interval", "0.1", "--output", "json"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        done.set()
+        sampler.join(timeout=10)
+        emulator.set_default({})
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [d["job_status"]["status"] for d in data] == ["Completed"] * 3
+    running = [sum(s == "InProgress" for s in sample.values()) for sample in samples]
+    assert max(running) == 2, running
+    final = client.list_training_jobs()["TrainingJobSummaries"]
+    assert sorted(j["TrainingJobName"] for j in final) == sorted(d["job_name"] for d in data)
+    assert {j["TrainingJobStatus"] for j in final} == {"Completed"}
