@@ -239,3 +239,31 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequ
     now = now or datetime.now(timezone.utc)
     return rank([prepare(e, user_sets=len(overrides), region=region, profile=profile, env=env,
                          now=now + timedelta(milliseconds=e.index)) for e in expansions])
+
+
+# What a warm pool's next job must share with the one that kept it (train-warm-pools.html, "Matching
+# training jobs"): the role, the instances, the volume and its key, the VPC.
+_POOL_MATCH = (("role", lambda p: p.role), ("instance type", lambda p: p.estimator.instance_type),
+               ("instance count", lambda p: p.estimator.instance_count),
+               ("volume size", lambda p: p.estimator.volume_size),
+               ("volume KMS key", lambda p: p.estimator.volume_kms_key),
+               ("VPC", lambda p: (tuple(p.estimator.subnets or ()), tuple(p.estimator.security_group_ids or ()))))
+
+
+def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:
+    """Why plans that set cluster.keep_alive may not reuse each other's warm pool; empty when they can."""
+    pooled = [p for p in plans if p.estimator.keep_alive_period_in_seconds]
+    if not pooled:
+        return []
+    notes = []
+    if len(pooled) < len(plans):
+        notes.append(f"{len(plans) - len(pooled)} of {len(plans)} plans do not set cluster.keep_alive: a warm "
+                     "pool is reused only by a job that sets it too")
+    differ = [what for what, get in _POOL_MATCH if len({get(p) for p in pooled}) > 1]
+    if differ:
+        notes.append(f"the plans differ in {', '.join(differ)}: a warm pool is reused only by a job with the same "
+                     "role, instance type and count, volume size and KMS key, and VPC")
+    if len(pooled) > 1 and max_concurrent != 1:
+        notes.append("a warm pool serves one job at a time: --max-concurrent 1 lets each job reuse the last "
+                     "one's instances")
+    return notes

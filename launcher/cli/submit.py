@@ -147,6 +147,11 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             emit_json([safe_data({**c.to_dict(), "state": "not_started"}) for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
+    from launcher.sweep import warm_pool_notes
+
+    for note in warm_pool_notes([c.plan for c in ok], max_concurrent):
+        warn(note)
+
     def clients_for(plan_region: str) -> Any:
         return connect(profile=profile, region=plan_region)
 
