@@ -83,6 +83,8 @@ def spec_hash(loaded: LoadedSpec) -> str:
     from launcher.secrets import redact_env
 
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
+        del data["cluster"]["keep_alive"]
     data["environment"] = redact_env(data.get("environment", {}))
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -37,3 +37,19 @@ def test_keep_alive_with_spot_is_refused_citing_aws():
         plan_with("cluster.keep_alive=600", "cluster.spot=true")
     text = "\n".join(err.value.lines())
     assert "spot" in text and "train-warm-pools.html" in text and text.startswith("jobs/llama7b.yaml:")
+
+
+def test_the_new_field_at_its_default_leaves_an_older_specs_hash_and_tarball_alone():
+    """keep_alive 0 (the default) is left out of the spec hash, so a spec written before the field keeps the
+    spec-hash tag and the content-addressed source tarball it had; a warm pool does change both."""
+    import hashlib
+    import json
+
+    from launcher.plan import spec_hash
+
+    loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good"])
+    before = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    del before["cluster"]["keep_alive"]
+    assert spec_hash(loaded) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    assert plan_with("cluster.keep_alive=0").source.uri == plan_with().source.uri
+    assert plan_with("cluster.keep_alive=600").source.uri != plan_with().source.uri
