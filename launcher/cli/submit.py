@@ -108,8 +108,10 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         state = c.status if run is None or c.status != "ok" else run.state
         if run is not None and run.status is not None:
             state = run.status.status
-        reason = _short(c.reasons[0]) + (f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else "") \
-            if c.reasons else (str(run.error) if run is not None and run.error else "")
+        if c.reasons:
+            reason = _short(c.reasons[0]) + (f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else "")
+        else:
+            reason = _short(str(run.error)) if run is not None and run.error else ""
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
         t.add_row(str(c.rank) if c.rank else "-", _text(_overrides_text(c, many_specs)), _text(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
@@ -123,9 +125,10 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused)."""
     from launcher.api import connect, plan_sweep, submit_many
-    from launcher.cli.present import emit_json, safe_data
+    from launcher.cli.present import emit_json, safe, safe_data
     from launcher.errors import EXIT_INVALID
     from launcher.orchestrate import worst_exit_code
+    from launcher.sweep import warm_pool_notes
 
     as_json = output == "json"
     candidates = plan_sweep(specs, overrides, sweeps, region=region)
@@ -147,8 +150,6 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             emit_json([safe_data({**c.to_dict(), "state": "not_started"}) for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
-    from launcher.sweep import warm_pool_notes
-
     for note in warm_pool_notes([c.plan for c in ok], max_concurrent):
         warn(note)
 
@@ -159,11 +160,11 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         if as_json:
             return
         if event.kind == "started":
-            click.echo(f"started {event.job_name} ({event.running} running)")
+            click.echo(safe(f"started {event.job_name} ({event.running} running)"))
         elif event.kind == "ended":
-            click.echo(f"{event.job_name} {event.status.status} ({event.running} running)")
+            click.echo(safe(f"{event.job_name} {event.status.status} ({event.running} running)"))
         elif event.kind == "resubmit":
-            click.echo(f"resubmitting as {event.job_name}")
+            click.echo(safe(f"resubmitting as {event.job_name}"))
 
     runs = submit_many([c.plan for c in ok], max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event)
@@ -174,7 +175,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     errors = [run.error for run in runs if run.error is not None]
     for err in dict.fromkeys(errors):  # an interrupt while waiting is one error shared by the plans it stopped
         for line in err.lines():
-            click.echo(line, err=True)
+            click.echo(safe(line), err=True)
     if as_json:
         out = []
         for c in candidates:
@@ -229,7 +230,8 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
 @click.option("--max-steps", type=click.IntRange(min=3), default=None,
               help="Local: training steps (default 10); the run checkpoints part-way and resumes.")
 @click.option("--dry-run", is_flag=True, help="Do everything that only reads, then print what would start.")
-@click.option("--wait", is_flag=True, help="Follow the job's logs until it ends; exit with its outcome.")
+@click.option("--wait", is_flag=True,
+              help="Follow the job's logs until it ends (several plans: wait for every job); exit with its outcome.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
               help="With --wait or --max-concurrent: seconds between polls (as `logs --interval`).")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
