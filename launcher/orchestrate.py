@@ -104,24 +104,41 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str], Clients], Callabl
     return factory, for_polls
 
 
+def account_key(plan: Plan) -> tuple:
+    """What the account checks read for a plan (region, role, buckets, keys, VPC, image, secrets): plans
+    with equal keys pass or fail them alike, so each key is checked once before anything starts."""
+    est = getattr(plan, "estimator", None)
+    if est is None:
+        return (plan.job_name,)
+    checkpoint = est.checkpoint_s3_uri.replace(plan.job_name, "<job-name>")
+    return (plan.region, plan.role, est.output_path, est.code_location, checkpoint, est.output_kms_key,
+            tuple(est.subnets or ()), tuple(est.security_group_ids or ()), plan.framework.image_uri,
+            tuple(sorted(plan.channels.items())), tuple(sorted(plan.secrets.items())))
+
+
 def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
               wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
               clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
               on_failure: OnFailure | None = None, submit: Callable[..., Submission] | None = None,
+              check: Callable[..., Any] | None = None,
               sleep: Callable[[float], None] | None = None) -> list[PlanRun]:
     """Submit every plan, in order, keeping at most `max_concurrent` jobs running (None: no limit).
 
-    A queued plan starts when a running job ends (statuses polled every `interval` seconds). Returns
-    once every plan started, or (with `wait` or an `on_failure` hook) once every job ended. `clients`
-    is one Clients, a function of a region, or None (made per plan's region). `submit` and `sleep`
-    replace the API's submit and time.sleep (tests). Ctrl-C while waiting stops the queue: the plans
-    not yet started are `not_started` with an Interrupted error."""
+    Before the first job starts, the account checks (buckets, role) run once for each distinct
+    account_key: one that refuses stops the queue with nothing started. A queued plan starts when a
+    running job ends (statuses polled every `interval` seconds). Returns once every plan started, or
+    (with `wait` or an `on_failure` hook) once every job ended. `clients` is one Clients, a function
+    of a region, or None (made per plan's region). `submit`, `check` and `sleep` replace the API's
+    submit, launcher.submission.check_account and time.sleep (tests). Ctrl-C while waiting stops the
+    queue: the plans not yet started are `not_started` with an Interrupted error."""
     if max_concurrent is not None and max_concurrent < 1:
         raise ValueError("max_concurrent must be at least 1")
     from launcher.jobs import job_status
 
     if submit is None:
         from launcher.api import submit
+    if check is None:
+        from launcher.submission import check_account as check
     sleep = sleep or time.sleep
     emit = on_event or (lambda _event: None)
     client_of, poll_client = _clients_for(clients)
@@ -168,6 +185,20 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                     current[i] = again
                     pending.appendleft(i)
                     emit(Event("resubmit", i, again.job_name, status=status, running=len(running)))
+
+    if not dry_run:  # a dry run's submit makes exactly these checks, plan by plan
+        checked: set[tuple] = set()
+        for i, plan in enumerate(plans):
+            key = account_key(plan)
+            if key in checked:
+                continue
+            checked.add(key)
+            try:
+                check(plan, client_of(plan.region), skip_role_check=skip_role_check)
+            except LauncherError as err:
+                runs[i].error, runs[i].state = err, ERROR
+                emit(Event("error", i, plan.job_name, message=str(err)))
+                return _finish(runs)
 
     try:
         while True:

@@ -187,3 +187,16 @@ def test_the_cli_never_has_more_than_2_running_and_every_job_ends(endpoint, monk
     final = client.list_training_jobs()["TrainingJobSummaries"]
     assert sorted(j["TrainingJobName"] for j in final) == sorted(d["job_name"] for d in data)
     assert {j["TrainingJobStatus"] for j in final} == {"Completed"}
+
+
+def test_an_account_check_that_fails_for_one_plan_starts_none(aws, run_cli):
+    """The second plan's bucket does not exist: found before the first plan's job is created."""
+    from tests.aws_setup import BUCKET
+
+    r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep",
+                f"output.path=s3://{BUCKET}/a,s3://no-such-bucket-13a/b", "--output", "json")
+    assert r.code == 4 and "bucket no-such-bucket-13a does not exist" in r.err
+    data = json.loads(r.out)
+    assert [d["state"] for d in data] == ["not_started", "error"] and not any(d["started"] for d in data)
+    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)  # nothing uploaded either

@@ -16,7 +16,12 @@ class FakeJobs:
 
     def __init__(self, polls=2, outcome=None):
         self.left, self.polls, self.outcome = {}, polls, outcome or {}
-        self.started, self.peak = [], 0
+        self.started, self.peak, self.checked = [], 0, []
+
+    def check(self, plan, clients, skip_role_check=False):
+        self.checked.append(plan.job_name)
+        if self.outcome.get(plan.job_name) == "refuse-check":
+            raise LauncherError(f"the role check refused {plan.job_name}")
 
     def submit(self, plan, **kw):
         if plan.job_name in self.outcome and self.outcome[plan.job_name] == "refuse":
@@ -47,7 +52,7 @@ def fake(monkeypatch):
 
 @pytest.mark.parametrize("limit", [1, 2, 3])
 def test_never_more_than_the_limit_and_every_plan_starts_in_order(fake, limit):
-    runs = run_queue(plans(5), max_concurrent=limit, wait=True, clients=object(), submit=fake.submit,
+    runs = run_queue(plans(5), max_concurrent=limit, wait=True, clients=object(), submit=fake.submit, check=fake.check,
                      sleep=lambda s: None)
     assert fake.started == [f"job-{i}" for i in range(5)] and fake.peak == limit
     assert [r.state for r in runs] == ["started"] * 5 and all(r.status.status == "Completed" for r in runs)
@@ -56,13 +61,14 @@ def test_never_more_than_the_limit_and_every_plan_starts_in_order(fake, limit):
 
 def test_no_limit_starts_everything_and_returns_without_waiting(fake):
     slept = []
-    runs = run_queue(plans(4), clients=object(), submit=fake.submit, sleep=slept.append)
+    runs = run_queue(plans(4), clients=object(), submit=fake.submit, check=fake.check, sleep=slept.append)
     assert fake.peak == 4 and slept == [] and all(r.status is None for r in runs)
 
 
 def test_a_failed_submit_stops_the_queue_and_gives_its_exit_code(fake):
     fake.outcome = {"job-1": "refuse"}
-    runs = run_queue(plans(4), max_concurrent=1, clients=object(), submit=fake.submit, sleep=lambda s: None)
+    runs = run_queue(plans(4), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
     assert [r.state for r in runs] == ["started", "error", "not_started", "not_started"]
     assert fake.started == ["job-0"] and "AWS refused job-1" in str(runs[1].error)
     assert worst_exit_code(runs) == 1
@@ -72,14 +78,14 @@ def test_ctrl_c_while_waiting_leaves_the_rest_not_started_with_exit_130(fake):
     def sleep(_seconds):
         raise KeyboardInterrupt
 
-    runs = run_queue(plans(3), max_concurrent=1, clients=object(), submit=fake.submit, sleep=sleep)
+    runs = run_queue(plans(3), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check, sleep=sleep)
     assert [r.state for r in runs] == ["started", "not_started", "not_started"]
     assert isinstance(runs[1].error, Interrupted) and worst_exit_code(runs) == 130
 
 
 def test_the_worst_outcome_is_failed_then_stopped(fake):
     fake.outcome = {"job-0": "Stopped", "job-2": "Failed"}
-    runs = run_queue(plans(3), max_concurrent=2, wait=True, clients=object(), submit=fake.submit,
+    runs = run_queue(plans(3), max_concurrent=2, wait=True, clients=object(), submit=fake.submit, check=fake.check,
                      sleep=lambda s: None)
     assert [r.exit_code for r in runs] == [5, 0, 1] and worst_exit_code(runs) == 1
     assert worst_exit_code(runs[:2]) == 5
@@ -93,14 +99,34 @@ def test_the_hook_sees_failed_jobs_only_and_its_plan_is_submitted(fake):
         seen.append((plan.job_name, status.status))
         return SimpleNamespace(job_name="job-0-r2", region="us-west-2") if plan.job_name == "job-0" else None
 
-    runs = run_queue(plans(2), max_concurrent=1, clients=object(), submit=fake.submit, sleep=lambda s: None,
+    runs = run_queue(plans(2), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None,
                      on_failure=on_failure)
     assert seen == [("job-0", "Failed")] and fake.started == ["job-0", "job-0-r2", "job-1"]
     assert runs[0].job_name == "job-0-r2" and runs[0].status.status == "Completed"
 
 
+def test_every_account_check_runs_before_the_first_job_and_a_refusal_starts_nothing(fake):
+    fake.outcome = {"job-2": "refuse-check"}
+    runs = run_queue(plans(3), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert fake.checked == ["job-0", "job-1", "job-2"] and fake.started == []
+    assert [r.state for r in runs] == ["not_started", "not_started", "error"] and worst_exit_code(runs) == 1
+
+
+def test_plans_that_read_the_same_account_resources_are_checked_once(aws):
+    from launcher.orchestrate import account_key
+
+    spec = str(JOBS / "llama7b.yaml")
+    same = [c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=1,2,4"])]
+    assert len({account_key(p) for p in same}) == 1
+    buckets = [c.plan for c in plan_sweep([spec], ["role=Good"], ["output.path=s3://bucket-a/x,s3://bucket-b/x"])]
+    assert len({account_key(p) for p in buckets}) == 2
+
+
 def test_a_dry_run_starts_nothing_and_polls_nothing(fake):
     runs = run_queue(plans(3), max_concurrent=1, dry_run=True, wait=True, clients=object(), submit=fake.submit,
+                     check=fake.check,
                      sleep=lambda s: pytest.fail("a dry run waits for nothing"))
     assert [r.state for r in runs] == ["dry_run"] * 3
 
