@@ -22,6 +22,9 @@ _EXPORTS = {
     # Failure classes and retries (issue 13).
     "Failure": "launcher.failures", "RetryPolicy": "launcher.retry", "next_attempt": "launcher.retry",
     "submit_with_retries": "launcher.retry",
+    # many plans (issue 13)
+    "plan_sweep": "launcher.api", "submit_many": "launcher.api", "Candidate": "launcher.sweep",
+    "PlanRun": "launcher.orchestrate", "Event": "launcher.orchestrate",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -6,7 +6,7 @@ typed objects, and raises LauncherError subclasses; nothing here prints, prompts
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
     from launcher.aws import Clients
     from launcher.jobs import JobStatus, JobSummary
+    from launcher.orchestrate import Event, PlanRun
     from launcher.plan import Plan
     from launcher.spec.loader import LoadedSpec
     from launcher.submission import Submission
+    from launcher.sweep import Candidate
     from launcher.tail import LogLines
 
 
@@ -114,3 +116,38 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
     from launcher.jobs import list_jobs as _list
 
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
+
+
+# -- many plans (issue 13: sweeps and a queue) ---------------------------------------------------------
+
+def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
+               sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
+               env: Mapping[str, str] | None = None, now: datetime | None = None) -> list[Candidate]:
+    """Every spec times the cartesian product of `sweeps` (`"KEY=V1,V2"` strings, or KEY -> values),
+    each loaded, planned and advised (no AWS call): ranked `ok` Candidates first, then the refused ones
+    with their reasons. `overrides` apply to every plan. Raises UsageError for a malformed sweep."""
+    import json
+
+    from launcher.sweep import plan_sweep as _plan_sweep
+
+    if isinstance(overrides, Mapping):
+        overrides = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+    if isinstance(sweeps, Mapping):
+        sweeps = [f"{key}={','.join(json.dumps(v) for v in values)}" for key, values in sweeps.items()]
+    return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now)
+
+
+def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
+                wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
+                clients: Clients | Callable[[str], Clients] | None = None,
+                on_event: Callable[[Event], None] | None = None,
+                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> list[PlanRun]:
+    """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
+
+    Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or an
+    `on_failure` hook, which may return a plan to submit again for a job that Failed or was Stopped)
+    once every job ended. Nothing is printed: `on_event` gets each start, end, resubmission and error."""
+    from launcher.orchestrate import run_queue
+
+    return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
+                     skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)

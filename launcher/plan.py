@@ -83,6 +83,8 @@ def spec_hash(loaded: LoadedSpec) -> str:
     from launcher.secrets import redact_env
 
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
+        del data["cluster"]["keep_alive"]
     data["environment"] = redact_env(data.get("environment", {}))
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -191,6 +193,7 @@ class EstimatorArgs:
     security_group_ids: list[str] | None = None
     output_kms_key: str | None = None
     volume_kms_key: str | None = None
+    keep_alive_period_in_seconds: int | None = None  # a warm pool (cluster.keep_alive > 0)
 
     def to_dict(self) -> dict[str, Any]:
         """The keyword arguments (a deep copy; secrets NOT redacted: this is what the SDK gets)."""
@@ -403,6 +406,7 @@ def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str,
         # their local volumes are encrypted by the instance's hardware; the key protects the S3 output.
         output_kms_key=kms or None,
         volume_kms_key=kms if kms and not instance.instance_storage_gb else None,
+        keep_alive_period_in_seconds=cluster.keep_alive or None,
     )
 
 

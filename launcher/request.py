@@ -65,6 +65,8 @@ def predict_request(plan: Plan, source_uri: str, role_arn: str) -> dict[str, Any
         request["OutputDataConfig"]["KmsKeyId"] = est.output_kms_key
     if est.volume_kms_key:
         request["ResourceConfig"]["VolumeKmsKeyId"] = est.volume_kms_key
+    if est.keep_alive_period_in_seconds:
+        request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = est.keep_alive_period_in_seconds
     if est.use_spot_instances:
         request["EnableManagedSpotTraining"] = True
         request["StoppingCondition"]["MaxWaitTimeInSeconds"] = est.max_wait

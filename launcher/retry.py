@@ -107,6 +107,21 @@ def next_attempt(plan: Plan, failed: JobStatus, attempt: int, policy: RetryPolic
     return dataclasses.replace(plan, job_name=name, estimator=estimator)
 
 
+def retrying(policy: RetryPolicy) -> Callable[[Plan, JobStatus], Plan | None]:
+    """An `on_failure` hook for launcher.submit_many: each plan's next attempt (next_attempt), counted
+    per plan; the queue starts it as soon as a slot is free (the backoff applies to single submits)."""
+    attempts: dict[str, int] = {}
+
+    def on_failure(plan: Plan, failed: JobStatus) -> Plan | None:
+        attempt = attempts.get(plan.job_name, 1)
+        again = next_attempt(plan, failed, attempt, policy)
+        if again is not None:
+            attempts[again.job_name] = attempt + 1
+        return again
+
+    return on_failure
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One job of a retried submit: what was submitted and how it ended."""

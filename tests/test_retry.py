@@ -95,3 +95,15 @@ def test_submit_with_retries_gives_up_after_max_attempts(plan):
                                  submit=lambda p: p.job_name,
                                  wait=lambda names: [_status(names[0], "Failed", "capacity")], sleep=lambda s: None)
     assert len(result.attempts) == 2 and result.exit_code == 1
+
+
+def test_the_queue_hook_counts_attempts_per_plan_and_stops_at_the_limit(plan):
+    from launcher.retry import retrying
+
+    hook = retrying(RetryPolicy(classes=frozenset({"capacity"}), max_attempts=3))
+    second = hook(plan, _status(plan.job_name, "Failed", "capacity"))
+    third = hook(second, _status(second.job_name, "Failed", "capacity"))
+    assert (second.job_name, third.job_name) == (f"{plan.job_name}-r2", f"{plan.job_name}-r3")
+    assert hook(third, _status(third.job_name, "Failed", "capacity")) is None  # three attempts in all
+    assert hook(plan, _status(plan.job_name, "Failed", "out_of_memory")) is None  # a class not retried
+    assert third.estimator.checkpoint_s3_uri == plan.estimator.checkpoint_s3_uri

@@ -61,6 +61,7 @@ VARIANTS = {
                               f"data.train=s3://{BUCKET}/data/train", f"data.validation=s3://{BUCKET}/data/val",
                               "hyperparameters={lr_hint: 0.5, tag: x, flag: true}", "environment={A: b}"],
     "p5-pinned": ["cluster.instance_type=ml.p5.48xlarge", "framework.pytorch_version='2.5.1'"],
+    "warm-pool": ["cluster.keep_alive=30m"],
 }
 
 
@@ -73,6 +74,10 @@ def test_the_sdk_sends_exactly_the_predicted_request(aws, variant):
     for key in predicted:
         assert sent[key] == predicted[key], key
     assert "smdistributed-modelparallel" in sent["AlgorithmSpecification"]["TrainingImage"]
+    if variant == "warm-pool":
+        assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800
+    else:
+        assert "KeepAlivePeriodInSeconds" not in sent["ResourceConfig"]
 
 
 def test_first_and_repeated_submit(aws):

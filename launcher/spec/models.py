@@ -43,6 +43,27 @@ Duration = Annotated[
         "description": "Seconds, or a duration such as 1d, 12h, 90m, 1h30m.",
     }),
 ]
+WARM_POOLS = "https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html"
+KEEP_ALIVE_MAX = 3600  # ResourceConfig.KeepAlivePeriodInSeconds: 0-3600 (API_ResourceConfig)
+
+
+def _keep_alive(value):
+    """0 (no warm pool) or a duration of at most an hour."""
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    return parse_duration(value)
+
+
+KeepAlive = Annotated[
+    int,
+    BeforeValidator(_keep_alive),
+    Field(ge=0, le=KEEP_ALIVE_MAX),
+    WithJsonSchema({
+        "anyOf": [{"type": "integer", "minimum": 0, "maximum": KEEP_ALIVE_MAX},
+                  {"type": "string", "pattern": r"^\s*(\d+|(\d+[dhms])+)\s*$"}],
+        "description": "Seconds (0-3600), or a duration such as 30m.",
+    }),
+]
 BUCKET_RULES = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html"
 CREATE_TRAINING_JOB = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html"
 S3_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
@@ -217,6 +238,10 @@ class ClusterSpec(_Section):
     kms_key_id: Optional[Annotated[str, Field(pattern=KMS_PATTERN)]] = Field(
         None, description="KMS key for the job's S3 output (key id, key ARN, alias/NAME or alias ARN); p4d, "
                           "p4de and p5 encrypt their instance storage in hardware.")
+    keep_alive: KeepAlive = Field(
+        0, description="SageMaker managed warm pool: keep the instances this long (at most 1h) after the job "
+                       "ends, so a matching next job (same role, instances, volume, VPC) skips provisioning. "
+                       "0: none. Not with spot.")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -226,6 +251,9 @@ class ClusterSpec(_Section):
             raise ValueError(f"max_wait ({self.max_wait}s) must be at least max_run ({self.max_run}s)")
         if bool(self.subnets) != bool(self.security_group_ids):
             raise ValueError("a VPC needs both subnets and security_group_ids")
+        if self.keep_alive and self.spot:
+            raise ValueError(f"keep_alive (a warm pool) cannot be used with spot training: SageMaker managed warm "
+                             f"pools do not support spot instances ({WARM_POOLS}); drop one of them")
         return self
 
 

@@ -1,0 +1,142 @@
+"""The queue alone, with a fake submit and fake job statuses: the limit, a failed submit, Ctrl-C, exit codes;
+and the warm-pool notes for plans that set cluster.keep_alive."""
+from types import SimpleNamespace
+
+import pytest
+
+import launcher.jobs
+from launcher.errors import Interrupted, LauncherError
+from launcher.orchestrate import run_queue, worst_exit_code
+from launcher.sweep import plan_sweep, warm_pool_notes
+from tests.conftest import JOBS
+
+
+class FakeJobs:
+    """Jobs that end after `polls` status reads each; records how many run at once."""
+
+    def __init__(self, polls=2, outcome=None):
+        self.left, self.polls, self.outcome = {}, polls, outcome or {}
+        self.started, self.peak, self.checked = [], 0, []
+
+    def check(self, plan, clients, skip_role_check=False):
+        self.checked.append(plan.job_name)
+        if self.outcome.get(plan.job_name) == "refuse-check":
+            raise LauncherError(f"the role check refused {plan.job_name}")
+
+    def submit(self, plan, **kw):
+        if plan.job_name in self.outcome and self.outcome[plan.job_name] == "refuse":
+            raise LauncherError(f"AWS refused {plan.job_name}")
+        self.started.append(plan.job_name)
+        self.left[plan.job_name] = self.polls
+        self.peak = max(self.peak, sum(n > 0 for n in self.left.values()))
+        return SimpleNamespace(job_name=plan.job_name, dry_run=kw["dry_run"], warnings=(), notes=())
+
+    def status(self, clients, name):
+        self.left[name] -= 1
+        done = self.left[name] <= 0
+        status = self.outcome.get(name, "Completed") if done else "InProgress"
+        return SimpleNamespace(job_name=name, status=status, terminal=done,
+                               exit_code={"Failed": 1, "Stopped": 5}.get(status, 0) if done else 0)
+
+
+def plans(n):
+    return [SimpleNamespace(job_name=f"job-{i}", region="us-west-2") for i in range(n)]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    jobs = FakeJobs()
+    monkeypatch.setattr(launcher.jobs, "job_status", jobs.status)
+    return jobs
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_never_more_than_the_limit_and_every_plan_starts_in_order(fake, limit):
+    runs = run_queue(plans(5), max_concurrent=limit, wait=True, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert fake.started == [f"job-{i}" for i in range(5)] and fake.peak == limit
+    assert [r.state for r in runs] == ["started"] * 5 and all(r.status.status == "Completed" for r in runs)
+    assert worst_exit_code(runs) == 0
+
+
+def test_no_limit_starts_everything_and_returns_without_waiting(fake):
+    slept = []
+    runs = run_queue(plans(4), clients=object(), submit=fake.submit, check=fake.check, sleep=slept.append)
+    assert fake.peak == 4 and slept == [] and all(r.status is None for r in runs)
+
+
+def test_a_failed_submit_stops_the_queue_and_gives_its_exit_code(fake):
+    fake.outcome = {"job-1": "refuse"}
+    runs = run_queue(plans(4), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert [r.state for r in runs] == ["started", "error", "not_started", "not_started"]
+    assert fake.started == ["job-0"] and "AWS refused job-1" in str(runs[1].error)
+    assert worst_exit_code(runs) == 1
+
+
+def test_ctrl_c_while_waiting_leaves_the_rest_not_started_with_exit_130(fake):
+    def sleep(_seconds):
+        raise KeyboardInterrupt
+
+    runs = run_queue(plans(3), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check, sleep=sleep)
+    assert [r.state for r in runs] == ["started", "not_started", "not_started"]
+    assert isinstance(runs[1].error, Interrupted) and worst_exit_code(runs) == 130
+
+
+def test_the_worst_outcome_is_failed_then_stopped(fake):
+    fake.outcome = {"job-0": "Stopped", "job-2": "Failed"}
+    runs = run_queue(plans(3), max_concurrent=2, wait=True, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert [r.exit_code for r in runs] == [5, 0, 1] and worst_exit_code(runs) == 1
+    assert worst_exit_code(runs[:2]) == 5
+
+
+def test_the_hook_sees_failed_jobs_only_and_its_plan_is_submitted(fake):
+    fake.outcome = {"job-0": "Failed"}
+    seen = []
+
+    def on_failure(plan, status):
+        seen.append((plan.job_name, status.status))
+        return SimpleNamespace(job_name="job-0-r2", region="us-west-2") if plan.job_name == "job-0" else None
+
+    runs = run_queue(plans(2), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None,
+                     on_failure=on_failure)
+    assert seen == [("job-0", "Failed")] and fake.started == ["job-0", "job-0-r2", "job-1"]
+    assert runs[0].job_name == "job-0-r2" and runs[0].status.status == "Completed"
+
+
+def test_every_account_check_runs_before_the_first_job_and_a_refusal_starts_nothing(fake):
+    fake.outcome = {"job-2": "refuse-check"}
+    runs = run_queue(plans(3), max_concurrent=1, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert fake.checked == ["job-0", "job-1", "job-2"] and fake.started == []
+    assert [r.state for r in runs] == ["not_started", "not_started", "error"] and worst_exit_code(runs) == 1
+
+
+def test_plans_that_read_the_same_account_resources_are_checked_once(aws):
+    from launcher.orchestrate import account_key
+
+    spec = str(JOBS / "llama7b.yaml")
+    same = [c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=1,2,4"])]
+    assert len({account_key(p) for p in same}) == 1
+    buckets = [c.plan for c in plan_sweep([spec], ["role=Good"], ["output.path=s3://bucket-a/x,s3://bucket-b/x"])]
+    assert len({account_key(p) for p in buckets}) == 2
+
+
+def test_a_dry_run_starts_nothing_and_polls_nothing(fake):
+    runs = run_queue(plans(3), max_concurrent=1, dry_run=True, wait=True, clients=object(), submit=fake.submit,
+                     check=fake.check,
+                     sleep=lambda s: pytest.fail("a dry run waits for nothing"))
+    assert [r.state for r in runs] == ["dry_run"] * 3
+
+
+def test_warm_pool_notes_say_what_keeps_plans_from_sharing_a_pool():
+    spec = str(JOBS / "llama7b.yaml")
+    same = [c.plan for c in plan_sweep([spec], ["role=Good", "cluster.keep_alive=10m"], ["training.batch_size=2,4"])]
+    assert warm_pool_notes(same, 1) == []
+    assert "one job at a time" in warm_pool_notes(same, 2)[0]
+    apart = [c.plan for c in plan_sweep([spec], ["role=Good", "cluster.keep_alive=10m", "smp.hybrid_shard_degree=0"],
+                                        ["cluster.instance_count=1,2"])]
+    assert "differ in instance count" in warm_pool_notes(apart, 1)[0]
+    assert warm_pool_notes([c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=2,4"])], 2) == []

@@ -1,0 +1,128 @@
+"""Sweeps: --sweep parsing and typing, the cartesian expansion, refusal reasons, ranking, the JSON list."""
+import json
+
+import pytest
+
+from launcher.errors import UsageError
+from launcher.sweep import expand, parse_sweep, parse_sweeps, plan_sweep
+from tests.conftest import JOBS
+
+SPEC = str(JOBS / "llama7b.yaml")
+SETS = ["role=Good", "smp.hybrid_shard_degree=0"]
+GRID = ["smp.tensor_parallel_degree=1,2,3", "training.batch_size=2,4,64"]
+
+
+def test_the_expansion_is_the_cartesian_product_last_key_fastest():
+    plans = expand([SPEC, SPEC], ["role=Good"], parse_sweeps(["a.b=1,2", "c.d=x,y,z"]))
+    assert len(plans) == 12 and [p.index for p in plans] == list(range(12))
+    assert [dict(p.overrides) for p in plans[:3]] == [{"a.b": 1, "c.d": "x"}, {"a.b": 1, "c.d": "y"},
+                                                      {"a.b": 1, "c.d": "z"}]
+    assert plans[0].sets == ("role=Good", "a.b=1", "c.d=x")  # the user's --set first: it applies to every plan
+
+
+def test_values_are_typed_as_yaml_like_set_and_commas_inside_brackets_or_quotes_do_not_split():
+    sweep = parse_sweep("k=1e-4,true,null,'a,b',[1, 2],{x: 1},0x10,2", 1)
+    assert sweep.values == ("1e-4", "true", "null", "'a,b'", "[1, 2]", "{x: 1}", "0x10", "2")
+    typed = [dict(e.overrides)["k"] for e in expand([SPEC], (), [sweep])]
+    assert typed == [1e-4, True, None, "a,b", [1, 2], {"x": 1}, 16, 2]
+    assert sweep.columns == (3, 8, 13, 18, 24, 31, 38, 43)
+
+
+@pytest.mark.parametrize("expr,text", [("novalue", "expected KEY.PATH=VALUE1"), ("a..b=1", "expected KEY.PATH"),
+                                       ("a=1,,2", "--sweep:1:5: a: an empty value"),
+                                       ("extends=x.yaml", "extends cannot be swept")])
+def test_a_malformed_sweep_is_a_usage_error(expr, text):
+    with pytest.raises(UsageError) as err:
+        parse_sweeps([expr])
+    assert text in str(err.value) and err.value.exit_code == 2
+
+
+def test_a_key_swept_twice_or_also_set_is_refused():
+    with pytest.raises(UsageError, match="swept twice"):
+        parse_sweeps(["a=1,2", "a=3"])
+    with pytest.raises(UsageError, match="both swept and --set"):
+        parse_sweeps(["training.batch_size=1,2"], ["training.batch_size=4"])
+    with pytest.raises(UsageError, match="at most 256"):
+        parse_sweeps(["a=" + ",".join(map(str, range(20))), "b=" + ",".join(map(str, range(20)))])
+
+
+def test_a_misspelt_swept_key_is_refused_with_did_you_mean_at_its_flag():
+    cands = plan_sweep([SPEC], ["role=Good"], ["smp.tensor_paralel_degree=1,2"])
+    assert [c.status for c in cands] == ["refused", "refused"] and all(c.plan is None for c in cands)
+    (reason,) = cands[0].reasons
+    assert reason.startswith("--sweep:1:") and "did you mean 'tensor_parallel_degree'" in reason
+
+
+def test_a_bad_value_points_at_that_value_in_its_flag():
+    cands = plan_sweep([SPEC], ["role=Good"], ["training.batch_size=2,x"])
+    ok, bad = cands
+    assert ok.status == "ok" and bad.status == "refused"
+    assert bad.reasons == ("--sweep:1:23: training.batch_size: input should be a valid integer (got 'x')",)
+
+
+def test_impossible_layouts_are_refused_with_one_positioned_line_per_reason_and_the_rest_ranked():
+    cands = plan_sweep([SPEC], SETS, GRID)
+    got = [(c.rank, c.overrides["smp.tensor_parallel_degree"], c.overrides["training.batch_size"], c.status)
+           for c in cands]
+    # fits first, then most tokens per step, then most headroom (tp 2 x batch 4 has more than tp 1 x batch 2)
+    assert got == [(1, 1, 4, "ok"), (2, 2, 4, "ok"), (3, 1, 2, "ok"), (4, 2, 2, "ok"),
+                   (None, 1, 64, "refused"), (None, 2, 64, "refused"), (None, 3, 2, "refused"),
+                   (None, 3, 4, "refused"), (None, 3, 64, "refused")]
+    ranked = [c for c in cands if c.ok]
+    assert [c.tokens_per_step for c in ranked] == [131072, 65536, 65536, 32768]
+    assert ranked[1].headroom_gb > ranked[2].headroom_gb
+    assert cands[4].reasons[0].startswith("--sweep:2:25: training.batch_size: SMP060 ")  # memory does not fit
+    assert cands[6].reasons[0].startswith("--sweep:1:32: smp.tensor_parallel_degree: SMP001 ")
+    assert all("\n" not in r for c in cands for r in c.reasons)
+    names = [c.plan.job_name for c in cands if c.plan]
+    assert len(set(names)) == len(names)  # every plan has its own job name
+
+
+def test_the_api_takes_a_mapping_of_values():
+    import launcher
+
+    cands = launcher.plan_sweep([SPEC], {"role": "Good"}, {"training.batch_size": [2, 4]})
+    assert [c.overrides for c in cands] == [{"training.batch_size": 4}, {"training.batch_size": 2}]
+
+
+def test_dry_run_json_is_a_list_with_one_object_per_plan_and_nothing_is_created(aws, run_cli):
+    r = run_cli("submit", SPEC, *(a for s in SETS for a in ("--set", s)), *(a for s in GRID for a in ("--sweep", s)),
+                "--dry-run", "--output", "json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert len(data) == 9 and [d["status"] for d in data] == ["ok"] * 4 + ["refused"] * 5
+    best = data[0]
+    assert best["overrides"] == {"smp.tensor_parallel_degree": 1, "training.batch_size": 4}
+    assert best["rank"] == 1 and best["reasons"] == [] and best["state"] == "dry_run" and not best["started"]
+    assert best["request"]["TrainingJobName"] == best["job_name"] and best["memory"]["fits"]  # the plan's own keys
+    assert best["submission"]["dry_run"] is True
+    refused = data[-1]
+    assert refused["rank"] is None and refused["state"] == "not_started" and "request" not in refused
+    assert refused["reasons"][0].startswith("--sweep:1:32: ")
+    assert "SMP001" in r.err and "[refused: smp.tensor_parallel_degree=3 training.batch_size=64]" in r.err
+    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_the_table_ranks_plans_for_people(aws, run_cli):
+    r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "training.batch_size=2,64", "--dry-run")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert "1 would start, 1 refused" in lines[0] and lines[1].split()[:3] == ["#", "plan", "status"]
+    first = next(ln for ln in lines if ln.startswith("1 "))
+    assert "training.batch_size=2" in first and "ok" in first and "llama2-7b-" in first
+    assert any(ln.startswith("- ") and "refused" in ln and "SMP060" in ln for ln in lines)
+
+
+def test_nothing_is_submitted_when_every_plan_is_refused_or_strict_and_one_is(aws, run_cli):
+    r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "smp.tensor_parallel_degree=3,5")
+    assert r.code == 2 and "nothing was submitted: every plan was refused" in r.err
+    r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "training.batch_size=2,64", "--strict",
+                "--output", "json")
+    assert r.code == 2 and "--strict: 1 of 2 refused" in r.err
+    assert [d["state"] for d in json.loads(r.out)] == ["not_started", "not_started"]
+    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_local_refuses_sweep_options(run_cli):
+    r = run_cli("submit", SPEC, "--local", "--sweep", "training.batch_size=2,4")
+    assert r.code == 2 and "--local runs one spec here" in r.err
