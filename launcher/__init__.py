@@ -19,6 +19,10 @@ _EXPORTS = {
     "RoleRefused": "launcher.iam", "JobNotFound": "launcher.jobs", "Interrupted": "launcher.errors",
     "Submission": "launcher.submission", "Advisory": "launcher.rules", "Topology": "launcher.topology",
     "JobStatus": "launcher.jobs", "JobSummary": "launcher.jobs",
+    # issue 13 (13c): provenance and SageMaker Pipelines
+    "rerun": "launcher.api", "diff": "launcher.api", "pipeline_definition": "launcher.api",
+    "upsert_pipeline": "launcher.api", "Change": "launcher.provenance", "NotLaunchedHere": "launcher.provenance",
+    "PipelineResult": "launcher.pipeline",
 }
 
 __all__ = ["__version__", *_EXPORTS]
