@@ -40,11 +40,13 @@ class PipelineResult:
     uploaded: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     aws_calls: tuple[str, ...] = field(default=())
+    role_checks: tuple[Any, ...] = ()  # launcher.iam.RoleCheck: each job's, then the pipeline role's
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "region": self.region, "role_arn": self.role_arn, "steps": list(self.steps),
                 "dry_run": self.dry_run, "arn": self.arn, "uploaded": list(self.uploaded),
-                "warnings": list(self.warnings), "aws_calls": list(self.aws_calls), "definition": self.definition}
+                "warnings": list(self.warnings), "aws_calls": list(self.aws_calls),
+                "role_checks": [c.as_dict() for c in self.role_checks], "definition": self.definition}
 
 
 def step_names(plans: Sequence[Plan]) -> list[str]:
@@ -205,10 +207,14 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
                  for p in plans]
     warnings: list[str] = []
     role_arn = ""
+    checks = []
     for plan in plans:
         account = check_account(plan, clients, skip_role_check=skip_role_check)
         warnings += [w for w in account.warnings if w not in warnings]
         role_arn = account.role_arn
+        checks.append(account.role_check)
+    if not skip_role_check:
+        checks.append(_check_pipeline_role(role_arn, region, clients, warnings))
     pipeline = build_pipeline(plans, name, role_arn, clients)
     body = definition(pipeline)
     arn = None
@@ -223,7 +229,23 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
         arn = _upsert(pipeline, role_arn, pipeline_tags(plans))
     return PipelineResult(name=name, region=region, role_arn=role_arn, steps=tuple(step_names(plans)),
                           definition=body, dry_run=dry_run, arn=arn, uploaded=tuple(uploaded),
-                          warnings=tuple(warnings), aws_calls=tuple(calls))
+                          warnings=tuple(warnings), aws_calls=tuple(calls),
+                          role_checks=tuple(c for c in checks if c is not None))
+
+
+def _check_pipeline_role(role_arn: str, region: str, clients: Clients, warnings: list[str]) -> Any:
+    """The pipeline role must also start, describe and tag the jobs, and pass itself to them."""
+    from launcher.iam import FAIL, UNKNOWN, RoleRefused, check_pipeline_role
+
+    try:
+        check = check_pipeline_role(role_arn, region, clients.iam)
+    except Exception as exc:
+        raise explain(exc, "checking the pipeline role") from None
+    if check.verdict == FAIL:
+        raise RoleRefused("\n".join(check.lines()))
+    if check.verdict == UNKNOWN:
+        warnings += [f"pipeline role check: cannot tell: {u}" for u in check.unknowns]
+    return check
 
 
 def _upsert(pipeline: Any, role_arn: str, tags: list[dict[str, str]]) -> str:

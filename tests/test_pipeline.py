@@ -13,14 +13,33 @@ from botocore.exceptions import ClientError
 import emulator
 from launcher.aws import AwsError, Clients
 from launcher.errors import SpecError, UsageError
+from launcher.iam import PIPELINE_JOB_ACTIONS, RoleRefused
 from launcher.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
 from launcher.plan import build_plan
 from launcher.spec import load_spec
-from tests.aws_setup import BUCKET, create_world
+from tests.aws_setup import ACCOUNT, BUCKET, TRUST_SAGEMAKER, create_world, job_policy
 from tests.conftest import JOBS
 from tests.test_submit import VARIANTS
 
 FINE_TUNE = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
+
+
+PIPELINE_ROLE = "Pipeline"
+
+
+def pipeline_world(session) -> dict[str, str]:
+    """create_world plus a role that may also run a pipeline's jobs (tests.aws_setup's Good may not)."""
+    arns = create_world(session)
+    iam = session.client("iam")
+    policy = job_policy()
+    policy["Statement"] += [
+        {"Effect": "Allow", "Action": list(PIPELINE_JOB_ACTIONS), "Resource": "arn:aws:sagemaker:*:*:training-job/*"},
+        {"Effect": "Allow", "Action": "iam:PassRole", "Resource": f"arn:aws:iam::{ACCOUNT}:role/{PIPELINE_ROLE}",
+         "Condition": {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}}]
+    arns[PIPELINE_ROLE] = iam.create_role(RoleName=PIPELINE_ROLE,
+                                          AssumeRolePolicyDocument=json.dumps(TRUST_SAGEMAKER))["Role"]["Arn"]
+    iam.put_role_policy(RoleName=PIPELINE_ROLE, PolicyName="job", PolicyDocument=json.dumps(policy))
+    return arns
 
 
 @pytest.fixture
@@ -29,11 +48,11 @@ def aws(monkeypatch):
         monkeypatch.setenv(k, v)
     with emulator.mocked():
         session = boto3.Session(region_name="us-west-2")
-        yield SimpleNamespace(session=session, arns=create_world(session), sagemaker=session.client("sagemaker"))
+        yield SimpleNamespace(session=session, arns=pipeline_world(session), sagemaker=session.client("sagemaker"))
 
 
 def plan(*overrides, job="llama7b.yaml"):
-    return build_plan(load_spec(JOBS / job, ["role=Good", *overrides]), region="us-west-2")
+    return build_plan(load_spec(JOBS / job, [f"role={PIPELINE_ROLE}", *overrides]), region="us-west-2")
 
 
 def expected_arguments(p, role_arn):
@@ -56,25 +75,28 @@ def expected_arguments(p, role_arn):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_each_step_is_the_plans_predicted_request(aws, variant):
     plans = [plan(*VARIANTS[variant]), plan(*VARIANTS[variant], *FINE_TUNE)]
-    definition = pipeline_definition(plans, "contract", role_arn=aws.arns["Good"], clients=Clients(region="us-west-2"))
+    definition = pipeline_definition(plans, "contract", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))
     steps = definition["Steps"]
     assert [s["Name"] for s in steps] == step_names(plans) == ["llama2-7b", "llama2-7b-2"]
     for p, step in zip(plans, steps, strict=True):
         assert step["Type"] == "Training"
-        assert step["Arguments"] == expected_arguments(p, aws.arns["Good"])
+        assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
     assert "DependsOn" not in steps[0] and steps[1]["DependsOn"] == ["llama2-7b"]
 
 
 def test_a_checkpoint_path_the_spec_sets_is_kept(aws):
     p = plan(f"output.checkpoint_path=s3://{BUCKET}/ckpt/shared")
-    step = pipeline_definition([p], "kept", role_arn=aws.arns["Good"], clients=Clients(region="us-west-2"))["Steps"][0]
+    step = pipeline_definition([p], "kept", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))["Steps"][0]
     assert step["Arguments"]["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/ckpt/shared"
-    assert step["Arguments"] == expected_arguments(p, aws.arns["Good"])
+    assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
 
 
 def test_steps_run_in_the_order_given(aws):
     plans = [plan(), plan(*FINE_TUNE), plan("training.batch_size=2")]
-    steps = pipeline_definition(plans, "order", role_arn=aws.arns["Good"], clients=Clients(region="us-west-2"))["Steps"]
+    steps = pipeline_definition(plans, "order", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))["Steps"]
     assert [s.get("DependsOn") for s in steps] == [None, ["llama2-7b"], ["llama2-7b-2"]]
     assert json.loads(steps[1]["Arguments"]["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
 
@@ -86,7 +108,7 @@ def test_upsert_creates_then_updates_the_pipeline_in_moto(aws):
                                                                              "Simulate"))]
     assert writes == ["s3.PutObject", "s3.PutObject", "sagemaker.CreatePipeline"], first.aws_calls
     described = aws.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
-    assert described["PipelineArn"] == first.arn and described["RoleArn"] == aws.arns["Good"]
+    assert described["PipelineArn"] == first.arn and described["RoleArn"] == aws.arns[PIPELINE_ROLE]
     assert json.loads(described["PipelineDefinition"]) == first.definition
     for p in plans:  # the steps' source tarballs are there
         bucket, key = p.source.uri[5:].split("/", 1)
@@ -122,10 +144,22 @@ def test_the_role_flag_is_checked_and_used_for_every_step(aws):
                              skip_role_check=True, clients=Clients(region="us-west-2"))
     assert result.role_arn == aws.arns["NoTrust"]
     assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns["NoTrust"]}
-    from launcher.iam import RoleRefused
-
     with pytest.raises(RoleRefused):
         upsert_pipeline([plan()], "roles", role="NoTrust", clients=Clients(region="us-west-2"))
+
+
+def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write(aws):
+    """Good passes submit's role check (the control) but may not create jobs or pass itself."""
+    from launcher.submission import check_account
+
+    assert check_account(plan("role=Good"), Clients(region="us-west-2")).role_check.verdict == "pass"
+    with pytest.raises(RoleRefused) as refused:
+        upsert_pipeline([plan()], "roles", role="Good", clients=Clients(region="us-west-2"))
+    text = str(refused.value)
+    assert "sagemaker:CreateTrainingJob (pipeline)" in text and "iam:PassRole (pipeline)" in text
+    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+    ok = upsert_pipeline([plan()], "roles", dry_run=True, clients=Clients(region="us-west-2"))
+    assert [c.verdict for c in ok.role_checks] == ["pass", "pass"]
 
 
 @pytest.mark.parametrize("name", ["has space", "-leading", "a" * 257, "under_score"])
@@ -143,7 +177,7 @@ def test_an_endpoint_without_the_pipelines_api_says_cannot_tell():
 
 def test_cli_dry_run_prints_the_definition(aws, run_cli):
     result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), str(JOBS / "llama7b.yaml"), "--name", "cli",
-                     "--dry-run", "--set", "role=Good", "--skip-role-check")
+                     "--dry-run", "--set", f"role={PIPELINE_ROLE}", "--skip-role-check")
     assert result.code == 0, result.err
     definition = json.loads(result.out)
     assert [s["Name"] for s in definition["Steps"]] == ["llama2-7b", "llama2-7b-2"]
@@ -153,7 +187,7 @@ def test_cli_dry_run_prints_the_definition(aws, run_cli):
 
 
 def test_cli_upserts_and_reports_json(aws, run_cli):
-    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "cli", "--set", "role=Good",
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "cli", "--set", f"role={PIPELINE_ROLE}",
                      "--output", "json")
     assert result.code == 0, result.err
     data = json.loads(result.out)

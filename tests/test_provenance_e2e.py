@@ -11,8 +11,9 @@ import boto3
 import pytest
 
 import emulator
-from tests.aws_setup import REGION, create_world
+from tests.aws_setup import REGION
 from tests.conftest import REPO
+from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
 
 SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
 
@@ -30,7 +31,7 @@ def world(endpoint, monkeypatch, tmp_path):
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
     session = boto3.Session(region_name=REGION)
-    arns = create_world(session)
+    arns = pipeline_world(session)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
     env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
 
@@ -61,16 +62,16 @@ def test_submit_rerun_diff(world):
 
 def test_pipeline_is_upserted_and_described_back(world):
     session, arns, cli = world
-    dry = cli("pipeline", "jobs/llama7b.yaml", "jobs/llama7b.yaml", "--name", "nightly", "--set", "role=Good",
-              "--dry-run")
+    specs = ("jobs/llama7b.yaml", "jobs/llama7b.yaml", "--name", "nightly", "--set", f"role={PIPELINE_ROLE}")
+    dry = cli("pipeline", *specs, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     definition = json.loads(dry.stdout)
-    out = cli("pipeline", "jobs/llama7b.yaml", "jobs/llama7b.yaml", "--name", "nightly", "--set", "role=Good")
+    out = cli("pipeline", *specs)
     assert out.returncode == 0, out.stderr
     assert "upserted pipeline nightly" in out.stdout and "llama2-7b -> llama2-7b-2" in out.stdout
     described = session.client("sagemaker").describe_pipeline(PipelineName="nightly")
     stored = json.loads(described["PipelineDefinition"])
-    assert described["RoleArn"] == arns["Good"]
+    assert described["RoleArn"] == arns[PIPELINE_ROLE]
     assert [s["Name"] for s in stored["Steps"]] == [s["Name"] for s in definition["Steps"]]
     assert stored["Steps"][1]["DependsOn"] == ["llama2-7b"]
     assert "Traceback" not in out.stderr and "telemetry" not in out.stderr.lower()
