@@ -202,7 +202,8 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
     from launcher.source import upload
     from launcher.submission import check_account
 
-    if role:
+    role = role or plans[0].role
+    if role:  # one role for the pipeline and every step (checked against each plan below)
         plans = [dataclasses.replace(p, role=role, estimator=dataclasses.replace(p.estimator, role=role))
                  for p in plans]
     warnings: list[str] = []

@@ -1,7 +1,7 @@
 """`pipeline`: a SageMaker Pipeline of TrainingSteps built by the SDK's workflow classes, upserted to moto.
 
 The contract: each step's Arguments are the plan's predicted CreateTrainingJob request (the one submit's
-contract test holds the SDK to), less what a pipeline legitimately decides at run time (see PIPELINE_OWNS).
+contract test holds the SDK to), less what a pipeline legitimately decides at run time (see expected_arguments).
 """
 import json
 from types import SimpleNamespace
@@ -24,7 +24,7 @@ from tests.test_submit import VARIANTS
 FINE_TUNE = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
 
 
-PIPELINE_ROLE = "Pipeline"
+PIPELINE_ROLE = "SMPPipelineRole"
 
 
 def pipeline_world(session) -> dict[str, str]:
@@ -200,3 +200,27 @@ def test_cli_bad_spec_is_exit_2_and_nothing_happens(aws, run_cli, write_spec):
     result = run_cli("pipeline", str(bad), "--name", "bad")
     assert result.code == 2 and "Traceback" not in result.err
     assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+def test_without_role_the_first_specs_role_runs_every_step(aws):
+    result = upsert_pipeline([plan(), plan("role=Good", *FINE_TUNE)], "first-role", dry_run=True,
+                             clients=Clients(region="us-west-2"))
+    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns[PIPELINE_ROLE]}
+
+
+def test_no_telemetry_leaves_while_building_and_upserting(aws, monkeypatch):
+    from launcher.backends import estimator
+
+    estimator.import_sdk()
+    from sagemaker.telemetry import telemetry_logging
+
+    sent = []
+    monkeypatch.setattr(telemetry_logging, "_send_telemetry_request", lambda *a, **_: sent.append(a))
+    upsert_pipeline([plan()], "quiet", clients=Clients(region="us-west-2"))
+    assert sent == []
+    from sagemaker.workflow.pipeline import Pipeline  # the control: the SDK's own create does send
+
+    pipeline = Pipeline(name="loud", steps=[], sagemaker_session=estimator.session(aws.session, aws.sagemaker,
+                                                                                     pipeline=True))
+    pipeline.create(role_arn=aws.arns[PIPELINE_ROLE])
+    assert sent

@@ -19,6 +19,7 @@ def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: 
           region: str | None) -> None:
     """Submit the plan stored with JOB again, under a new job name tagged smp-launch:rerun-of=JOB.
 
+    JOB may be `latest`.
     The new job runs JOB's own source tarball and goes through submit's checks (the role, the
     buckets). A job smp-launch did not launch has no stored plan: exit 2.
     """
@@ -26,7 +27,9 @@ def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: 
     from launcher.cli.present import emit_json, safe_data
     from launcher.cli.submit import print_started, warn
     from launcher.errors import EXIT_OK
+    from launcher.state import resolve_job
 
+    job, region = resolve_job(job, region)
     result = rerun_job(job, dry_run=dry_run, skip_role_check=skip_role_check,
                        clients=job_clients(profile, region))
     for message in result.warnings:
@@ -52,13 +55,16 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
          region: str | None) -> None:
     """How two jobs' plans differ, key by key (`path: a -> b`; `+`/`-` for keys only one side has).
 
-    Either side may be a spec file (.yaml): its plan as it would be built now. Exits 0 whether or
+    Either side may be `latest` or a spec file (.yaml): its plan as it would be built now. Exits 0 whether or
     not they differ, unless --exit-code.
     """
     from launcher.api import diff as diff_jobs
     from launcher.cli.present import emit_json, safe_data
     from launcher.errors import EXIT_JOB_FAILED, EXIT_OK
+    from launcher.state import resolve_job
 
+    a, region = resolve_job(a, region)
+    b, region = resolve_job(b, region)
     changes = diff_jobs(a, b, everything=everything, spec=spec, clients=job_clients(profile, region))
     if output == "json":
         emit_json(safe_data([c.to_dict() for c in changes]))
