@@ -195,8 +195,6 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
         raise UsageError(f"{clean(stored.name, 100)} was launched by an older smp-launch that stored its plan but "
                          "not its spec (spec.json): submit its spec again")
     data = {**stored.spec, "environment": _environment(stored)}
-    if not data.get("role"):
-        data["role"] = stored.plan.get("role") or stored.description.get("RoleArn")
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
@@ -204,7 +202,10 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
                          f"{clean(exc.errors()[0].get('msg', exc), 200)}") from None
     loaded = LoadedSpec(spec=spec, file=f"{stored.name}:spec.json", marks={}, files=())
     region = clients.region or stored.plan.get("region")
-    plan = build_plan(loaded, now=now, env=clients.env, region=region)
+    env = dict(clients.env)
+    if not spec.role:  # the job had its role from SMP_LAUNCH_ROLE: the same one again, the spec unchanged
+        env["SMP_LAUNCH_ROLE"] = str(stored.plan.get("role") or stored.description.get("RoleArn") or "")
+    plan = build_plan(loaded, now=now, env=env, region=region)
     old_commit = [t for t in _tags(clients, stored) if t.get("Key") == GIT_COMMIT_TAG]
     tags = [t for t in plan.estimator.tags if t["Key"] != GIT_COMMIT_TAG] + old_commit[:1] + [
         {"Key": RERUN_TAG, "Value": stored.name}]
@@ -287,6 +288,21 @@ def _is_spec_file(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml")) and os.path.isfile(ref)
 
 
+def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored spec (only what was set) with every default filled in, so both sides of a diff name every
+    key; one that no longer validates is compared as stored."""
+    from pydantic import ValidationError
+
+    from launcher.spec.models import JobSpec
+
+    try:
+        data = JobSpec.model_validate(dict(stored)).model_dump(mode="json", exclude={"extends"})
+    except ValidationError:
+        return dict(stored)
+    data["environment"] = dict(stored.get("environment") or {})  # as stored: redacted values stay redacted
+    return data
+
+
 def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
     if _is_spec_file(ref):
@@ -297,13 +313,13 @@ def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
         loaded = load_spec(ref, [])
         region = clients.region or resolve_region(loaded.spec.cluster.region, clients.env)
         plan = build_plan(loaded, env=clients.env, region=region)
-        return stored_spec(plan) if spec else deterministic_plan(plan)
+        return full_spec(stored_spec(plan)) if spec else deterministic_plan(plan)
     stored = stored_job(clients, ref)
     if spec:
         if stored.spec is None:
             raise UsageError(f"{clean(ref, 100)} was launched by an older smp-launch that did not store its spec; "
                              "diff its plan instead (without --spec)")
-        return stored.spec
+        return full_spec(stored.spec)
     return stored.plan
 
 

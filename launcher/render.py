@@ -170,13 +170,16 @@ def deterministic_plan(plan: Plan) -> dict[str, Any]:
 def stored_spec(plan: Plan) -> dict[str, Any]:
     """The validated spec as the tarball keeps it (spec.json), so `rerun` can plan the job again.
 
-    Resolved (extends merged, --set applied, ${VAR} expanded, defaults filled) and holding no secret:
-    secrets are Secrets Manager ARNs, and secret-looking environment values are redacted as in plan.json.
+    Resolved (extends merged, --set applied, ${VAR} expanded) but only the values the spec set, not the
+    defaults: some rules read what a spec set explicitly, so it must validate back to the same spec.
+    It holds no secret: secrets are Secrets Manager ARNs, and secret-looking environment values are
+    redacted as in plan.json.
     """
     from launcher.secrets import redact_env
 
-    data = plan.spec.model_dump(mode="json", exclude={"extends"})
-    data["environment"] = redact_env(data.get("environment", {}))
+    data = plan.spec.model_dump(mode="json", exclude={"extends"}, exclude_unset=True)
+    if "environment" in data:
+        data["environment"] = redact_env(data["environment"])
     return data
 
 

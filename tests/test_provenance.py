@@ -72,6 +72,9 @@ def test_the_tarball_stores_the_validated_spec_and_no_secret(monkeypatch):
     # the stored spec is the validated spec: it validates back to the same thing (the secret aside)
     again = JobSpec.model_validate({**stored, "environment": dict(loaded.spec.environment)})
     assert again == loaded.spec
+    # and sets the same fields (rules read what a spec set explicitly, e.g. SMP029 and SMP056)
+    assert again.model_dump(exclude_unset=True) == loaded.spec.model_dump(exclude_unset=True)
+    assert "activation_loading_horizon" not in stored.get("smp", {})  # a default, not stored
 
 
 def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
@@ -79,6 +82,7 @@ def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
     second = api.rerun(first.job_name, clients=aws.clients())
     assert second.job_name != first.job_name and second.job_name.startswith("llama2-7b-")
     assert second.source_uri == first.source_uri and not second.uploaded  # the job's own tarball
+    assert second.warnings == ()  # this smp-launch renders the stored spec to the very same files
     assert "sagemaker.CreateTrainingJob" in second.aws_calls and "iam.SimulatePrincipalPolicy" in second.aws_calls
     old, new = aws.sent
     assert new["TrainingJobName"] == second.job_name
@@ -93,6 +97,15 @@ def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
         request["CheckpointConfig"].pop("S3Uri")
     assert new == old
     assert json.loads(new["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
+
+
+def test_a_role_from_the_environment_is_the_role_of_the_rerun(aws, monkeypatch):
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
+    clients = aws.clients()
+    first = api.submit(plan_for(load_spec(JOBS / "llama7b.yaml"), clients), clients=clients)
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "NoTrust")  # what the shell says now does not change the rerun
+    second = api.rerun(first.job_name, clients=aws.clients())
+    assert second.warnings == () and second.request["RoleArn"] == aws.arns["Good"]
 
 
 def test_rerun_dry_run_starts_nothing(aws):
