@@ -269,7 +269,11 @@ def _upsert(pipeline: Any, role_arn: str, tags: list[dict[str, str]]) -> str:
 def _pipeline_error(exc: Exception) -> AwsError:
     """A sentence for the failed upsert; an endpoint without the Pipelines API (a plain emulator) says so."""
     from botocore.exceptions import ClientError
+    from botocore.parsers import ResponseParserError
 
+    if isinstance(exc, ResponseParserError):  # an HTML error page, as a server lacking the operation sends
+        return AwsError("cannot tell whether the pipeline was created or updated: the SageMaker endpoint's "
+                        "answer to CreatePipeline/UpdatePipeline could not be read")
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         code = str(exc.response.get("Error", {}).get("Code", ""))

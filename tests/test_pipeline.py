@@ -169,10 +169,30 @@ def test_bad_pipeline_names_are_refused(aws, name):
 
 
 def test_an_endpoint_without_the_pipelines_api_says_cannot_tell():
+    from botocore.parsers import ResponseParserError
+
     exc = ClientError({"Error": {"Code": "500", "Message": "Internal Server Error"},
                        "ResponseMetadata": {"HTTPStatusCode": 500}}, "CreatePipeline")
-    error = _pipeline_error(exc)
-    assert isinstance(error, AwsError) and "cannot tell" in str(error) and "CreatePipeline" in str(error)
+    for error in (_pipeline_error(exc), _pipeline_error(ResponseParserError("<html>500</html>"))):
+        assert isinstance(error, AwsError) and "cannot tell" in str(error) and "CreatePipeline" in str(error)
+
+
+def test_an_upsert_the_endpoint_cannot_answer_is_one_line_and_exit_4(aws, run_cli, monkeypatch):
+    """What a server without CreatePipeline does (moto answers it; a plain 500 is what a missing one sends)."""
+    import botocore.client
+
+    real = botocore.client.BaseClient._make_api_call
+
+    def no_pipelines(client, operation, params):
+        if operation in ("CreatePipeline", "UpdatePipeline"):
+            raise ClientError({"Error": {"Code": "500", "Message": "<html>Internal Server Error</html>"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500}}, operation)
+        return real(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", no_pipelines)
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "missing", "--set", f"role={PIPELINE_ROLE}")
+    assert result.code == 4 and "cannot tell" in result.err and "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1
 
 
 def test_cli_dry_run_prints_the_definition(aws, run_cli):
