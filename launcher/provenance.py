@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 MAX_TARBALL = 64 * 1024 * 1024  # a rendered source dir is tens of KB; more is not ours
 MAX_UNPACKED = 64 * 1024 * 1024
+MAX_STORED_JSON = 1024 * 1024  # plan.json and spec.json are a few KB
 STORED = ("plan.json", "spec.json")
 # Keys that differ between any two jobs (or are derived from what differs) and say nothing on their own.
 IGNORED = frozenset({"job_name", "spec_hash", "estimator.tags[smp-launch:spec-hash]"})
@@ -138,6 +139,8 @@ def stored_job(clients: Clients, job: str) -> StoredJob:
     stored = {}
     for name in STORED:
         if name in files:
+            if len(files[name]) > MAX_STORED_JSON:
+                raise _not_ours(job, f"its {name} is larger than 1 MiB")
             try:
                 stored[name] = json.loads(files[name])
             except ValueError:

@@ -139,6 +139,17 @@ def test_a_source_without_plan_json_is_not_ours(aws):
         stored_job(Clients(region="us-west-2"), first.job_name)
 
 
+def test_an_oversized_or_malformed_stored_plan_is_refused_in_one_line(aws):
+    first = launch(aws)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    s3 = aws.session.client("s3")
+    cases = (("[1, 2]", "not a JSON object"), ("{", "not JSON"), (" " * (1024 * 1024 + 1), "larger than 1 MiB"))
+    for body, why in cases:
+        s3.put_object(Bucket=bucket, Key=key, Body=tarball({"plan.json": body}))
+        with pytest.raises(NotLaunchedHere, match=why):
+            stored_job(Clients(region="us-west-2"), first.job_name)
+
+
 def test_a_job_stored_before_spec_json_cannot_be_rerun_but_can_be_diffed(aws):
     first = launch(aws)
     bucket, key = first.source_uri[5:].split("/", 1)
