@@ -25,6 +25,10 @@ _EXPORTS = {
     # many plans (issue 13)
     "plan_sweep": "launcher.api", "submit_many": "launcher.api", "Candidate": "launcher.sweep",
     "PlanRun": "launcher.orchestrate", "Event": "launcher.orchestrate",
+    # issue 13 (13c): provenance and SageMaker Pipelines
+    "rerun": "launcher.api", "diff": "launcher.api", "pipeline_definition": "launcher.api",
+    "upsert_pipeline": "launcher.api", "Change": "launcher.provenance", "NotLaunchedHere": "launcher.provenance",
+    "PipelineResult": "launcher.pipeline",
 }
 
 __all__ = ["__version__", *_EXPORTS]

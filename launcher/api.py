@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from launcher.aws import Clients
     from launcher.jobs import JobStatus, JobSummary
     from launcher.orchestrate import Event, PlanRun
+    from launcher.pipeline import PipelineResult
     from launcher.plan import Plan
+    from launcher.provenance import Change
     from launcher.spec.loader import LoadedSpec
     from launcher.submission import Submission
     from launcher.sweep import Candidate
@@ -151,3 +153,43 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
 
     return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
+
+
+# issue 13 (13c): provenance and SageMaker Pipelines
+
+def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
+          clients: Clients | None = None) -> Submission:
+    """Submit the plan stored with job `name` again: a new job name (tagged smp-launch:rerun-of=<name>),
+    the job's own source tarball, and every check submit makes. Raises NotLaunchedHere (exit 2) for a
+    job smp-launch did not start, JobNotFound, and what submit raises."""
+    from launcher.provenance import rerun as _rerun
+
+    return _rerun(name, clients or connect(), dry_run=dry_run, skip_role_check=skip_role_check)
+
+
+def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
+         clients: Clients | None = None) -> list[Change]:
+    """How two jobs' stored plans differ, key by key (either side may be a spec file: its plan now).
+
+    Keys that always differ (the job name, the spec hash) are left out unless `everything`; with `spec`,
+    the stored specs are compared instead of the plans."""
+    from launcher.provenance import diff as _diff
+
+    return _diff(a, b, clients or connect(), everything=everything, spec=spec)
+
+
+def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
+                        clients: Clients | None = None) -> dict[str, Any]:
+    """The SageMaker Pipeline definition for the plans (one TrainingStep each, in order): no AWS call."""
+    from launcher.pipeline import pipeline_definition as _definition
+
+    return _definition(plans, name, role_arn=role_arn, clients=clients)
+
+
+def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
+                    skip_role_check: bool = False, clients: Clients | None = None) -> PipelineResult:
+    """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
+    pipeline (with dry_run: only the checks and the definition)."""
+    from launcher.pipeline import upsert_pipeline as _upsert
+
+    return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)

@@ -258,3 +258,34 @@ def _why(exc: Exception) -> str:
         return clean(code, 80)
     status = (response or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
     return f"{type(exc).__name__}{f', HTTP {status}' if status else ''}"
+
+
+# What a SageMaker Pipeline's execution role needs to run its TrainingSteps: create and describe the jobs
+# (tagged, so AddTags too) and pass the jobs' role (here, itself) to SageMaker
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-access.html).
+PIPELINE_JOB_ACTIONS = ("sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob", "sagemaker:AddTags")
+
+
+def check_pipeline_role(role_arn: str, region: str, iam: Any) -> RoleCheck:
+    """Simulate what the pipeline's execution role does on top of the job's own needs (check_role);
+    only reads IAM. A simulation IAM cannot answer is a verdict of unknown, as in check_role."""
+    check = RoleCheck(role=role_arn, role_arn=role_arn)
+    account = role_arn.split(":")[4] if role_arn.count(":") >= 5 else "*"
+    context = [{"ContextKeyName": "iam:PassedToService", "ContextKeyValues": [SAGEMAKER_PRINCIPAL],
+                "ContextKeyType": "string"}]
+    wanted = ((f"arn:aws:sagemaker:{region}:{account}:training-job/*", PIPELINE_JOB_ACTIONS, None),
+              (role_arn, ("iam:PassRole",), context))
+    try:
+        for resource, actions, ctx in wanted:
+            for r in _simulate(iam, role_arn, actions, resource, ctx):
+                check.checked += 1
+                if r.get("EvalDecision") != "allowed":
+                    check.missing.append({"action": f"{r['EvalActionName']} (pipeline)",
+                                          "resource": r.get("EvalResourceName", resource),
+                                          "decision": r.get("EvalDecision", "")})
+    except Exception as exc:
+        if _definite(exc):
+            raise
+        check.unknowns.append(f"IAM did not simulate the pipeline role's permissions ({_why(exc)})")
+    check.verdict = FAIL if check.missing else UNKNOWN if check.unknowns else PASS
+    return check

@@ -18,6 +18,7 @@ MANAGED_TAG = "smp-launch:managed"
 VERSION_TAG = "smp-launch:version"
 SPEC_HASH_TAG = "smp-launch:spec-hash"
 GIT_COMMIT_TAG = "smp-launch:git-commit"
+RERUN_TAG = "smp-launch:rerun-of"  # on a job `rerun` started: the job whose stored plan it ran again
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 RUNNING = ("InProgress", "Stopping")

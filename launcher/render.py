@@ -19,7 +19,7 @@ import jinja2
 from launcher import progress
 from launcher.architecture import HF_CLASSES
 from launcher.catalog import requirements
-from launcher.names import CHECKPOINT_LOCAL_PATH, GIT_COMMIT_TAG
+from launcher.names import CHECKPOINT_LOCAL_PATH, GIT_COMMIT_TAG, RERUN_TAG
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
 
@@ -148,8 +148,9 @@ def script_context(plan: Plan) -> dict[str, Any]:
 
 
 def deterministic_plan(plan: Plan) -> dict[str, Any]:
-    """The plan without what changes from run to run: the timestamped job name, the spec's path and the
-    git commit (a provenance tag on the job; in the tarball it would defeat the content-addressed upload)."""
+    """The plan without what changes from run to run: the timestamped job name, the spec's path, the
+    git commit and the job a rerun repeats (provenance tags on the job; in the tarball they would defeat
+    the content-addressed upload)."""
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
@@ -162,7 +163,23 @@ def deterministic_plan(plan: Plan) -> dict[str, Any]:
 
     data = scrub(plan.body_dict())
     data["spec_file"] = Path(plan.spec_file).name
-    data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] != GIT_COMMIT_TAG]
+    data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] not in (GIT_COMMIT_TAG, RERUN_TAG)]
+    return data
+
+
+def stored_spec(plan: Plan) -> dict[str, Any]:
+    """The validated spec as the tarball keeps it (spec.json), so `rerun` can plan the job again.
+
+    Resolved (extends merged, --set applied, ${VAR} expanded) but only the values the spec set, not the
+    defaults: some rules read what a spec set explicitly, so it must validate back to the same spec.
+    It holds no secret: secrets are Secrets Manager ARNs, and secret-looking environment values are
+    redacted as in plan.json.
+    """
+    from launcher.secrets import redact_env
+
+    data = plan.spec.model_dump(mode="json", exclude={"extends"}, exclude_unset=True)
+    if "environment" in data:
+        data["environment"] = redact_env(data["environment"])
     return data
 
 
@@ -175,6 +192,7 @@ def render_source(plan: Plan) -> dict[str, str]:
     files.update((name, runtime_source(name)) for name in RUNTIME_MODULES)
     files["distribution.json"] = json.dumps(plan.distribution, indent=2, sort_keys=True) + "\n"
     files["plan.json"] = json.dumps(deterministic_plan(plan), indent=2, sort_keys=True) + "\n"
+    files["spec.json"] = json.dumps(stored_spec(plan), indent=2, sort_keys=True) + "\n"
     return files
 
 

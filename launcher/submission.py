@@ -164,8 +164,13 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
     """
     calls: list[str] = []
-    clients.session.events.register("before-call.*.*", lambda model, **_: calls.append(
-        f"{model.service_model.service_name}.{model.name}"))
+
+    def note(model: Any, **_: Any) -> None:
+        calls.append(f"{model.service_model.service_name}.{model.name}")
+
+    # clients made later copy the session's handlers; those made already (rerun reads first) need their own
+    for events in (clients.session.events, *(c.meta.events for c in clients._cache.values())):
+        events.register("before-call.*.*", note)
     account = check_account(plan, clients, skip_role_check=skip_role_check)
     source = plan.source
     uploaded = remembered = False

@@ -16,8 +16,9 @@ import boto3
 import pytest
 
 import emulator
-from tests.aws_setup import BUCKET, REGION, create_world
+from tests.aws_setup import BUCKET, REGION
 from tests.conftest import REPO
+from tests.test_pipeline import pipeline_world
 
 SMP = str(Path(sys.executable).parent / "smp-launch")
 PREFIX = ".venv/bin/smp-launch "
@@ -96,7 +97,7 @@ def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, mon
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
     session = boto3.Session(region_name=REGION)
-    create_world(session)
+    pipeline_world(session)  # create_world plus a role that may run a pipeline (the README shows one)
     job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, training=6, line_interval=0.5),
                            session.client("sagemaker"))  # short: `logs JOB` follows it to its end
     env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",

@@ -16,7 +16,7 @@ from tests.conftest import JOBS, REPO
 
 GOLDENS = REPO / "tests" / "goldens"
 EXAMPLE_JOBS = sorted(JOBS.glob("*.yaml"))
-EXPECTED_FILES = {*SOURCE_TEMPLATES, *RUNTIME_MODULES, "distribution.json", "plan.json"}
+EXPECTED_FILES = {*SOURCE_TEMPLATES, *RUNTIME_MODULES, "distribution.json", "plan.json", "spec.json"}
 RUNTIME = REPO / "launcher" / "runtime"
 
 

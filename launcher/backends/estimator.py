@@ -149,20 +149,36 @@ def channels(plan: Plan) -> dict[str, str]:
     return dict(plan.channels)
 
 
-def build(plan: Plan, source_uri: str, role_arn: str, boto_session: Any, sagemaker_client: Any = None):
-    """The PyTorch Estimator for the plan; the source tarball is already in S3 at source_uri."""
-    sagemaker, PyTorch = import_sdk()
+def session(boto_session: Any, sagemaker_client: Any = None, *, pipeline: bool = False):
+    """The SDK Session a job is built under, without the user's SDK defaults; with `pipeline`, a
+    PipelineSession (fit then records the request as a pipeline step's arguments instead of starting a job)."""
+    sagemaker, _ = import_sdk()
+    if pipeline:
+        from sagemaker.workflow.pipeline_context import PipelineSession as factory
+    else:
+        factory = sagemaker.Session
     with _no_sdk_defaults():
-        session = sagemaker.Session(
+        made = factory(
             boto_session=boto_session, sagemaker_client=sagemaker_client,
-            sagemaker_runtime_client=_Unused("sagemaker-runtime"),
-            sagemaker_featurestore_runtime_client=_Unused("sagemaker-featurestore-runtime"),
-            sagemaker_metrics_client=_Unused("sagemaker-metrics"))
-    if session.sagemaker_config:
+            **({} if pipeline else {
+                "sagemaker_runtime_client": _Unused("sagemaker-runtime"),
+                "sagemaker_featurestore_runtime_client": _Unused("sagemaker-featurestore-runtime"),
+                "sagemaker_metrics_client": _Unused("sagemaker-metrics")}))
+    if made.sagemaker_config:
         raise LauncherError(f"the SageMaker SDK loaded a defaults config despite {' and '.join(CONFIG_OVERRIDES)}; "
                             "refusing to submit a request that may differ from the plan")
+    return made
+
+
+def build(plan: Plan, source_uri: str, role_arn: str, boto_session: Any, sagemaker_client: Any = None,
+          sdk_session: Any = None):
+    """The PyTorch Estimator for the plan; the source tarball is already in S3 at source_uri.
+
+    `sdk_session` replaces the plain Session (launcher.pipeline passes a PipelineSession)."""
+    _, PyTorch = import_sdk()
+    session_ = sdk_session or session(boto_session, sagemaker_client)
     kwargs = plan.estimator.to_dict()
-    kwargs.update(source_dir=source_uri, role=role_arn, sagemaker_session=session)
+    kwargs.update(source_dir=source_uri, role=role_arn, sagemaker_session=session_)
     # The image the plan resolved (the SDK's own lookup gives the same; tests/test_plan.py checks);
     # naming it spares the SDK loading its image tables.
     kwargs.setdefault("image_uri", plan.framework.image_uri)

@@ -58,6 +58,12 @@ def cli() -> None:
 for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS):
     cli.add_command(_command)
 
+# issue 13 (13c): provenance and SageMaker Pipelines
+from launcher.cli import pipeline, provenance  # noqa: E402
+
+for _command in (*provenance.COMMANDS, *pipeline.COMMANDS):
+    cli.add_command(_command)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""

@@ -1,0 +1,60 @@
+"""`pipeline`: one SageMaker Pipeline with a TrainingStep per spec, in order (the only other command that
+loads the SageMaker SDK besides submit: its workflow classes build the definition)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from launcher.cli.options import OUTPUT, SET, aws_options
+
+
+@click.command("pipeline")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@click.option("--name", "name", required=True, metavar="NAME", help="The pipeline's name (created, or updated).")
+@click.option("--role", default=None, metavar="ROLE",
+              help="Role (name or ARN) the pipeline and its jobs run under (default: the first spec's).")
+@click.option("--dry-run", is_flag=True, help="Check and build, then print the definition; write nothing.")
+@click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
+@SET
+@OUTPUT
+@aws_options
+def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool, skip_role_check: bool,
+             overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
+    """Build a SageMaker Pipeline running the specs' jobs one after another, and create or update it.
+
+    Every spec is loaded, validated and planned first, and checked as submit checks it (advisor
+    errors, buckets, the role); then each source tarball not yet in S3 is uploaded and the pipeline
+    is upserted. --dry-run prints the pipeline definition (JSON) instead.
+    """
+    from launcher.api import connect, load_spec
+    from launcher.cli.present import emit_json, safe_data
+    from launcher.errors import EXIT_OK
+    from launcher.pipeline import upsert_pipeline
+    from launcher.submission import plan_for
+
+    loaded = [load_spec(path, overrides) for path in specs]
+    clients = connect(profile=profile, region=region)
+    plans = [plan_for(spec, clients) for spec in loaded]
+    result = upsert_pipeline(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check,
+                             clients=clients)
+    for message in result.warnings:
+        click.echo(f"warning: {message}", err=True)
+    if output == "json":
+        emit_json(safe_data(result.to_dict()))
+    elif dry_run:
+        emit_json(safe_data(result.definition))
+        click.echo(f"dry run: pipeline {result.name} in {result.region}, steps {' -> '.join(result.steps)}; "
+                   "nothing was written", err=True)
+    else:
+        click.echo(f"upserted pipeline {result.name} in {result.region}: {result.arn}")
+        click.echo(f"  steps:   {' -> '.join(result.steps)}")
+        click.echo(f"  role:    {result.role_arn}")
+        for uri in result.uploaded:
+            click.echo(f"  source:  {uri} (uploaded)")
+        click.echo(f"  start:   aws sagemaker start-pipeline-execution --pipeline-name {result.name} "
+                   f"--region {result.region}")
+    sys.exit(EXIT_OK)
+
+
+COMMANDS = (pipeline,)

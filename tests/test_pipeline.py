@@ -1,0 +1,246 @@
+"""`pipeline`: a SageMaker Pipeline of TrainingSteps built by the SDK's workflow classes, upserted to moto.
+
+The contract: each step's Arguments are the plan's predicted CreateTrainingJob request (the one submit's
+contract test holds the SDK to), less what a pipeline legitimately decides at run time (see expected_arguments).
+"""
+import json
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+import emulator
+from launcher.aws import AwsError, Clients
+from launcher.errors import SpecError, UsageError
+from launcher.iam import PIPELINE_JOB_ACTIONS, RoleRefused
+from launcher.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
+from launcher.plan import build_plan
+from launcher.spec import load_spec
+from tests.aws_setup import ACCOUNT, BUCKET, TRUST_SAGEMAKER, create_world, job_policy
+from tests.conftest import JOBS
+from tests.test_submit import VARIANTS
+
+FINE_TUNE = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
+
+
+PIPELINE_ROLE = "SMPPipelineRole"
+
+
+def pipeline_world(session) -> dict[str, str]:
+    """create_world plus a role that may also run a pipeline's jobs (tests.aws_setup's Good may not)."""
+    arns = create_world(session)
+    iam = session.client("iam")
+    policy = job_policy()
+    policy["Statement"] += [
+        {"Effect": "Allow", "Action": list(PIPELINE_JOB_ACTIONS), "Resource": "arn:aws:sagemaker:*:*:training-job/*"},
+        {"Effect": "Allow", "Action": "iam:PassRole", "Resource": f"arn:aws:iam::{ACCOUNT}:role/{PIPELINE_ROLE}",
+         "Condition": {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}}]
+    arns[PIPELINE_ROLE] = iam.create_role(RoleName=PIPELINE_ROLE,
+                                          AssumeRolePolicyDocument=json.dumps(TRUST_SAGEMAKER))["Role"]["Arn"]
+    iam.put_role_policy(RoleName=PIPELINE_ROLE, PolicyName="job", PolicyDocument=json.dumps(policy))
+    return arns
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    with emulator.mocked():
+        session = boto3.Session(region_name="us-west-2")
+        yield SimpleNamespace(session=session, arns=pipeline_world(session), sagemaker=session.client("sagemaker"))
+
+
+def plan(*overrides, job="llama7b.yaml"):
+    return build_plan(load_spec(JOBS / job, [f"role={PIPELINE_ROLE}", *overrides]), region="us-west-2")
+
+
+def expected_arguments(p, role_arn):
+    """The plan's predicted request as a pipeline step carries it. What the pipeline owns:
+    - TrainingJobName: the pipeline names each job when it runs (a step has no name of its own to give);
+    - HyperParameters.sagemaker_job_name: the SDK writes the job name there only when it names the job;
+    - CheckpointConfig.S3Uri (only where the spec names no checkpoint_path): the plan's default folder is
+      named after its job; a step's is named after the pipeline execution, so a later execution does
+      not resume from an earlier one's checkpoints."""
+    request = p.request_for(role_arn)
+    request.pop("TrainingJobName")
+    request["HyperParameters"].pop("sagemaker_job_name")
+    if not p.spec.output.checkpoint_path:
+        base = f"{p.spec.output.path.rstrip('/')}/checkpoints/{p.base_job_name}"
+        request["CheckpointConfig"]["S3Uri"] = {"Std:Join": {"On": "/", "Values": [
+            base, {"Get": "Execution.PipelineExecutionId"}]}}
+    return request
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_step_is_the_plans_predicted_request(aws, variant):
+    plans = [plan(*VARIANTS[variant]), plan(*VARIANTS[variant], *FINE_TUNE)]
+    definition = pipeline_definition(plans, "contract", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))
+    steps = definition["Steps"]
+    assert [s["Name"] for s in steps] == step_names(plans) == ["llama2-7b", "llama2-7b-2"]
+    for p, step in zip(plans, steps, strict=True):
+        assert step["Type"] == "Training"
+        assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
+    assert "DependsOn" not in steps[0] and steps[1]["DependsOn"] == ["llama2-7b"]
+
+
+def test_a_checkpoint_path_the_spec_sets_is_kept(aws):
+    p = plan(f"output.checkpoint_path=s3://{BUCKET}/ckpt/shared")
+    step = pipeline_definition([p], "kept", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))["Steps"][0]
+    assert step["Arguments"]["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/ckpt/shared"
+    assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
+
+
+def test_steps_run_in_the_order_given(aws):
+    plans = [plan(), plan(*FINE_TUNE), plan("training.batch_size=2")]
+    steps = pipeline_definition(plans, "order", role_arn=aws.arns[PIPELINE_ROLE],
+                                 clients=Clients(region="us-west-2"))["Steps"]
+    assert [s.get("DependsOn") for s in steps] == [None, ["llama2-7b"], ["llama2-7b-2"]]
+    assert json.loads(steps[1]["Arguments"]["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
+
+
+def test_upsert_creates_then_updates_the_pipeline_in_moto(aws):
+    plans = [plan(), plan(*FINE_TUNE)]
+    first = upsert_pipeline(plans, "pretrain-then-tune", clients=Clients(region="us-west-2"))
+    writes = [c for c in first.aws_calls if not c.split(".")[1].startswith(("Get", "Head", "List", "Describe",
+                                                                             "Simulate"))]
+    assert writes == ["s3.PutObject", "s3.PutObject", "sagemaker.CreatePipeline"], first.aws_calls
+    described = aws.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
+    assert described["PipelineArn"] == first.arn and described["RoleArn"] == aws.arns[PIPELINE_ROLE]
+    assert json.loads(described["PipelineDefinition"]) == first.definition
+    for p in plans:  # the steps' source tarballs are there
+        bucket, key = p.source.uri[5:].split("/", 1)
+        assert aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read() == p.source.tarball
+
+    again = upsert_pipeline([plan(), plan("training.batch_size=2")], "pretrain-then-tune",
+                            clients=Clients(region="us-west-2"))
+    assert again.arn == first.arn and "sagemaker.UpdatePipeline" in again.aws_calls
+    assert "s3.PutObject" in again.aws_calls  # only the changed spec's tarball is new
+    assert again.aws_calls.count("s3.PutObject") == 1
+    described = aws.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
+    assert json.loads(described["PipelineDefinition"]) == again.definition != first.definition
+    tags = aws.sagemaker.list_tags(ResourceArn=first.arn)["Tags"]
+    assert {"Key": "smp-launch:managed", "Value": "true"} in tags
+
+
+def test_dry_run_writes_nothing(aws):
+    result = upsert_pipeline([plan()], "dry", dry_run=True, clients=Clients(region="us-west-2"))
+    assert result.arn is None and result.definition["Steps"][0]["Name"] == "llama2-7b"
+    assert not [c for c in result.aws_calls if c.endswith(("PutObject", "CreatePipeline", "UpdatePipeline"))]
+    with pytest.raises(ClientError):
+        aws.sagemaker.describe_pipeline(PipelineName="dry")
+
+
+def test_a_plan_the_advisor_refuses_stops_the_pipeline_before_any_write(aws):
+    with pytest.raises(SpecError, match="SMP002"):
+        upsert_pipeline([plan(), plan("smp.tensor_parallel_degree=2")], "refused", clients=Clients(region="us-west-2"))
+    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+def test_the_role_flag_is_checked_and_used_for_every_step(aws):
+    result = upsert_pipeline([plan(), plan(*FINE_TUNE)], "roles", role="NoTrust", dry_run=True,
+                             skip_role_check=True, clients=Clients(region="us-west-2"))
+    assert result.role_arn == aws.arns["NoTrust"]
+    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns["NoTrust"]}
+    with pytest.raises(RoleRefused):
+        upsert_pipeline([plan()], "roles", role="NoTrust", clients=Clients(region="us-west-2"))
+
+
+def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write(aws):
+    """Good passes submit's role check (the control) but may not create jobs or pass itself."""
+    from launcher.submission import check_account
+
+    assert check_account(plan("role=Good"), Clients(region="us-west-2")).role_check.verdict == "pass"
+    with pytest.raises(RoleRefused) as refused:
+        upsert_pipeline([plan()], "roles", role="Good", clients=Clients(region="us-west-2"))
+    text = str(refused.value)
+    assert "sagemaker:CreateTrainingJob (pipeline)" in text and "iam:PassRole (pipeline)" in text
+    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+    ok = upsert_pipeline([plan()], "roles", dry_run=True, clients=Clients(region="us-west-2"))
+    assert [c.verdict for c in ok.role_checks] == ["pass", "pass"]
+
+
+@pytest.mark.parametrize("name", ["has space", "-leading", "a" * 257, "under_score"])
+def test_bad_pipeline_names_are_refused(aws, name):
+    with pytest.raises(UsageError, match="pipeline name"):
+        upsert_pipeline([plan()], name, clients=Clients(region="us-west-2"))
+
+
+def test_an_endpoint_without_the_pipelines_api_says_cannot_tell():
+    from botocore.parsers import ResponseParserError
+
+    exc = ClientError({"Error": {"Code": "500", "Message": "Internal Server Error"},
+                       "ResponseMetadata": {"HTTPStatusCode": 500}}, "CreatePipeline")
+    for error in (_pipeline_error(exc), _pipeline_error(ResponseParserError("<html>500</html>"))):
+        assert isinstance(error, AwsError) and "cannot tell" in str(error) and "CreatePipeline" in str(error)
+
+
+def test_an_upsert_the_endpoint_cannot_answer_is_one_line_and_exit_4(aws, run_cli, monkeypatch):
+    """What a server without CreatePipeline does (moto answers it; a plain 500 is what a missing one sends)."""
+    import botocore.client
+
+    real = botocore.client.BaseClient._make_api_call
+
+    def no_pipelines(client, operation, params):
+        if operation in ("CreatePipeline", "UpdatePipeline"):
+            raise ClientError({"Error": {"Code": "500", "Message": "<html>Internal Server Error</html>"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500}}, operation)
+        return real(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", no_pipelines)
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "missing", "--set", f"role={PIPELINE_ROLE}")
+    assert result.code == 4 and "cannot tell" in result.err and "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_cli_dry_run_prints_the_definition(aws, run_cli):
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), str(JOBS / "llama7b.yaml"), "--name", "cli",
+                     "--dry-run", "--set", f"role={PIPELINE_ROLE}", "--skip-role-check")
+    assert result.code == 0, result.err
+    definition = json.loads(result.out)
+    assert [s["Name"] for s in definition["Steps"]] == ["llama2-7b", "llama2-7b-2"]
+    assert "nothing was written" in result.err
+    with pytest.raises(ClientError):
+        aws.sagemaker.describe_pipeline(PipelineName="cli")
+
+
+def test_cli_upserts_and_reports_json(aws, run_cli):
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "cli", "--set", f"role={PIPELINE_ROLE}",
+                     "--output", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["arn"] == aws.sagemaker.describe_pipeline(PipelineName="cli")["PipelineArn"]
+    assert data["steps"] == ["llama2-7b"] and data["dry_run"] is False
+
+
+def test_cli_bad_spec_is_exit_2_and_nothing_happens(aws, run_cli, write_spec):
+    bad = write_spec("name: x\nmodel: {preset: nope}\n")
+    result = run_cli("pipeline", str(bad), "--name", "bad")
+    assert result.code == 2 and "Traceback" not in result.err
+    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+def test_without_role_the_first_specs_role_runs_every_step(aws):
+    result = upsert_pipeline([plan(), plan("role=Good", *FINE_TUNE)], "first-role", dry_run=True,
+                             clients=Clients(region="us-west-2"))
+    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns[PIPELINE_ROLE]}
+
+
+def test_no_telemetry_leaves_while_building_and_upserting(aws, monkeypatch):
+    from launcher.backends import estimator
+
+    estimator.import_sdk()
+    from sagemaker.telemetry import telemetry_logging
+
+    sent = []
+    monkeypatch.setattr(telemetry_logging, "_send_telemetry_request", lambda *a, **_: sent.append(a))
+    upsert_pipeline([plan()], "quiet", clients=Clients(region="us-west-2"))
+    assert sent == []
+    from sagemaker.workflow.pipeline import Pipeline  # the control: the SDK's own create does send
+
+    pipeline = Pipeline(name="loud", steps=[], sagemaker_session=estimator.session(aws.session, aws.sagemaker,
+                                                                                     pipeline=True))
+    pipeline.create(role_arn=aws.arns[PIPELINE_ROLE])
+    assert sent

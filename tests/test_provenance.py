@@ -1,0 +1,246 @@
+"""`rerun` and `diff`: a job's plan read back from its own source tarball (plan.json, spec.json) in moto."""
+import io
+import json
+import tarfile
+from types import SimpleNamespace
+
+import boto3
+import pytest
+
+import emulator
+from launcher import api
+from launcher.aws import Clients
+from launcher.errors import UsageError
+from launcher.names import RERUN_TAG
+from launcher.plan import build_plan
+from launcher.provenance import (
+    NotLaunchedHere,
+    StoredJob,
+    _environment,
+    compare,
+    flatten,
+    read_files,
+    stored_job,
+)
+from launcher.source import tarball
+from launcher.spec import load_spec
+from launcher.spec.models import JobSpec
+from launcher.submission import plan_for
+from tests.aws_setup import BUCKET, create_world
+from tests.conftest import JOBS
+
+SECRET_ARN = "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-AbCdEf"
+TP2 = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for k, v in emulator.FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    with emulator.mocked():
+        session = boto3.Session(region_name="us-west-2")
+        arns = create_world(session)
+        sent = []
+        yield SimpleNamespace(session=session, arns=arns, sagemaker=session.client("sagemaker"), sent=sent,
+                              clients=lambda: _recording(sent))
+
+
+def _recording(sent):
+    clients = Clients(region="us-west-2")
+    clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+                                    lambda params, **_: sent.append(json.loads(json.dumps(params))))
+    return clients
+
+
+def launch(aws, *overrides):
+    clients = aws.clients()
+    loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", *overrides])
+    return api.submit(plan_for(loaded, clients), clients=clients)
+
+
+def test_the_tarball_stores_the_validated_spec_and_no_secret(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_the-secret-value")
+    loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", "environment.HF_TOKEN=${HF_TOKEN}",
+                                                f"secrets.HF_HUB_TOKEN={SECRET_ARN}"])
+    assert loaded.spec.environment["HF_TOKEN"] == "hf_the-secret-value"  # the control: the value is in the spec
+    plan = build_plan(loaded, region="us-west-2")
+    files = plan.source.files
+    stored = json.loads(files["spec.json"])
+    assert stored["environment"]["HF_TOKEN"] == "<redacted>" and stored["secrets"] == {"HF_HUB_TOKEN": SECRET_ARN}
+    assert not any("hf_the-secret-value" in text for text in files.values())
+    assert "hf_the-secret-value" not in plan.source.tarball.decode("latin-1")
+    # the stored spec is the validated spec: it validates back to the same thing (the secret aside)
+    again = JobSpec.model_validate({**stored, "environment": dict(loaded.spec.environment)})
+    assert again == loaded.spec
+    # and sets the same fields (rules read what a spec set explicitly, e.g. SMP029 and SMP056)
+    assert again.model_dump(exclude_unset=True) == loaded.spec.model_dump(exclude_unset=True)
+    assert "activation_loading_horizon" not in stored.get("smp", {})  # a default, not stored
+
+
+def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
+    first = launch(aws, *TP2)
+    second = api.rerun(first.job_name, clients=aws.clients())
+    assert second.job_name != first.job_name and second.job_name.startswith("llama2-7b-")
+    assert second.source_uri == first.source_uri and not second.uploaded  # the job's own tarball
+    assert second.warnings == ()  # this smp-launch renders the stored spec to the very same files
+    assert "sagemaker.CreateTrainingJob" in second.aws_calls and "iam.SimulatePrincipalPolicy" in second.aws_calls
+    old, new = aws.sent
+    assert new["TrainingJobName"] == second.job_name
+    tags = {t["Key"]: t["Value"] for t in new["Tags"]}
+    assert tags[RERUN_TAG] == first.job_name
+    # Everything else is the first job's request, but what names the job (its checkpoint folder too).
+    for request, name in ((old, first.job_name), (new, second.job_name)):
+        request.pop("TrainingJobName")
+        request["Tags"] = [t for t in request["Tags"] if t["Key"] != RERUN_TAG]
+        request["HyperParameters"].pop("sagemaker_job_name")
+        assert request["CheckpointConfig"]["S3Uri"].endswith("/" + name)
+        request["CheckpointConfig"].pop("S3Uri")
+    assert new == old
+    assert json.loads(new["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
+
+
+def test_a_role_from_the_environment_is_the_role_of_the_rerun(aws, monkeypatch):
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
+    clients = aws.clients()
+    first = api.submit(plan_for(load_spec(JOBS / "llama7b.yaml"), clients), clients=clients)
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "NoTrust")  # what the shell says now does not change the rerun
+    second = api.rerun(first.job_name, clients=aws.clients())
+    assert second.warnings == () and second.request["RoleArn"] == aws.arns["Good"]
+
+
+def test_rerun_dry_run_starts_nothing(aws):
+    first = launch(aws)
+    result = api.rerun(first.job_name, dry_run=True, clients=aws.clients())
+    assert result.dry_run and len(aws.sent) == 1
+    names = [j["TrainingJobName"] for j in aws.sagemaker.list_training_jobs()["TrainingJobSummaries"]]
+    assert names == [first.job_name]
+    assert {"Key": RERUN_TAG, "Value": first.job_name} in result.request["Tags"]
+
+
+def test_a_job_smp_launch_did_not_start_is_one_line_and_exit_2(aws, run_cli):
+    aws.sagemaker.create_training_job(
+        TrainingJobName="foreign", RoleArn=aws.arns["Good"],
+        AlgorithmSpecification={"TrainingImage": "123.dkr.ecr.us-west-2.amazonaws.com/x:1",
+                                "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/out"},
+        ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
+        StoppingCondition={"MaxRuntimeInSeconds": 60})
+    result = run_cli("rerun", "foreign", "--region", "us-west-2")
+    assert result.code == 2 and result.out == ""
+    assert result.err.strip().count("\n") == 0 and "was not launched by smp-launch" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_a_source_without_plan_json_is_not_ours(aws):
+    first = launch(aws)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    aws.session.client("s3").put_object(Bucket=bucket, Key=key, Body=tarball({"train.py": "print(1)\n"}))
+    with pytest.raises(NotLaunchedHere, match="no plan.json"):
+        stored_job(Clients(region="us-west-2"), first.job_name)
+
+
+def test_an_oversized_or_malformed_stored_plan_is_refused_in_one_line(aws):
+    first = launch(aws)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    s3 = aws.session.client("s3")
+    cases = (("[1, 2]", "not a JSON object"), ("{", "not JSON"), (" " * (1024 * 1024 + 1), "larger than 1 MiB"))
+    for body, why in cases:
+        s3.put_object(Bucket=bucket, Key=key, Body=tarball({"plan.json": body}))
+        with pytest.raises(NotLaunchedHere, match=why):
+            stored_job(Clients(region="us-west-2"), first.job_name)
+
+
+def test_a_job_stored_before_spec_json_cannot_be_rerun_but_can_be_diffed(aws):
+    first = launch(aws)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    s3 = aws.session.client("s3")
+    files = read_files(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    files.pop("spec.json")
+    s3.put_object(Bucket=bucket, Key=key, Body=tarball(files))
+    with pytest.raises(UsageError, match="older smp-launch"):
+        api.rerun(first.job_name, clients=Clients(region="us-west-2"))
+    assert api.diff(first.job_name, first.job_name, clients=Clients(region="us-west-2")) == []
+
+
+def test_a_redacted_environment_value_comes_back_from_the_job_or_the_rerun_is_refused():
+    spec = {"environment": {"HF_TOKEN": "<redacted>", "NCCL_DEBUG": "WARN"}}
+    job = StoredJob("j", {"Environment": {"HF_TOKEN": "hf_x", "NCCL_DEBUG": "WARN"}}, "s3://b/k.tar.gz", b"", {},
+                    {}, spec)
+    assert _environment(job) == {"HF_TOKEN": "hf_x", "NCCL_DEBUG": "WARN"}
+    moto_like = StoredJob("j", {}, "s3://b/k.tar.gz", b"", {}, {}, spec)  # moto returns no Environment
+    with pytest.raises(UsageError, match="HF_TOKEN was redacted"):
+        _environment(moto_like)
+
+
+def test_rerun_of_a_job_with_a_secret_environment_value_in_moto_is_refused_clearly(aws, monkeypatch, run_cli):
+    monkeypatch.setenv("HF_TOKEN", "hf_the-secret-value")
+    first = launch(aws, "environment.HF_TOKEN=${HF_TOKEN}")
+    result = run_cli("rerun", first.job_name, "--region", "us-west-2")
+    assert result.code == 2 and "HF_TOKEN was redacted" in result.err and "hf_the-secret-value" not in result.err
+
+
+def test_diff_shows_what_changed_key_by_key(aws, run_cli):
+    a, b = launch(aws), launch(aws, *TP2)
+    here = Clients(region="us-west-2")
+    changes = {c.path: c for c in api.diff(a.job_name, b.job_name, clients=Clients(region="us-west-2"))}
+    tp = changes["distribution.smdistributed.modelparallel.parameters.tensor_parallel_degree"]
+    assert (tp.a, tp.b, tp.kind) == (1, 2, "changed")
+    assert "spec_hash" not in changes and "estimator.tags[smp-launch:spec-hash]" not in changes
+    everything = {c.path for c in api.diff(a.job_name, b.job_name, everything=True, clients=here)}
+    assert {"spec_hash", "estimator.tags[smp-launch:spec-hash]"} <= everything
+
+    specs = {c.path: (c.a, c.b) for c in api.diff(a.job_name, b.job_name, spec=True, clients=here)}
+    assert specs == {"smp.tensor_parallel_degree": (1, 2), "smp.hybrid_shard_degree": (8, 4)}
+
+    out = run_cli("diff", a.job_name, b.job_name, "--spec", "--region", "us-west-2")
+    assert out.code == 0 and "  smp.tensor_parallel_degree: 1 -> 2" in out.out.splitlines()
+    js = run_cli("diff", a.job_name, b.job_name, "--output", "json", "--region", "us-west-2")
+    data = json.loads(js.out)
+    assert {"path": tp.path, "a": 1, "b": 2, "kind": "changed"} in data
+    assert run_cli("diff", a.job_name, b.job_name, "--exit-code", "--region", "us-west-2").code == 1
+    assert run_cli("diff", a.job_name, a.job_name, "--exit-code", "--region", "us-west-2").code == 0
+
+
+def test_diff_a_job_against_a_spec_file(aws, run_cli):
+    job = launch(aws)
+    same = api.diff(job.job_name, str(JOBS / "llama7b.yaml"), clients=Clients(region="us-west-2"))
+    # the spec file's plan differs only in what the job was given on the command line (--set role=Good)
+    assert sorted((c.path, c.a, c.b) for c in same) == [("estimator.role", "Good", None), ("role", "Good", None)]
+    out = run_cli("diff", str(JOBS / "llama70b.yaml"), job.job_name, "--region", "us-west-2")
+    assert out.code == 0 and "model.num_layers: 80 -> 32" in out.out
+
+
+def test_flatten_keys_tags_by_key_and_objects_by_position():
+    flat = flatten({"estimator": {"tags": [{"Key": "team", "Value": "nlp"}], "subnets": ["a", "b"]},
+                    "advisories": [{"rule": "SMP001"}], "memory": None})
+    assert flat == {"estimator.tags[team]": "nlp", "estimator.subnets": ["a", "b"],
+                    "advisories[0].rule": "SMP001", "memory": None}
+    changes = compare({"x": {"y": 1}, "gone": 1}, {"x": {"y": 2}, "new": {"k": "v"}})
+    assert [(c.path, c.a, c.b, c.kind) for c in changes] == [
+        ("x.y", 1, 2, "changed"), ("gone", 1, None, "removed"), ("new.k", None, "v", "added")]
+
+
+def test_a_hostile_tarball_is_read_without_links_or_unbounded_size():
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        link = tarfile.TarInfo("plan.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    assert read_files(raw.getvalue()) == {}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        big = tarfile.TarInfo("plan.json")
+        big.size = 65 * 1024 * 1024
+        tar.addfile(big, io.BytesIO(b"\0" * big.size))
+    with pytest.raises(ValueError, match="64 MiB"):
+        read_files(raw.getvalue())
+
+
+def test_diff_keeps_the_sdk_out():
+    import subprocess
+    import sys
+
+    code = ("import sys, launcher.provenance, launcher.cli.provenance, launcher.cli.app;"
+            "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -1,0 +1,77 @@
+"""End to end: `rerun`, `diff` and `pipeline` as the installed CLI runs them, against a moto server."""
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+import emulator
+from tests.aws_setup import REGION
+from tests.conftest import REPO
+from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
+
+SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    with emulator.server() as url:
+        yield url
+
+
+@pytest.fixture
+def world(endpoint, monkeypatch, tmp_path):
+    emulator.reset_server(endpoint)
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    session = boto3.Session(region_name=REGION)
+    arns = pipeline_world(session)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
+    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
+
+    def cli(*args):
+        return subprocess.run([SMP, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+    return session, arns, cli
+
+
+def test_submit_rerun_diff(world):
+    session, _, cli = world
+    first = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
+    out = cli("rerun", first["job_name"], "--output", "json")
+    assert out.returncode == 0, out.stderr
+    again = json.loads(out.stdout)
+    assert again["rerun_of"] == first["job_name"] and again["job_name"] != first["job_name"]
+    assert again["source_uri"] == first["source_uri"] and not again["uploaded"]
+    sm = session.client("sagemaker")
+    arn = sm.describe_training_job(TrainingJobName=again["job_name"])["TrainingJobArn"]
+    assert {"Key": "smp-launch:rerun-of", "Value": first["job_name"]} in sm.list_tags(ResourceArn=arn)["Tags"]
+    assert "sagemaker.config" not in out.stdout + out.stderr and "Deprecation" not in out.stderr
+
+    same = cli("diff", first["job_name"], again["job_name"])
+    assert same.returncode == 0 and same.stdout.startswith("no difference"), same.stdout + same.stderr
+    text = cli("diff", first["job_name"], "jobs/llama70b.yaml", "--spec")
+    assert text.returncode == 0 and "  model.preset: \"llama2-7b\" -> \"llama2-70b\"" in text.stdout.splitlines()
+
+
+def test_pipeline_is_upserted_and_described_back(world):
+    session, arns, cli = world
+    specs = ("jobs/llama7b.yaml", "jobs/llama7b.yaml", "--name", "nightly", "--set", f"role={PIPELINE_ROLE}")
+    dry = cli("pipeline", *specs, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    definition = json.loads(dry.stdout)
+    out = cli("pipeline", *specs)
+    assert out.returncode == 0, out.stderr
+    assert "upserted pipeline nightly" in out.stdout and "llama2-7b -> llama2-7b-2" in out.stdout
+    described = session.client("sagemaker").describe_pipeline(PipelineName="nightly")
+    stored = json.loads(described["PipelineDefinition"])
+    assert described["RoleArn"] == arns[PIPELINE_ROLE]
+    assert [s["Name"] for s in stored["Steps"]] == [s["Name"] for s in definition["Steps"]]
+    assert stored["Steps"][1]["DependsOn"] == ["llama2-7b"]
+    assert "Traceback" not in out.stderr and "telemetry" not in out.stderr.lower()
