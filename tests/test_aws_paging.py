@@ -39,7 +39,7 @@ def test_list_reads_every_search_page_until_the_limit():
             "SortOrder": "Descending", "MaxResults": 100, "NextToken": "t2"})
         rows = jobs.list_jobs(Clients(overrides={"sagemaker": sm}), running=True)
         stub.assert_no_pending_responses()
-    assert sorted(r["job_name"] for r in rows) == ["a-1", "a-2", "a-4"]
+    assert sorted(r.job_name for r in rows) == ["a-1", "a-2", "a-4"]
 
 
 def test_list_stops_paging_once_it_has_enough():
@@ -47,7 +47,7 @@ def test_list_stops_paging_once_it_has_enough():
     with Stubber(sm) as stub:
         stub.add_response("search", {"Results": [_job("b-1"), _job("b-2")], "NextToken": "t1"})
         rows = jobs.list_jobs(Clients(overrides={"sagemaker": sm}), limit=2)  # no second call is stubbed
-    assert sorted(r["job_name"] for r in rows) == ["b-1", "b-2"]
+    assert sorted(r.job_name for r in rows) == ["b-1", "b-2"]
 
 
 def test_an_error_while_paging_is_a_sentence():
@@ -89,4 +89,4 @@ def test_metrics_follow_next_token_within_one_query_batch(aws):
             "NextToken": "n1"})
         data = metrics.fetch(clients, "paged-metrics", 600, time.time())
         stub.assert_no_pending_responses()
-    assert data["get_metric_data_calls"] == 2
+    assert data.get_metric_data_calls == 2

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from launcher import emulator
+import emulator
 from launcher.aws import Clients
 from launcher.errors import EXIT_OK
 from launcher.tail import LogLine, RateLimiter, follow, iter_lines
@@ -155,7 +155,7 @@ class _FakeSageMaker:
 
 
 def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_within_15s():
-    from launcher.emulator.logs import SyntheticLogs
+    from emulator.logs import SyntheticLogs
 
     clock = VirtualClock()
     start, minutes = clock.t + 5, 6
@@ -178,7 +178,7 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
 def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     # 160 lines/s served 100 to a page at --rate 4: each poll's read takes about 3 s of token waits. A floor
     # taken from when the read began re-read those 3 s as well as the 2 s overlap (about 2x in all).
-    from launcher.emulator.logs import SyntheticLogs
+    from emulator.logs import SyntheticLogs
 
     clock = VirtualClock()
     start, minutes = clock.t + 5, 6
@@ -199,7 +199,7 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
     # results once read, as a caller must assume.
-    from launcher.emulator.logs import SyntheticLogs
+    from emulator.logs import SyntheticLogs
 
     monkeypatch.setattr("launcher.tail.LATE_LIMIT", 150)
     monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 150)
