@@ -16,7 +16,7 @@ class FakeJobs:
 
     def __init__(self, polls=2, outcome=None):
         self.left, self.polls, self.outcome = {}, polls, outcome or {}
-        self.started, self.peak, self.checked = [], 0, []
+        self.started, self.peak, self.checked, self.diagnosed = [], 0, [], []
 
     def check(self, plan, clients, skip_role_check=False):
         self.checked.append(plan.job_name)
@@ -31,7 +31,8 @@ class FakeJobs:
         self.peak = max(self.peak, sum(n > 0 for n in self.left.values()))
         return SimpleNamespace(job_name=plan.job_name, dry_run=kw["dry_run"], warnings=(), notes=())
 
-    def status(self, clients, name):
+    def status(self, clients, name, diagnose=False):
+        self.diagnosed.append(diagnose)
         self.left[name] -= 1
         done = self.left[name] <= 0
         status = self.outcome.get(name, "Completed") if done else "InProgress"
@@ -103,6 +104,7 @@ def test_the_hook_sees_failed_jobs_only_and_its_plan_is_submitted(fake):
                      sleep=lambda s: None,
                      on_failure=on_failure)
     assert seen == [("job-0", "Failed")] and fake.started == ["job-0", "job-0-r2", "job-1"]
+    assert fake.diagnosed and all(fake.diagnosed)  # with a hook, a failure is classified for it
     assert runs[0].job_name == "job-0-r2" and runs[0].status.status == "Completed"
 
 
