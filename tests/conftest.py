@@ -90,6 +90,30 @@ def _state_home(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def server_cli(moto_server, monkeypatch, tmp_path):
+    """The worker's moto server, reset, with the environment pointing at it, and `cli(*args)`: the installed
+    smp-launch run there as a subprocess (no SMP_LAUNCH_* of the caller's, its state under tmp_path)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    import boto3
+
+    import emulator
+
+    emulator.reset_server(moto_server)
+    for k, v in emulator.server_env(moto_server).items():
+        monkeypatch.setenv(k, v)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
+    env.update(XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
+    smp = str(Path(sys.executable).parent / "smp-launch")
+
+    def cli(*args: str, cwd: Path = REPO, timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run([smp, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+    return SimpleNamespace(url=moto_server, env=env, cli=cli, session=boto3.Session(region_name="us-west-2"))
+
+
+@pytest.fixture
 def aws(monkeypatch):
     """moto in-process with the emulator's patches, a bucket and the test roles (tests/aws_setup.py)."""
     from types import SimpleNamespace

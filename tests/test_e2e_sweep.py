@@ -129,13 +129,9 @@ def test_equal_sources_are_uploaded_once(aws, run_cli):
 
 # -- the installed CLI against a moto server, in real time ------------------------------------------------
 
-@pytest.fixture(scope="module")
-def endpoint():
-    import logging
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with emulator.server() as url:
-        yield url
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # one server per test process (tests/conftest.py); each test resets it
 
 
 def test_the_cli_never_has_more_than_2_running_and_every_job_ends(endpoint, monkeypatch, tmp_path):

@@ -1,44 +1,14 @@
 """End to end: `rerun`, `diff` and `pipeline` as the installed CLI runs them, against a moto server."""
 import json
-import logging
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import boto3
 import pytest
 
-import emulator
-from tests.aws_setup import REGION
-from tests.conftest import REPO
 from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
-
-SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with emulator.server() as url:
-        yield url
 
 
 @pytest.fixture
-def world(endpoint, monkeypatch, tmp_path):
-    emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
-        monkeypatch.setenv(k, v)
-    session = boto3.Session(region_name=REGION)
-    arns = pipeline_world(session)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
-
-    def cli(*args):
-        return subprocess.run([SMP, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-
-    return session, arns, cli
+def world(server_cli):
+    return server_cli.session, pipeline_world(server_cli.session), server_cli.cli
 
 
 def test_submit_rerun_diff(world):

@@ -3,7 +3,6 @@ cluster.instance_count=16` example exited 2): the offline ones in a copy of jobs
 read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted."""
 import glob
 import json
-import logging
 import os
 import re
 import shlex
@@ -84,11 +83,9 @@ def test_an_offline_readme_command_runs_as_written(command, sandbox):
         json.loads(out.stdout)
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with emulator.server() as url:
-        yield url
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # one server per test process (tests/conftest.py); each test resets it
 
 
 def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):

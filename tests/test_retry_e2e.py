@@ -4,48 +4,21 @@ A capacity failure is retried to success under a linked name and tag; a managed 
 it saved a checkpoint is resubmitted with the same checkpoint URI and resumes from that checkpoint.
 """
 import json
-import logging
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import boto3
 import pytest
 
-import emulator
 from emulator import failures as scenarios
 from emulator import scenario
 from launcher.retry import ATTEMPT_TAG, RETRY_OF_TAG
-from tests.aws_setup import BUCKET, REGION, create_world
-from tests.conftest import REPO
+from tests.aws_setup import BUCKET, create_world
 
-SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
 QUICK = dict(starting=0.2, downloading=0.1, training=0.6, uploading=0.1, line_interval=0.1, decoy=False)
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with emulator.server() as url:
-        yield url
-
-
 @pytest.fixture
-def world(endpoint, monkeypatch, tmp_path):
-    emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
-        monkeypatch.setenv(k, v)
-    session = boto3.Session(region_name=REGION)
-    create_world(session)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
-
-    def cli(*args):
-        return subprocess.run([SMP, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
-
-    yield session, cli
+def world(server_cli):
+    create_world(server_cli.session)
+    yield server_cli.session, server_cli.cli
     scenario.forget_all()
 
 
