@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,18 +148,13 @@ def definition(pipeline: Any) -> dict[str, Any]:
         return json.loads(pipeline.definition())
 
 
-def untracked_create(pipeline: Any):
-    """`Pipeline.create` without the SDK's telemetry decorator (as submit's fit: no request leaves for the
-    telemetry endpoint); refuses an SDK built differently."""
-    from sagemaker.telemetry import telemetry_logging
+def untracked_create(pipeline: Any) -> Callable[..., Any]:
+    """`Pipeline.create` for this pipeline, without the SDK's telemetry (as submit's fit)."""
     from sagemaker.workflow.pipeline import Pipeline
 
-    create = Pipeline.create
-    inner = getattr(create, "__wrapped__", None)
-    probe = telemetry_logging._telemetry_emitter(feature="probe", func_name="probe")(lambda: None)
-    if inner is None or create.__code__ is not probe.__code__:
-        raise LauncherError("this SageMaker SDK version is not supported: Pipeline.create is not wrapped by "
-                            "its telemetry decorator as expected; install the version pinned in setup.cfg")
+    from launcher.backends.estimator import untracked
+
+    inner = untracked(Pipeline, "create")
     return lambda *args, **kwargs: inner(pipeline, *args, **kwargs)
 
 

@@ -26,7 +26,7 @@ import gc
 import logging
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from launcher.errors import LauncherError
@@ -112,22 +112,27 @@ def import_sdk():
     return sagemaker, PyTorch
 
 
-def untracked_fit():
-    """`EstimatorBase.fit` without the SDK's telemetry decorator; refuses an SDK built differently.
-
-    `PyTorch.fit`, above it, only adds a training-recipe channel, and a plan never names a recipe.
-    """
-    from sagemaker.estimator import EstimatorBase
+def untracked(owner: type, method: str) -> Callable[..., Any]:
+    """`owner.method` without the SDK's telemetry decorator (no request leaves for its telemetry endpoint);
+    refuses an SDK built differently rather than guess."""
     from sagemaker.telemetry import telemetry_logging
 
-    fit = EstimatorBase.fit
-    inner = getattr(fit, "__wrapped__", None)
+    wrapped = getattr(owner, method)
+    inner = getattr(wrapped, "__wrapped__", None)
     # Every function the decorator wraps shares one code object: the decorator's own wrapper.
     probe = telemetry_logging._telemetry_emitter(feature="probe", func_name="probe")(lambda: None)
-    if inner is None or fit.__code__ is not probe.__code__:
-        raise LauncherError("this SageMaker SDK version is not supported: EstimatorBase.fit is not wrapped by "
-                            "its telemetry decorator as expected; install the version pinned in setup.cfg")
+    if inner is None or wrapped.__code__ is not probe.__code__:
+        raise LauncherError(f"this SageMaker SDK version is not supported: {owner.__name__}.{method} is not wrapped "
+                            "by its telemetry decorator as expected; install the version pinned in setup.cfg")
     return inner
+
+
+def untracked_fit() -> Callable[..., Any]:
+    """`EstimatorBase.fit`, untracked. `PyTorch.fit`, above it, only adds a training-recipe channel, and a
+    plan never names a recipe."""
+    from sagemaker.estimator import EstimatorBase
+
+    return untracked(EstimatorBase, "fit")
 
 
 class _Unused:
