@@ -155,7 +155,7 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     import boto3  # noqa: F401  (loaded before the baseline RSS, as in the CLI)
 
     from emulator.logs import SyntheticLogs
-    from launcher.tail import RateLimiter, follow
+    from launcher.tail import Polling, RateLimiter, follow
 
     gc.collect()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -176,8 +176,9 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
 
     tail.LogReader.finish_pages = finish_pages
     cpu = time.process_time()
-    result = follow("vol", clients, interval=POLL_S, out=sink, err=err, color=False, clock=clock,
-                    sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep))
+    result = follow("vol", clients, out=sink, err=err, color=False,
+                    polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                    limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep)))
     cpu = time.process_time() - cpu - sink.cpu - logs.cpu  # the tailer's own: not the fake service's, not ours
     lines = logs.expected()
     counts = Counter(sink.counts)
@@ -288,7 +289,7 @@ def tally(expected: list[str], printed: list[str]) -> tuple[int, int]:
 def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> dict:
     import emulator
     from launcher.aws import Clients
-    from launcher.tail import RateLimiter, follow
+    from launcher.tail import Polling, RateLimiter, follow
 
     job = start_job(endpoint, hosts, clock)
     clients = Clients(region="us-west-2")
@@ -297,8 +298,9 @@ def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> d
     out = io.StringIO()
     gc.collect()
     cpu = time.thread_time()
-    result = follow(job.name, clients, interval=POLL_S, out=out, err=io.StringIO(), color=False, clock=clock,
-                    sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    result = follow(job.name, clients, out=out, err=io.StringIO(), color=False,
+                    polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                    limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
     cpu = time.thread_time() - cpu
     printed = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     lost, dup = tally(job.expected_messages(), printed)

@@ -839,6 +839,24 @@ def _warn_missing_hosts(hosts: Iterable[int] | None, watcher: _Status, notify: C
         notify(f"warning: {watcher.job} has {count} host(s), algo-1 to algo-{count}; nothing will print for {shown}")
 
 
+@dataclass(frozen=True)
+class Polling:
+    """How the logs are polled: the CLI's `--rate` and `--interval`, the design's windows, and the clock it
+    all runs on (tests and the bench drive a virtual one)."""
+
+    rate: float = 2.0  # Logs calls a second, shared by every read (the account's quota is shared too)
+    interval: float = 5.0  # seconds between polls
+    status_interval: float | None = None  # seconds between DescribeTrainingJob reads (default: interval)
+    settle: float | None = None  # seconds after the job's end before the last read (default: min(5, 4 polls))
+    overlap: float = 2.0  # seconds each read goes back below the previous one's end
+    horizon: float = HORIZON_S  # how late a line may be and still print (the late check's age)
+    insights: bool = True  # late lines through Logs Insights (False: re-read slices with FilterLogEvents)
+    limiter: RateLimiter | None = None  # a bucket to share; default: the process's one at `rate`
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random | None = None
+
+
 class LogLines(Iterator[LogLine]):
     """A job's log lines as they come; once exhausted, `status`, `exit_code`, `failure_reason`, `stats`.
 
@@ -848,25 +866,23 @@ class LogLines(Iterator[LogLine]):
     """
 
     def __init__(self, job: str, clients: Clients, *, follow: bool, since: float | None, hosts: Iterable[int] | None,
-                 grep: str | None, rate: float, interval: float, status_interval: float | None, settle: float | None,
-                 overlap: float, horizon: float, limiter: RateLimiter | None, notify: Callable[[str], None],
-                 on_status: Callable[[dict[str, Any]], None] | None, on_idle: Callable[[], None] | None,
-                 clock: Callable[[], float], sleep: Callable[[float], None], rng: random.Random | None,
-                 insights: bool = True):
+                 grep: str | None, polling: Polling, notify: Callable[[str], None],
+                 on_status: Callable[[dict[str, Any]], None] | None, on_idle: Callable[[], None] | None):
+        p = polling
         self.job = job
         self._clients, self._follow, self._notify = clients, follow, notify
         self._hosts = frozenset(hosts) if hosts else None
-        self._interval = interval
-        self._status_interval = status_interval or interval
-        self._settle = min(5.0, 4 * interval) if settle is None else settle
+        self._interval = p.interval
+        self._status_interval = p.status_interval or p.interval
+        self._settle = min(5.0, 4 * p.interval) if p.settle is None else p.settle
         self._on_idle = on_idle or (lambda: None)
-        self._clock, self._sleep = clock, sleep
-        self._rng = rng or random.Random()
-        since_ms = None if since is None else int((clock() - since) * 1000)
-        self.reader = LogReader(job, clients.logs, limiter or shared_limiter(rate), since_ms=since_ms,
-                                hosts=self._hosts, grep=grep, overlap_s=overlap, horizon_s=horizon,
-                                max_backoffs=8 if follow else 4, insights=insights, notify=notify, clock=clock,
-                                sleep=sleep, rng=rng)
+        self._clock, self._sleep = p.clock, p.sleep
+        self._rng = p.rng or random.Random()
+        since_ms = None if since is None else int((p.clock() - since) * 1000)
+        self.reader = LogReader(job, clients.logs, p.limiter or shared_limiter(p.rate), since_ms=since_ms,
+                                hosts=self._hosts, grep=grep, overlap_s=p.overlap, horizon_s=p.horizon,
+                                max_backoffs=8 if follow else 4, insights=p.insights, notify=notify, clock=p.clock,
+                                sleep=p.sleep, rng=p.rng)
         self.watcher = _Status(job, clients, on_status)
         self.stats = self.reader.stats
         self.failure_reason: str | None = None
@@ -934,22 +950,16 @@ class LogLines(Iterator[LogLine]):
 
 
 def iter_lines(job: str, clients: Clients, *, follow: bool = False, since: float | None = None,
-               hosts: Iterable[int] | None = None, grep: str | None = None, rate: float = 2.0,
-               interval: float = 5.0, status_interval: float | None = None, settle: float | None = None,
-               overlap: float = 2.0, horizon: float = HORIZON_S, limiter: RateLimiter | None = None,
-               notify: Callable[[str], None] | None = None,
-               on_status: Callable[[dict[str, Any]], None] | None = None, on_idle: Callable[[], None] | None = None,
-               clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-               rng: random.Random | None = None, insights: bool = True) -> LogLines:
+               hosts: Iterable[int] | None = None, grep: str | None = None, polling: Polling | None = None,
+               notify: Callable[[str], None] | None = None, on_status: Callable[[dict[str, Any]], None] | None = None,
+               on_idle: Callable[[], None] | None = None) -> LogLines:
     """A job's log lines from every host, typed and sanitised: what exists now, or (`follow`) until it ends.
 
     `since` is seconds back from now; `hosts` keeps those algo-N; `grep` is a regular expression on the
     message. Notes go to `notify` (default: the `launcher.logs` logger). Errors raise `LauncherError`s.
     """
-    return LogLines(job, clients, follow=follow, since=since, hosts=hosts, grep=grep, rate=rate, interval=interval,
-                    status_interval=status_interval, settle=settle, overlap=overlap, horizon=horizon,
-                    limiter=limiter, notify=notify or _log.warning, on_status=on_status, on_idle=on_idle,
-                    clock=clock, sleep=sleep, rng=rng, insights=insights)
+    return LogLines(job, clients, follow=follow, since=since, hosts=hosts, grep=grep, polling=polling or Polling(),
+                    notify=notify or _log.warning, on_status=on_status, on_idle=on_idle)
 
 
 @dataclass
@@ -964,12 +974,8 @@ class FollowResult:
 
 def follow(job: str, clients: Clients, *, follow: bool = True, since: float | None = None,
            hosts: Iterable[int] | None = None, grep: str | None = None, as_json: bool = False,
-           rate: float = 2.0, interval: float = 5.0, status_interval: float | None = None,
-           settle: float | None = None, overlap: float = 2.0, horizon: float = HORIZON_S,
-           out: TextIO | None = None, err: TextIO | None = None, color: bool | None = None,
-           limiter: RateLimiter | None = None, clock: Callable[[], float] = time.time,
-           sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-           insights: bool = True) -> FollowResult:
+           polling: Polling | None = None, out: TextIO | None = None, err: TextIO | None = None,
+           color: bool | None = None) -> FollowResult:
     """Print a job's log lines from every host until it ends (or once, with `follow=False`).
 
     Returns the job's status and the documented exit code: 0 Completed, 1 Failed, 5 Stopped,
@@ -984,10 +990,8 @@ def follow(job: str, clients: Clients, *, follow: bool = True, since: float | No
     if color is None:
         color = bool(getattr(out, "isatty", lambda: False)()) and not as_json and "NO_COLOR" not in os.environ
     printer = Printer(out, err, as_json, color)
-    lines = iter_lines(job, clients, follow=follow, since=since, hosts=hosts, grep=grep, rate=rate, interval=interval,
-                       status_interval=status_interval, settle=settle, overlap=overlap, horizon=horizon,
-                       limiter=limiter, notify=printer.note, on_status=printer.status, on_idle=printer.flush,
-                       clock=clock, sleep=sleep, rng=rng, insights=insights)
+    lines = iter_lines(job, clients, follow=follow, since=since, hosts=hosts, grep=grep, polling=polling,
+                       notify=printer.note, on_status=printer.status, on_idle=printer.flush)
     result = FollowResult(job, None, EXIT_OK, stats=lines.stats)
     write = printer.line
     try:

@@ -107,8 +107,8 @@ def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch
     monkeypatch.setattr(submit, "start_job", lambda *a, **k: started)
     followed = {}
 
-    def follow(name, clients, **kw):
-        followed.update(kw, name=name, region=clients.region)
+    def follow(name, clients, *, polling, **kw):
+        followed.update(kw, name=name, region=clients.region, interval=polling.interval)
         return SimpleNamespace(exit_code=5)
 
     monkeypatch.setattr(launcher.tail, "follow", follow)

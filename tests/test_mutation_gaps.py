@@ -203,7 +203,7 @@ class _Terminal(io.StringIO):
 
 def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
     """Kills tail: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
-    from launcher.tail import RateLimiter, follow
+    from launcher.tail import Polling, RateLimiter, follow
     from tests.emulation import VirtualClock
 
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -216,8 +216,9 @@ def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
             clock.t += 30
 
             def printed(out, **kw):
-                follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), clock=clock, sleep=clock.sleep,
-                       follow=False, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep), **kw)
+                limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+                follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), follow=False, **kw,
+                       polling=Polling(clock=clock, sleep=clock.sleep, limiter=limiter))
                 return out.getvalue()
 
             assert "\x1b[36m[algo-1]" in printed(_Terminal())

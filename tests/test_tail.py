@@ -1,4 +1,5 @@
 """The tailer against emulated jobs in-process: one call per poll, no line lost or repeated, exit codes."""
+import dataclasses
 import io
 import json
 import random
@@ -11,8 +12,10 @@ import pytest
 import emulator
 from launcher.aws import Clients
 from launcher.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
-from launcher.tail import LogReader, RateLimiter, follow, iter_lines  # noqa: F401
+from launcher.tail import LogReader, Polling, RateLimiter, follow, iter_lines  # noqa: F401
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated
+
+POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
 
 
 @pytest.fixture
@@ -35,9 +38,11 @@ def count_calls(clients: Clients) -> dict:
 def run(job, clock, clients=None, **kw):
     out, err = io.StringIO(), io.StringIO()
     clients = clients or Clients()
-    kw.setdefault("interval", 1.0)
-    result = follow(job, clients, out=out, err=err, clock=clock, sleep=clock.sleep, rng=random.Random(1),
-                    limiter=kw.pop("limiter", None) or RateLimiter(2.0, clock=clock, sleep=clock.sleep), **kw)
+    knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
+    knobs.setdefault("interval", 1.0)
+    knobs["limiter"] = knobs.get("limiter") or RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    result = follow(job, clients, out=out, err=err, **kw,
+                    polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
     return result, out.getvalue(), err.getvalue()
 
 
@@ -142,9 +147,9 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
     from launcher.logprint import Printer
 
     printer = Printer(out, err)
-    lines = iter_lines("paged", clients, follow=True, interval=1.0, settle=4.0, notify=printer.note,
-                       limiter=RateLimiter(100, clock=clock, sleep=clock.sleep), clock=clock, sleep=clock.sleep,
-                       rng=random.Random(0))
+    polling = Polling(interval=1.0, settle=4.0, limiter=RateLimiter(100, clock=clock, sleep=clock.sleep),
+                      clock=clock, sleep=clock.sleep, rng=random.Random(0))
+    lines = iter_lines("paged", clients, follow=True, notify=printer.note, polling=polling)
     reader = lines.reader
     reader.page_size, reader.max_pages = 7, 2
     for line in lines:
@@ -205,8 +210,8 @@ def test_ctrl_c_leaves_the_job_running(aws, clock):
         clock.sleep(seconds)
 
     out, err = io.StringIO(), io.StringIO()
-    result = follow("intr", Clients(), out=out, err=err, clock=clock, sleep=sleep, interval=1.0,
-                    limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    polling = Polling(clock=clock, sleep=sleep, interval=1.0, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    result = follow("intr", Clients(), out=out, err=err, polling=polling)
     assert result.exit_code == EXIT_INTERRUPTED and result.interrupted
     assert "stopped following intr; the job keeps running" in err.getvalue()
     assert aws.describe_training_job(TrainingJobName="intr")["TrainingJobStatus"] == "InProgress"
@@ -296,8 +301,8 @@ def test_terminal_escapes_and_lone_surrogates_from_cloudwatch_are_neutralised(cl
     monkeypatch.setattr("launcher.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")  # a strict UTF-8 stdout
-    follow("evil", clients, follow=False, as_json=as_json, out=out, err=io.StringIO(), clock=clock,
-           sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    polling = Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    follow("evil", clients, follow=False, as_json=as_json, out=out, err=io.StringIO(), polling=polling)
     out.flush()
     text = raw.getvalue().decode("utf-8")
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text

@@ -1,4 +1,5 @@
 """Late lines through Logs Insights: what it costs, and what happens where Insights is missing or slow."""
+import dataclasses
 import io
 import random
 import types
@@ -12,8 +13,10 @@ from botocore.exceptions import ClientError
 import emulator
 from launcher.aws import Clients
 from launcher.errors import EXIT_OK
-from launcher.tail import LogLine, RateLimiter, follow, iter_lines
+from launcher.tail import LogLine, Polling, RateLimiter, follow, iter_lines
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated
+
+POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
 
 
 @pytest.fixture
@@ -30,8 +33,11 @@ def late_job(aws, name, **kw):
 
 def run(job, clock, clients, **kw):
     out, err = io.StringIO(), io.StringIO()
-    result = follow(job, clients, out=out, err=err, clock=clock, sleep=clock.sleep, rng=random.Random(1),
-                    interval=5.0, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep), **kw)
+    knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
+    knobs.setdefault("interval", 5.0)
+    knobs.setdefault("limiter", RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    result = follow(job, clients, out=out, err=err, **kw,
+                    polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
     return result, out.getvalue(), err.getvalue()
 
 
@@ -120,8 +126,9 @@ def test_an_unfinished_final_check_says_so_and_still_returns(aws, clock, monkeyp
 def test_iter_lines_yields_typed_sanitised_lines_and_prints_nothing(aws, clock, capsys):
     job = emulator.add_job(emulator.EmulatedJob("api", hosts=2, training=10, decoy=False), aws)
     notes = []
-    lines = iter_lines("api", Clients(), follow=True, interval=1.0, notify=notes.append, clock=clock,
-                       sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    lines = iter_lines("api", Clients(), follow=True, notify=notes.append,
+                       polling=Polling(interval=1.0, clock=clock, sleep=clock.sleep,
+                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
     got = list(lines)
     assert all(isinstance(ln, LogLine) for ln in got) and {ln.host for ln in got} == {1, 2}
     assert [ln.message for ln in got if ln.host == 1] == [m for m in job.expected_messages() if "algo-1]" in m]
@@ -135,8 +142,9 @@ def test_iter_lines_sanitises_what_cloudwatch_returns(clock, monkeypatch):
              "ingestionTime": 1_800_000_000_000, "message": "a \x1b]0;pwned\x07 \u202eb"}
     clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_p: {"events": [event]}))
     monkeypatch.setattr("launcher.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
-    (line,) = list(iter_lines("evil", clients, clock=clock, sleep=clock.sleep,
-                              limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    (line,) = list(iter_lines("evil", clients,
+                              polling=Polling(clock=clock, sleep=clock.sleep,
+                                              limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))))
     assert line.message == "a \\x1b]0;pwned\\x07 \\u202eb" and line.event_id == "1\\x1b[2J" and line.host == 1
 
 
@@ -163,9 +171,9 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
     end = start + minutes * 60 + 10
     clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("vol", 64, end, clock))
     seen = bytearray(logs.expected())
-    lines = iter_lines("vol", clients, follow=True, interval=5.0, notify=lambda _m: None, clock=clock,
-                       sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(2.0, clock=clock,
-                                                                                     sleep=clock.sleep))
+    lines = iter_lines("vol", clients, follow=True, notify=lambda _m: None,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
     for line in lines:
         step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
         seen[(line.host - 1) * logs.count + step] += 1
@@ -185,9 +193,9 @@ def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     logs = SyntheticLogs("paged", 8, 20.0, start, minutes * 60, clock, seed=8)
     end = start + minutes * 60 + 10
     clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("paged", 8, end, clock))
-    lines = iter_lines("paged", clients, follow=True, interval=5.0, notify=lambda _m: None, clock=clock,
-                       sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(4.0, clock=clock,
-                                                                                     sleep=clock.sleep))
+    lines = iter_lines("paged", clients, follow=True, notify=lambda _m: None,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(4.0, clock=clock, sleep=clock.sleep)))
     lines.reader.page_size = 100
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
@@ -208,9 +216,9 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     logs = SyntheticLogs("cut2", 16, 20.0, start, minutes * 60, clock, seed=16)
     end = start + minutes * 60 + 10
     clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("cut2", 16, end, clock))
-    lines = iter_lines("cut2", clients, follow=True, interval=5.0, notify=lambda _m: None, clock=clock,
-                       sleep=clock.sleep, rng=random.Random(0), limiter=RateLimiter(5.0, clock=clock,
-                                                                                     sleep=clock.sleep))
+    lines = iter_lines("cut2", clients, follow=True, notify=lambda _m: None,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(5.0, clock=clock, sleep=clock.sleep)))
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once

@@ -72,6 +72,7 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
 
     from launcher.errors import UsageError
     from launcher.state import resolve_job
+    from launcher.tail import Polling
     from launcher.tail import follow as follow_job
     from launcher.timeutil import parse_since
 
@@ -87,7 +88,7 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     if host_list:
         require_hosts(clients, name, host_list)
     result = follow_job(name, clients, follow=follow, since=since_s, hosts=host_list, grep=grep,
-                        as_json=output == "json", rate=rate, interval=interval)
+                        as_json=output == "json", polling=Polling(rate=rate, interval=interval))
     sys.exit(result.exit_code)
 
 

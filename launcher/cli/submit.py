@@ -73,10 +73,11 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
         for note in (n for r in results for n in r.notes):
             warn(note)
     if wait:
-        from launcher.tail import follow
+        from launcher.tail import Polling, follow
 
         clients = connect(profile=profile, region=results[0].region)
-        return follow(results[0].job_name, clients, as_json=output == "json", interval=interval).exit_code
+        return follow(results[0].job_name, clients, as_json=output == "json",
+                      polling=Polling(interval=interval)).exit_code
     return EXIT_OK
 
 
