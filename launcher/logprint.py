@@ -1,4 +1,5 @@
-"""How a log line looks on a terminal or in JSON: the one place for its label, colours and record shape.
+"""How a log line looks on a terminal or in JSON: its label and record shape, with the colours and the
+sanitising of launcher.cli.present (the one presentation layer).
 
 Lines reach here already sanitised (`launcher.tail` passes every string from CloudWatch through
 `sanitize.clean` once, when it reads it), so printing is a format and one write per line: at
@@ -9,20 +10,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
-from launcher.sanitize import clean
+from launcher.cli.present import host_colour
+from launcher.cli.present import safe as clean
 from launcher.timeutil import clock_time, epoch, iso
 
 if TYPE_CHECKING:
     from launcher.tail import LogLine
 
-COLOURS = (36, 33, 32, 35, 34, 31)  # by host number: cyan, yellow, green, magenta, blue, red
-
-
 def label(line: LogLine, color: bool = False) -> str:
     """`[algo-N]`, coloured by N on a terminal (by host number, so a host keeps its colour)."""
     text = f"[{line.label}]"
     if color and line.host is not None:
-        return f"\x1b[{COLOURS[(line.host - 1) % len(COLOURS)]}m{text}\x1b[0m"
+        return f"\x1b[{host_colour(line.host)}m{text}\x1b[0m"
     return text
 
 

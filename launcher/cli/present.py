@@ -3,7 +3,7 @@ for tables, colours and the sanitising entry point.
 
 Every table is a rich Table. On a terminal long cells fold (nothing is cut); into a pipe or a file
 the console is wide, so a row stays on one line for grep. Colours are named here only: the log
-printer (launcher.tail) takes HOST_COLOURS and `safe` from this module and stays a fast path of one
+printer (launcher.logprint) takes host_colour and `safe` from this module and stays a fast path of one
 write per page of lines, without rich. Importing this module imports neither rich nor click.
 """
 from __future__ import annotations
