@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 import emulator
+from launcher.spec.loader import _display as shown
 from tests.conftest import JOBS, MINIMAL, REPO
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
@@ -125,13 +126,14 @@ def test_validate_json_gives_structured_problems(run_cli, write_spec):
     layout = write_spec(MINIMAL + "smp:\n  tensor_parallel_degree: 3\n", "layout.yaml")
     r = run_cli("validate", str(JOBS / "llama7b.yaml"), str(typo), str(layout), "--output", "json")
     assert r.code == 2
+    typo, layout = shown(typo), shown(layout)  # as the loader names files: relative when that is shorter
     good, bad, refused = json.loads(r.out)
     assert good["valid"] and good["problems"] == []
-    assert bad["problems"] == [{"file": str(typo), "line": 9, "column": 3, "path": "smp.hybrid_shard_degre",
+    assert bad["problems"] == [{"file": typo, "line": 9, "column": 3, "path": "smp.hybrid_shard_degre",
                                 "message": bad["problems"][0]["message"]}]
     assert "did you mean 'hybrid_shard_degree'" in bad["problems"][0]["message"]
     first = refused["problems"][0]
-    assert (first["file"], first["line"], first["column"], first["path"]) == (str(layout), 9, 27,
+    assert (first["file"], first["line"], first["column"], first["path"]) == (layout, 9, 27,
                                                                               "smp.tensor_parallel_degree")
     assert first["message"].startswith("SMP001 ")
     assert refused["errors"][0] == f"{layout}:9:27: smp.tensor_parallel_degree: {first['message']}"
