@@ -107,27 +107,36 @@ def server_cli(moto_server, monkeypatch, tmp_path):
     env.update(XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
     smp = str(Path(sys.executable).parent / "smp-launch")
 
-    def cli(*args: str, cwd: Path = REPO, timeout: float = 180) -> subprocess.CompletedProcess:
-        return subprocess.run([smp, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    def cli(*args: str, cwd: Path = REPO, timeout: float = 180,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([smp, *args], cwd=cwd, env={**env, **(extra_env or {})}, capture_output=True,
+                              text=True, timeout=timeout)
 
     return SimpleNamespace(url=moto_server, env=env, cli=cli, session=boto3.Session(region_name="us-west-2"))
 
 
 @pytest.fixture
-def aws(monkeypatch):
+def make_world():
+    """What `aws` builds in the emulated account (a module overrides it for a world of its own)."""
+    from tests.aws_setup import create_world
+
+    return create_world
+
+
+@pytest.fixture
+def aws(monkeypatch, make_world):
     """moto in-process with the emulator's patches, a bucket and the test roles (tests/aws_setup.py)."""
     from types import SimpleNamespace
 
     import boto3
 
     import emulator
-    from tests.aws_setup import create_world
 
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
     with emulator.mocked():
         session = boto3.Session(region_name="us-west-2")
-        yield SimpleNamespace(session=session, arns=create_world(session))
+        yield SimpleNamespace(session=session, arns=make_world(session), sagemaker=session.client("sagemaker"))
 
 
 @pytest.fixture

@@ -21,20 +21,9 @@ HOSTILE = "boom \x1b]0;owned\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil\
 
 
 @pytest.fixture
-def endpoint(moto_server):
-    return moto_server  # conftest: one server per test process, reset by `world`
-
-
-@pytest.fixture
-def world(endpoint, monkeypatch, tmp_path):
-    emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
-        monkeypatch.setenv(k, v)
-    session = boto3.Session(region_name=REGION)
-    create_world(session)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
-    return session, env
+def world(server_cli):
+    create_world(server_cli.session)
+    return server_cli.session, server_cli.env
 
 
 def said(stderr: str) -> list[str]:

@@ -1,45 +1,20 @@
 """End to end: the installed `smp-launch` as a subprocess against a moto server on 127.0.0.1."""
 import io
 import json
-import os
-import shutil
-import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
-import boto3
 import pytest
 
 import emulator
 from launcher.plan import build_plan
 from launcher.spec import load_spec
-from tests.aws_setup import BUCKET, REGION, create_world
-from tests.conftest import JOBS, REPO
-
-SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
+from tests.aws_setup import BUCKET, create_world
+from tests.conftest import JOBS
 
 
 @pytest.fixture
-def endpoint(moto_server):
-    return moto_server  # conftest: one server per test process, reset by `world`
-
-
-@pytest.fixture
-def world(endpoint, monkeypatch, tmp_path):
-    emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
-        monkeypatch.setenv(k, v)
-    session = boto3.Session(region_name=REGION)
-    arns = create_world(session)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
-
-    def cli(*args, extra_env=None):
-        return subprocess.run([SMP, *args], cwd=REPO, env={**env, **(extra_env or {})}, capture_output=True,
-                              text=True, timeout=120)
-
-    return session, arns, cli
+def world(server_cli):
+    return server_cli.session, create_world(server_cli.session), server_cli.cli
 
 
 def test_submit_starts_the_job_the_plan_describes(world):

@@ -129,29 +129,14 @@ def test_equal_sources_are_uploaded_once(aws, run_cli):
 
 # -- the installed CLI against a moto server, in real time ------------------------------------------------
 
-@pytest.fixture
-def endpoint(moto_server):
-    return moto_server  # one server per test process (tests/conftest.py); each test resets it
-
-
-def test_the_cli_never_has_more_than_2_running_and_every_job_ends(endpoint, monkeypatch, tmp_path):
+def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli):
     """A sampler reads the server's job states every 20 ms while `submit --max-concurrent 2 --wait` runs."""
-    import os
-    import subprocess
-    import sys
     import threading
-    from pathlib import Path
-
-    import boto3
 
     from tests.aws_setup import create_world
-    from tests.conftest import REPO
 
-    emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
-        monkeypatch.setenv(k, v)
-    create_world(boto3.Session(region_name=REGION))
-    client = boto3.client("sagemaker", region_name=REGION)
+    create_world(server_cli.session)
+    client = server_cli.session.client("sagemaker")
     samples: list[dict[str, str]] = []
     done = threading.Event()
 
@@ -161,16 +146,13 @@ def test_the_cli_never_has_more_than_2_running_and_every_job_ends(endpoint, monk
             samples.append({j["TrainingJobName"]: j["TrainingJobStatus"] for j in jobs})
             done.wait(0.02)
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")}
-    env.update(emulator.server_env(endpoint), XDG_STATE_HOME=str(tmp_path / "state"), AWS_EC2_METADATA_DISABLED="true")
     emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 0.8, "uploading": 0.2, "decoy": False})
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        out = subprocess.run([str(Path(sys.executable).parent / "smp-launch"), "submit", "jobs/llama7b.yaml",
-                              "--set", "role=Good", "--sweep", "training.batch_size=1,2,4", "--max-concurrent", "2",
-                              "--wait", "--interval", "0.1", "--output", "json"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        out = server_cli.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
+                             "training.batch_size=1,2,4", "--max-concurrent", "2", "--wait", "--interval", "0.1",
+                             "--output", "json")
     finally:
         done.set()
         sampler.join(timeout=10)

@@ -4,13 +4,10 @@ The contract: each step's Arguments are the plan's predicted CreateTrainingJob r
 contract test holds the SDK to), less what a pipeline legitimately decides at run time (see expected_arguments).
 """
 import json
-from types import SimpleNamespace
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-import emulator
 from launcher.aws import AwsError, Clients
 from launcher.errors import SpecError, UsageError
 from launcher.iam import PIPELINE_JOB_ACTIONS, RoleRefused
@@ -43,12 +40,8 @@ def pipeline_world(session) -> dict[str, str]:
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        yield SimpleNamespace(session=session, arns=pipeline_world(session), sagemaker=session.client("sagemaker"))
+def make_world():
+    return pipeline_world  # conftest's `aws` builds this account
 
 
 def plan(*overrides, job="llama7b.yaml"):

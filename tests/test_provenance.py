@@ -2,12 +2,9 @@
 import io
 import json
 import tarfile
-from types import SimpleNamespace
 
-import boto3
 import pytest
 
-import emulator
 from launcher import api
 from launcher.aws import Clients
 from launcher.errors import UsageError
@@ -26,7 +23,7 @@ from launcher.source import tarball
 from launcher.spec import load_spec
 from launcher.spec.models import JobSpec
 from launcher.submission import plan_for
-from tests.aws_setup import BUCKET, create_world
+from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 
 SECRET_ARN = "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-AbCdEf"
@@ -34,15 +31,11 @@ TP2 = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        arns = create_world(session)
-        sent = []
-        yield SimpleNamespace(session=session, arns=arns, sagemaker=session.client("sagemaker"), sent=sent,
-                              clients=lambda: _recording(sent))
+def aws(aws):
+    """conftest's emulated account, plus clients that record every request they send."""
+    aws.sent = []
+    aws.clients = lambda: _recording(aws.sent)
+    return aws
 
 
 def _recording(sent):
