@@ -115,7 +115,8 @@ def test_lifecycle_commands_never_import_the_sdk(env, sm):
     emulator.add_job(emulator.EmulatedJob("e2e-imp-run", training=600), sm)
     code = ("import sys; from launcher.cli import main\n"
             "for args in (['logs', 'e2e-imp', '--no-follow'], ['status', 'e2e-imp'], ['list'],\n"
-            "             ['metrics', 'e2e-imp'], ['stop', 'e2e-imp-run', '--yes'], ['logs', 'e2e-imp']):\n"
+            "             ['metrics', 'e2e-imp'], ['wait', 'e2e-imp'], ['stop', 'e2e-imp-run', '--yes'],\n"
+            "             ['logs', 'e2e-imp']):\n"
             "    try:\n        main(args)\n    except SystemExit as e:\n"
             "        assert e.code == 0, (args, e.code)\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('sagemaker', 'moto', 'torch', 'pandas')]\n"
