@@ -287,8 +287,10 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *, everything: bool = Fa
     return changes
 
 
-def _is_spec_file(ref: str) -> bool:
-    return ref.endswith((".yaml", ".yml")) and os.path.isfile(ref)
+def is_spec_file(ref: str) -> bool:
+    """A path, never a job name: SageMaker job names hold only letters, digits and hyphens (so a missing
+    file is said to be missing, not looked up as a job)."""
+    return ref.endswith((".yaml", ".yml")) or "/" in ref or os.path.isfile(ref)
 
 
 def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,7 +310,7 @@ def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
 
 def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
-    if _is_spec_file(ref):
+    if is_spec_file(ref):
         from launcher.plan import build_plan, resolve_region
         from launcher.render import deterministic_plan, stored_spec
         from launcher.spec.loader import load_spec

@@ -237,3 +237,12 @@ def test_diff_keeps_the_sdk_out():
             "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_diff_of_spec_files_needs_no_region_and_a_missing_file_is_said_so(run_cli, monkeypatch):
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    r = run_cli("diff", str(JOBS / "llama70b.yaml"), str(JOBS / "llama7b.yaml"), "--spec")
+    assert r.code == 0 and "cluster.instance_count: 32 -> 1" in r.out, r.err
+    missing = run_cli("diff", "nosuch.yaml", str(JOBS / "llama7b.yaml"))
+    assert missing.code == 2 and "cannot read nosuch.yaml" in missing.err and "region" not in missing.err

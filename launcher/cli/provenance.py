@@ -58,14 +58,22 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
     Either side may be `latest` or a spec file (.yaml): its plan as it would be built now. Exits 0 whether or
     not they differ, unless --exit-code.
     """
+    from launcher.api import connect
     from launcher.api import diff as diff_jobs
     from launcher.cli.present import emit_json, safe_data
     from launcher.errors import EXIT_JOB_FAILED, EXIT_OK
+    from launcher.provenance import is_spec_file
     from launcher.state import resolve_job
 
-    a, region = resolve_job(a, region)
-    b, region = resolve_job(b, region)
-    changes = diff_jobs(a, b, everything=everything, spec=spec, clients=job_clients(profile, region))
+    refs = []
+    for ref in (a, b):
+        if not is_spec_file(ref):
+            ref, region = resolve_job(ref, region)
+        refs.append(ref)
+    a, b = refs
+    # Two spec files need no AWS: their plans take a region from the specs or the environment.
+    clients = connect(profile=profile, region=region) if all(map(is_spec_file, refs)) else job_clients(profile, region)
+    changes = diff_jobs(a, b, everything=everything, spec=spec, clients=clients)
     if output == "json":
         emit_json(safe_data([c.to_dict() for c in changes]))
     elif not changes:
