@@ -161,10 +161,18 @@ def _worker(rank, store, root):
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
+    """Four ranks forked from this process, which imports what they run first: a spawned rank spent ~3 CPU-s
+    importing torch, FSDP and DCP again, four times over. Forking is safe here: no rank touches a GPU, and
+    OMP_NUM_THREADS=1 (tests/conftest.py) leaves no OpenMP pool to break in the child."""
+    import torch.distributed.checkpoint  # noqa: F401
+    import torch.distributed.fsdp  # noqa: F401
     import torch.multiprocessing as mp
 
+    import launcher.runtime.train_checkpoint  # noqa: F401
+    import launcher.runtime.tsm_local  # noqa: F401
+
     tmp = tmp_path_factory.mktemp("tp")
-    mp.spawn(_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
+    mp.start_processes(_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True, start_method="fork")
     return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)], tmp
 
 
