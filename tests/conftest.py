@@ -237,4 +237,8 @@ def pytest_configure(config):
     # torch's default (a thread per core in every process) spent CPU spinning for cores others held.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.dont_write_bytecode = True
+    # The CLI subprocesses (a few hundred per run) may cache this repository's bytecode in __pycache__
+    # (git-ignored): where the environment sets PYTHONDONTWRITEBYTECODE (this machine does), each one compiled
+    # launcher/ anew, about 0.1 CPU-s a process.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     _one_parse_of_each_aws_model()
