@@ -207,12 +207,12 @@ class TensorParallelLinear(nn.Module):
         """The parameters that differ per TP rank (a row-parallel bias is replicated)."""
         return [self.weight] + ([self.bias] if self.bias is not None and self.style == "column" else [])
 
-    def init_from_full(self, init_weights):
-        """Run the model's initialiser on the full-size Linear and keep this rank's slice: every rank draws
-        the same random numbers, so replicated parameters stay equal and the slices tile one full matrix."""
+    def init_from_full(self, materialise):
+        """Initialise the full-size Linear as the model would (`materialise` takes it on the meta device) and
+        keep this rank's slice: every rank draws the same random numbers, so replicated parameters stay
+        equal and the slices tile one full matrix."""
         full = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
-        full.to_empty(device=self.weight.device)
-        init_weights(full)
+        materialise(full)
         with torch.no_grad():
             dim = 0 if self.style == "column" else 1
             self.weight.copy_(self._slice(full.weight, dim))
@@ -265,9 +265,25 @@ def transform(model, device=None, dtype=None, config=None, load_state_dict_from_
     return model
 
 
+def _is_norm(module):
+    """A normalisation layer, told by its class name as transformers 5's own `_init_weights` tells them
+    (RMSNorm classes are custom per model and hold no initialiser of their own)."""
+    name = type(module).__name__
+    return "LayerNorm" in name or "RMSNorm" in name
+
+
 class DelayedParamIniter:
-    """SMP's DelayedParamIniter, locally: FSDP's param_init_fn materialises each module that still has meta
-    tensors and runs the model's own initialiser on it (on the full matrix, for a TP slice)."""
+    """SMP's DelayedParamIniter, locally: FSDP's param_init_fn gives each module that still has meta tensors
+    the values the model's constructor would have given it (for a TP slice: the full matrix's, sliced).
+
+    A module's constructor initialises it in three places, and this runs them in the same order:
+    torch's own layers their `reset_parameters`; the model's `post_init` its `_init_weights`; and a
+    custom layer its `__init__`, whose values accelerate's init_empty_weights throws away. transformers
+    5's `_init_weights` covers its norm layers, 4.x's (the range the SMP images pin) does not: their
+    RMSNorm weights are `torch.ones` in `__init__`. So a tensor nothing above wrote (seen by a NaN
+    sentinel) gets the norm rule transformers 5 applies itself (weight 1, bias 0), and anything else
+    is an error naming it rather than a run on uninitialised memory. Tensors the constructor already
+    built on a real device (buffers, under include_buffers=False) keep their values."""
 
     def __init__(self, model, init_method_using_config=None, verbose=False):
         self.model = model
@@ -275,15 +291,43 @@ class DelayedParamIniter:
         self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else (
             torch.device("cpu"))
 
+    def materialise(self, module):
+        """Give `module`'s own meta tensors storage and their constructor's values; returns their names."""
+        names = [n for n, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+                 if t.is_meta]
+        if not names:
+            return names
+        module._apply(lambda t: torch.empty_like(t, device=self.device) if t.is_meta else t, recurse=False)
+        fresh = {n: getattr(module, n) for n in names}
+        with torch.no_grad():
+            for tensor in fresh.values():
+                if tensor.is_floating_point():
+                    tensor.fill_(float("nan"))
+            resets = callable(getattr(module, "reset_parameters", None))
+            if resets:
+                module.reset_parameters()
+            self.init_weights(module)
+            for name, tensor in fresh.items():
+                unwritten = bool(tensor.isnan().any()) if tensor.is_floating_point() else not resets
+                if not unwritten:
+                    continue
+                if _is_norm(module) and name in ("weight", "bias"):
+                    tensor.fill_(1.0 if name == "weight" else 0.0)
+                else:
+                    raise RuntimeError(
+                        f"{type(module).__name__}.{name}: neither reset_parameters nor the model's _init_weights "
+                        "initialises it, so delayed init cannot give it its constructor's value")
+        return names
+
     def get_param_init_fn(self):
         def param_init_fn(module):
             for sub in module.modules():
-                if any(t.is_meta for t in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))):
-                    sub.to_empty(device=self.device, recurse=False)
-                    if isinstance(sub, TensorParallelLinear):
-                        sub.init_from_full(self.init_weights)
-                    else:
-                        self.init_weights(sub)
+                if isinstance(sub, TensorParallelLinear):
+                    if any(t.is_meta for t in sub.parameters(recurse=False)):
+                        sub.to_empty(device=self.device, recurse=False)
+                        sub.init_from_full(self.materialise)
+                else:
+                    self.materialise(sub)
 
         return param_init_fn
 
