@@ -27,13 +27,20 @@ from torch import nn
 STAND_IN = True  # the entry script tells this module from SMP by it
 UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
 # Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
-# columns (row-parallel). Mixtral's experts are fused 3-D tensors in transformers 5; they stay whole.
+# columns (row-parallel). Mixtral's experts (Linear w1/w2/w3 in transformers 4, fused 3-D tensors in 5)
+# stay whole.
 TP_PLAN = {
     "llama": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
     "mistral": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
     "mixtral": (("q_proj", "k_proj", "v_proj"), ("o_proj",)),
     "gpt_neox": (("query_key_value", "dense_h_to_4h"), ("dense", "dense_4h_to_h")),
 }
+
+# The attention module holds these projections; transformers 4.x's reshapes its q/k/v and its output by
+# the widths it stored at construction (5.x's infer them from the tensors), so a TP rank's copy of them
+# counts its own heads.
+ATTENTION_INPUTS = ("q_proj", "query_key_value")
+ATTENTION_WIDTHS = ("num_heads", "num_key_value_heads", "num_attention_heads", "hidden_size")
 
 state = SimpleNamespace()
 _initialized = False
@@ -237,6 +244,16 @@ def _broadcast_from_rank0(model):
             dist.broadcast(tensor.data, src=0)
 
 
+def _split_attention_widths(attention, name, tp):
+    """This rank's share of the head counts and widths the attention module keeps as plain integers."""
+    for attr in ATTENTION_WIDTHS:
+        value = getattr(attention, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value % tp:
+                raise RuntimeError(f"{name}.{attr}={value} cannot be split {tp} ways for tensor parallelism")
+            setattr(attention, attr, value // tp)
+
+
 def transform(model, device=None, dtype=None, config=None, load_state_dict_from_rank0=False, **kwargs):
     """Split the model's projections across the TP group (the identity at tensor parallel degree 1)."""
     if not _initialized:
@@ -259,6 +276,8 @@ def transform(model, device=None, dtype=None, config=None, load_state_dict_from_
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, leaf, TensorParallelLinear(module, style, state.tp_size, state.tp_rank,
                                                    state.tp_process_group))
+        if leaf in ATTENTION_INPUTS:
+            _split_attention_widths(parent, parent_name, state.tp_size)
         state.tp_partition[f"{name}.weight"] = 0 if style == "column" else 1
         if module.bias is not None and style == "column":
             state.tp_partition[f"{name}.bias"] = 0
