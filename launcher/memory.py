@@ -45,9 +45,10 @@ HALF = 2
 ACT_BYTES_PER_SBH = 34      # SMP implementation: Korthikanti et al. 2022, eq. 1 without the score term (estimate)
 MLP_BYTES_PER_SBH = 19      # the MLP's share of those 34 (its input, the 4h activation and its input, the mask);
                             # a mixture of experts keeps it once per expert a token is routed to (estimate)
-# Hugging Face layers, bf16, sdpa attention, not checkpointed: measured on CPU with transformers 5.24.0 and
-# torch 2.13.0 by `python -m launcher.activation_measure` (tests/test_memory.py re-measures them).
-HF_ACT_BYTES_PER_SBH = {"llama": 45.56, "mistral": 49.09, "mixtral": 85.55, "gpt_neox": 36.06}
+# Hugging Face layers, bf16, sdpa attention, not checkpointed: measured on CPU with transformers 4.46.3 (the
+# `local` extra's pin, inside every SMP image's range) and torch 2.13.0 by `python -m launcher.activation_measure`
+# (tests/test_memory.py re-measures them). transformers 5.24.0 gave mistral 49.09 and mixtral 85.55.
+HF_ACT_BYTES_PER_SBH = {"llama": 45.56, "mistral": 49.59, "mixtral": 89.97, "gpt_neox": 36.06}
 CKPT_BYTES_PER_SBH = 2      # a checkpointed layer's bf16 input: measured (reentrant checkpointing), every type
 ADAM_STEP_BYTES_PER_PARAM = 4  # foreach AdamW's fp32 temporary per local parameter (estimate)
 LOGIT_BYTES = 14            # 2 (bf16) + 4 (fp32 upcast) + 4 (log-softmax) + 4 (grad)

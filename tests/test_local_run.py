@@ -227,6 +227,80 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
     assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"
 
 
+def _tiny_model(preset, seed, meta=False):
+    """The entry script's model for a 1-layer preset (its rendered config), built as it builds it."""
+    from accelerate import init_empty_weights
+
+    from launcher.architecture import HF_CLASSES
+    from launcher.render import hf_config
+
+    kv = "4" if preset == "gpt-neox-20b" else "2"
+    spec = load_spec(JOBS / "llama7b.yaml", [f"model.preset={preset}", "model.num_layers=1", "model.hidden_width=64",
+                                             "model.num_heads=4", f"model.num_key_value_heads={kv}",
+                                             "model.intermediate_size=96", "model.vocab_size=128"]).spec
+    arch = spec.model.architecture()
+    config_name, model_name, _ = HF_CLASSES[arch.type]
+    module = importlib.import_module(f"transformers.models.{arch.type}.modeling_{arch.type}")
+    config = getattr(module, config_name)(**hf_config(spec))
+    torch.manual_seed(seed)
+    if not meta:
+        return getattr(module, model_name)(config)
+    with init_empty_weights(include_buffers=False):
+        return getattr(module, model_name)(config)
+
+
+@pytest.mark.parametrize("preset", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"])
+def test_delayed_init_gives_every_tensor_its_constructors_value(runtime, preset):
+    """On the installed transformers (4.x, the images' range, covers no RMSNorm in `_init_weights`; 5.x does),
+    the stand-in's param_init_fn leaves no tensor on meta, gives each tensor the constructor initialises
+    the same way under any seed (norm weights 1, biases 0, rotary buffers) exactly that value, and the
+    random ones the constructor's spread."""
+    tsm = runtime("tsm_local")
+    built, other = _tiny_model(preset, seed=1), _tiny_model(preset, seed=2)
+    model = _tiny_model(preset, seed=3, meta=True)
+    assert any(p.is_meta for p in model.parameters())
+    initer = tsm.DelayedParamIniter(model)
+    with initer.validate_params_and_buffers_inited():
+        initer.get_param_init_fn()(model)
+    tensors = lambda m: {n: t.detach() for n, t in (*m.named_parameters(), *m.named_buffers())}  # noqa: E731
+    theirs, again = tensors(built), tensors(other)
+    seed_free = {n for n, t in theirs.items() if torch.equal(t, again[n])}
+    assert any("norm" in n or "layernorm" in n.lower() for n in seed_free), sorted(seed_free)
+    mine = tensors(model)
+    assert set(mine) == set(theirs)
+    for name, tensor in mine.items():
+        assert not tensor.is_meta and tensor.device.type == "cpu", name
+        if name in seed_free:
+            assert torch.equal(tensor, theirs[name]), name
+        else:
+            assert not torch.isnan(tensor).any() and tensor.std() > 0, name
+            assert float(tensor.std()) == pytest.approx(float(theirs[name].std()), rel=0.25), name
+
+
+def test_delayed_init_refuses_a_tensor_no_initialiser_covers(runtime):
+    """A custom layer whose value only its __init__ knew is an error, never a run on uninitialised memory."""
+    tsm = runtime("tsm_local")
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = torch.nn.Parameter(torch.full((4,), 0.5))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.scale = torch.nn.Linear(4, 4), Scale()
+
+        def _init_weights(self, module):
+            if isinstance(module, torch.nn.Linear):
+                module.weight.data.normal_(0.0, 0.02)
+
+    model = Model().to("meta")
+    with pytest.raises(RuntimeError, match="Scale.gain: neither reset_parameters nor"):
+        tsm.DelayedParamIniter(model).get_param_init_fn()(model)
+    assert not model.proj.weight.is_meta and float(model.proj.bias.detach().abs().max()) <= 0.5  # 1/sqrt(4)
+
+
 def test_advisor_errors_block_the_local_run_too(run_cli):
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--set", "smp.tensor_parallel_degree=3")
     assert r.code == 2 and "SMP001" in r.err and "[algo-1]" not in r.out

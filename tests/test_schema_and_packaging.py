@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 import yaml
 from jsonschema.exceptions import best_match
+from packaging.specifiers import SpecifierSet
 
 from launcher.spec.schema import SCHEMA_FILE, modeline, schema_text
 from tests.conftest import JOBS, REPO
@@ -132,6 +133,28 @@ def test_setup_cfg_lists_every_package():
     listed = set(cfg["options"]["packages"].split())
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "launcher").rglob("__init__.py")}
     assert found <= listed, f"add to setup.cfg [options] packages: {sorted(found - listed)}"
+
+
+def test_the_local_extra_runs_the_transformers_every_smp_image_installs():
+    """The CPU preflight's transformers and accelerate (the `local` extra) lie inside the requirements.txt range
+    of every image whose range starts at 4.40.1 (PyTorch 2.2.0 to 2.5.1), so the preflight runs the script on a
+    version the job itself installs; transformers 5.24.0, pinned before, lay outside all of them."""
+    import configparser
+
+    from packaging.requirements import Requirement
+
+    from launcher.catalog import FRAMEWORKS, requirements
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    pins = {r.name: r.specifier for r in map(Requirement, cfg["options.extras_require"]["local"].split())}
+    images = [v for v in FRAMEWORKS if "4.40.1" in SpecifierSet(requirements(v)["transformers"])]
+    assert images == ["2.2.0", "2.3.1", "2.4.1", "2.5.1"]
+    for name in ("transformers", "accelerate"):
+        (pin,) = pins[name]
+        assert pin.operator == "==", (name, pin)
+        for version in images:
+            assert pin.version in SpecifierSet(requirements(version)[name]), (name, pin, version)
 
 
 def test_an_editable_install_is_a_plain_path_entry_and_prints_no_warning(tmp_path):

@@ -27,13 +27,20 @@ from torch import nn
 STAND_IN = True  # the entry script tells this module from SMP by it
 UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
 # Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
-# columns (row-parallel). Mixtral's experts are fused 3-D tensors in transformers 5; they stay whole.
+# columns (row-parallel). Mixtral's experts (Linear w1/w2/w3 in transformers 4, fused 3-D tensors in 5)
+# stay whole.
 TP_PLAN = {
     "llama": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
     "mistral": (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"), ("o_proj", "down_proj")),
     "mixtral": (("q_proj", "k_proj", "v_proj"), ("o_proj",)),
     "gpt_neox": (("query_key_value", "dense_h_to_4h"), ("dense", "dense_4h_to_h")),
 }
+
+# The attention module holds these projections; transformers 4.x's reshapes its q/k/v and its output by
+# the widths it stored at construction (5.x's infer them from the tensors), so a TP rank's copy of them
+# counts its own heads.
+ATTENTION_INPUTS = ("q_proj", "query_key_value")
+ATTENTION_WIDTHS = ("num_heads", "num_key_value_heads", "num_attention_heads", "hidden_size")
 
 state = SimpleNamespace()
 _initialized = False
@@ -207,12 +214,12 @@ class TensorParallelLinear(nn.Module):
         """The parameters that differ per TP rank (a row-parallel bias is replicated)."""
         return [self.weight] + ([self.bias] if self.bias is not None and self.style == "column" else [])
 
-    def init_from_full(self, init_weights):
-        """Run the model's initialiser on the full-size Linear and keep this rank's slice: every rank draws
-        the same random numbers, so replicated parameters stay equal and the slices tile one full matrix."""
+    def init_from_full(self, materialise):
+        """Initialise the full-size Linear as the model would (`materialise` takes it on the meta device) and
+        keep this rank's slice: every rank draws the same random numbers, so replicated parameters stay
+        equal and the slices tile one full matrix."""
         full = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
-        full.to_empty(device=self.weight.device)
-        init_weights(full)
+        materialise(full)
         with torch.no_grad():
             dim = 0 if self.style == "column" else 1
             self.weight.copy_(self._slice(full.weight, dim))
@@ -237,6 +244,16 @@ def _broadcast_from_rank0(model):
             dist.broadcast(tensor.data, src=0)
 
 
+def _split_attention_widths(attention, name, tp):
+    """This rank's share of the head counts and widths the attention module keeps as plain integers."""
+    for attr in ATTENTION_WIDTHS:
+        value = getattr(attention, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value % tp:
+                raise RuntimeError(f"{name}.{attr}={value} cannot be split {tp} ways for tensor parallelism")
+            setattr(attention, attr, value // tp)
+
+
 def transform(model, device=None, dtype=None, config=None, load_state_dict_from_rank0=False, **kwargs):
     """Split the model's projections across the TP group (the identity at tensor parallel degree 1)."""
     if not _initialized:
@@ -259,15 +276,33 @@ def transform(model, device=None, dtype=None, config=None, load_state_dict_from_
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, leaf, TensorParallelLinear(module, style, state.tp_size, state.tp_rank,
                                                    state.tp_process_group))
+        if leaf in ATTENTION_INPUTS:
+            _split_attention_widths(parent, parent_name, state.tp_size)
         state.tp_partition[f"{name}.weight"] = 0 if style == "column" else 1
         if module.bias is not None and style == "column":
             state.tp_partition[f"{name}.bias"] = 0
     return model
 
 
+def _is_norm(module):
+    """A normalisation layer, told by its class name as transformers 5's own `_init_weights` tells them
+    (RMSNorm classes are custom per model and hold no initialiser of their own)."""
+    name = type(module).__name__
+    return "LayerNorm" in name or "RMSNorm" in name
+
+
 class DelayedParamIniter:
-    """SMP's DelayedParamIniter, locally: FSDP's param_init_fn materialises each module that still has meta
-    tensors and runs the model's own initialiser on it (on the full matrix, for a TP slice)."""
+    """SMP's DelayedParamIniter, locally: FSDP's param_init_fn gives each module that still has meta tensors
+    the values the model's constructor would have given it (for a TP slice: the full matrix's, sliced).
+
+    A module's constructor initialises it in three places, and this runs them in the same order:
+    torch's own layers their `reset_parameters`; the model's `post_init` its `_init_weights`; and a
+    custom layer its `__init__`, whose values accelerate's init_empty_weights throws away. transformers
+    5's `_init_weights` covers its norm layers, 4.x's (the range the SMP images pin) does not: their
+    RMSNorm weights are `torch.ones` in `__init__`. So a tensor nothing above wrote (seen by a NaN
+    sentinel) gets the norm rule transformers 5 applies itself (weight 1, bias 0), and anything else
+    is an error naming it rather than a run on uninitialised memory. Tensors the constructor already
+    built on a real device (buffers, under include_buffers=False) keep their values."""
 
     def __init__(self, model, init_method_using_config=None, verbose=False):
         self.model = model
@@ -275,15 +310,43 @@ class DelayedParamIniter:
         self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else (
             torch.device("cpu"))
 
+    def materialise(self, module):
+        """Give `module`'s own meta tensors storage and their constructor's values; returns their names."""
+        names = [n for n, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+                 if t.is_meta]
+        if not names:
+            return names
+        module._apply(lambda t: torch.empty_like(t, device=self.device) if t.is_meta else t, recurse=False)
+        fresh = {n: getattr(module, n) for n in names}
+        with torch.no_grad():
+            for tensor in fresh.values():
+                if tensor.is_floating_point():
+                    tensor.fill_(float("nan"))
+            resets = callable(getattr(module, "reset_parameters", None))
+            if resets:
+                module.reset_parameters()
+            self.init_weights(module)
+            for name, tensor in fresh.items():
+                unwritten = bool(tensor.isnan().any()) if tensor.is_floating_point() else not resets
+                if not unwritten:
+                    continue
+                if _is_norm(module) and name in ("weight", "bias"):
+                    tensor.fill_(1.0 if name == "weight" else 0.0)
+                else:
+                    raise RuntimeError(
+                        f"{type(module).__name__}.{name}: neither reset_parameters nor the model's _init_weights "
+                        "initialises it, so delayed init cannot give it its constructor's value")
+        return names
+
     def get_param_init_fn(self):
         def param_init_fn(module):
             for sub in module.modules():
-                if any(t.is_meta for t in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))):
-                    sub.to_empty(device=self.device, recurse=False)
-                    if isinstance(sub, TensorParallelLinear):
-                        sub.init_from_full(self.init_weights)
-                    else:
-                        self.init_weights(sub)
+                if isinstance(sub, TensorParallelLinear):
+                    if any(t.is_meta for t in sub.parameters(recurse=False)):
+                        sub.to_empty(device=self.device, recurse=False)
+                        sub.init_from_full(self.materialise)
+                else:
+                    self.materialise(sub)
 
         return param_init_fn
 
