@@ -71,10 +71,27 @@ FRAMEWORKS: dict[str, FrameworkVersion] = {
 # carries and cannot import the model classes there.
 
 
-def requirements(pytorch_version: str) -> dict[str, str]:
-    """The pip requirement specifiers the entry script needs on this framework version's image."""
+# The script asks for sdpa attention; GPT-NeoX runs it only from transformers 4.42.0 (earlier releases refuse
+# to build the model: https://github.com/huggingface/transformers/pull/31031, released in v4.42.0).
+SDPA_SINCE = {"gpt_neox": "4.42.0"}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def requirements(pytorch_version: str, model_type: str | None = None) -> dict[str, str]:
+    """The pip requirement specifiers the entry script needs on this framework version's image (and model type:
+    a model that needs a later transformers than the image range's floor gets that floor)."""
     fw = FRAMEWORKS[pytorch_version]
-    return {"transformers": fw.transformers, "accelerate": fw.accelerate}
+    transformers = fw.transformers
+    since = SDPA_SINCE.get(model_type or "")
+    if since:
+        parts = transformers.split(",")
+        floor = next(p for p in parts if p.startswith(">="))
+        if _version(floor[2:]) < _version(since):
+            transformers = ",".join(f">={since}" if p == floor else p for p in parts)
+    return {"transformers": transformers, "accelerate": fw.accelerate}
 
 
 DEFAULT_PYTORCH = "2.4.1"

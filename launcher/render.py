@@ -143,7 +143,7 @@ def script_context(plan: Plan) -> dict[str, Any]:
         "data": {"train": spec.data.train, "format": spec.data.format},
         "progress_format": progress.LINE_FORMAT,
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
-        "requirements": requirements(spec.framework.pytorch_version),
+        "requirements": requirements(spec.framework.pytorch_version, spec.model.architecture().type),
     }
 
 

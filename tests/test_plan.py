@@ -285,6 +285,21 @@ def test_rendered_requirements_follow_the_catalog():
     assert text.splitlines() == [f"{name}{spec}" for name, spec in pins.items()]
 
 
+def test_gpt_neox_gets_the_first_transformers_that_builds_it_with_sdpa():
+    """transformers 4.40-4.41 refuse to build GPT-NeoX with the sdpa attention the script asks for; the image
+    ranges start at 4.40.1, so pip could keep a 4.40 already on the image and the job failed at model build."""
+    from packaging.specifiers import SpecifierSet
+
+    from launcher.catalog import FRAMEWORKS, requirements
+
+    for version in (v for v in FRAMEWORKS if v >= "2.2"):
+        neox = SpecifierSet(requirements(version, "gpt_neox")["transformers"])
+        assert "4.41.2" not in neox and "4.42.0" in neox and "4.46.3" in neox, (version, neox)
+        assert "4.40.1" in SpecifierSet(requirements(version, "llama")["transformers"])
+    text = plan_of(JOBS / "llama7b.yaml", "model.preset=gpt-neox-20b").source.files["requirements.txt"]
+    assert text.splitlines()[0] == "transformers>=4.42.0,<4.47"
+
+
 def test_sm_activation_offloading_is_sent_as_the_spec_says(write_spec):
     """Defect 8: sent true while offloading was off."""
     def sent(*o):
