@@ -316,7 +316,8 @@ def test_a_missing_local_extra_is_one_line_naming_the_package(run_cli, monkeypat
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "transformers" else real(name, *a))
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny")
     assert r.code == 2 and "(transformers is missing): pip install 'smp-launch[local]'" in r.err
     assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
