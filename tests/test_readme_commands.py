@@ -88,24 +88,57 @@ def endpoint(moto_server):
     return moto_server  # one server per test process (tests/conftest.py); each test resets it
 
 
+# How a job created without a script runs (emulator.set_default): short, with log lines on every host.
+QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2, "line_interval": 0.2,
+             "decoy": False}
+# `submit --retry` waits for its job's end (polling every 5 s, the default): a job already Completed when it
+# is created ends that wait at its first poll.
+ENDED_JOB = {"starting": 0, "downloading": 0, "training": 0, "uploading": 0, "decoy": False}
+
+
+def aws_order(commands: list[str]) -> list[str]:
+    """check-role and submit first (so `latest` names a job), then the README's order, except that `logs latest`
+    and `wait JOB latest` come right after the commands on JOB (before `rerun` starts a newer `latest`): by
+    then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s for wait)."""
+    def rank(c: str) -> int:
+        words = shlex.split(c)
+        if verb(c) in ("check-role", "submit"):
+            return 0
+        if "latest" in words and verb(c) in ("logs", "wait"):
+            return 2
+        return 1 if "JOB" in words else 3
+    return sorted(commands, key=rank)
+
+
+def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
+    order = aws_order([c for c in COMMANDS if verb(c) not in OFFLINE])
+    at = {c: i for i, c in enumerate(order)}
+    submits = [at[c] for c in order if verb(c) in ("check-role", "submit")]
+    on_latest = [at[c] for c in order if verb(c) in ("logs", "wait") and "latest" in shlex.split(c)]
+    on_job = [at[c] for c in order if "JOB" in shlex.split(c) and at[c] not in on_latest]
+    reruns = [at[c] for c in order if verb(c) in ("rerun", "pipeline")]
+    assert submits and on_latest and on_job and reruns
+    assert max(submits) < min(on_job) and max(on_job) < min(on_latest) and max(on_latest) < min(reruns)
+    assert sorted(order) == sorted(c for c in COMMANDS if verb(c) not in OFFLINE)
+
+
 def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):
-    """Submit first (so `latest` names a job), then each command in the README's order."""
+    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order)."""
     emulator.reset_server(endpoint)
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
     session = boto3.Session(region_name=REGION)
     pipeline_world(session)  # create_world plus a role that may run a pipeline (the README shows one)
-    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, training=6, line_interval=0.5),
-                           session.client("sagemaker"))  # short: `logs JOB` follows it to its end
+    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
+                                                training=2, uploading=0.2, line_interval=0.25),
+                           session.client("sagemaker"))  # short: ended when `logs JOB` follows it
     env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
                SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
     aws = [c for c in COMMANDS if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
-    ordered = sorted(aws, key=lambda c: verb(c) not in ("check-role", "submit"))
-    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
-                          "line_interval": 0.2, "decoy": False})
     try:
-        for command in ordered:
+        for command in aws_order(aws):
             args, pipe = argv(command, sandbox, job.name)
+            emulator.set_default(ENDED_JOB if "--retry" in args else QUICK_JOB)
             out = subprocess.run([SMP, *args], cwd=sandbox, env=env, capture_output=True, text=True, timeout=120,
                                  stdin=subprocess.DEVNULL)
             assert "Traceback" not in out.stderr, f"{command}\n{out.stderr[-2000:]}"

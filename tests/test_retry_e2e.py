@@ -12,7 +12,7 @@ from emulator import scenario
 from launcher.retry import ATTEMPT_TAG, RETRY_OF_TAG
 from tests.aws_setup import BUCKET, create_world
 
-QUICK = dict(starting=0.2, downloading=0.1, training=0.6, uploading=0.1, line_interval=0.1, decoy=False)
+QUICK = dict(starting=0.1, downloading=0.05, training=0.4, uploading=0.05, line_interval=0.1, decoy=False)
 
 
 @pytest.fixture
@@ -48,8 +48,9 @@ def test_a_capacity_failure_is_retried_to_success(world):
 
 def test_a_spot_interruption_resumes_from_the_checkpoint(world):
     session, cli = world
-    scenario.expect_attempts("llama2-7b-", [scenarios.spot_interrupted(interruptions=1, checkpoint_after=1.0,
-                                                                       **{**QUICK, "interrupt_after": 2.0}),
+    scenario.expect_attempts("llama2-7b-", [scenarios.spot_interrupted(
+        interruptions=1, checkpoint_after=0.4, **{**QUICK, "interrupt_after": 0.8, "interrupted_for": 0.3,
+                                                  "stopping": 0.3}),
                                             dict(QUICK)])
     out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--set", "cluster.spot=true",
               "--retry", "spot", "--retry-backoff", "0", "--interval", "0.1", "--output", "json")
