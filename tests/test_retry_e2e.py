@@ -11,6 +11,7 @@ from emulator import failures as scenarios
 from emulator import scenario
 from launcher.retry import ATTEMPT_TAG, RETRY_OF_TAG
 from tests.aws_setup import BUCKET, create_world
+from tests.conftest import JOBS
 
 QUICK = dict(starting=0.1, downloading=0.05, training=0.4, uploading=0.05, line_interval=0.1, decoy=False)
 
@@ -74,12 +75,20 @@ def test_a_spot_interruption_resumes_from_the_checkpoint(world):
 
 
 def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(world):
-    """`wait` reads algo-1's log tail (the OOM) and the plan.json in the job's source tarball (the layout)."""
+    """`wait` reads algo-1's log tail (the OOM) and the plan.json in the job's source tarball (the layout).
+
+    The job is started through the library (what the CLI's submit is a shell over, tested end to end in
+    test_e2e_submit.py), which records it as `latest` in this test's state folder; `wait latest` is the CLI."""
+    import os
+
+    from launcher import api
+
     session, cli = world
     scenario.expect_attempts("llama2-7b-", [scenarios.out_of_memory(**QUICK)])
-    started = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
-    assert started.returncode == 0, started.stderr
-    out = cli("wait", "latest", "--interval", "0.1", "--output", "json")
+    started = api.submit(api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"])))
+    assert started.job_name and started.remembered
+    out = cli("wait", "latest", "--interval", "0.1", "--output", "json",
+              extra_env={"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]})
     assert out.returncode == 1, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["failure_class"] == "out_of_memory"
