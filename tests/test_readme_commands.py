@@ -122,33 +122,52 @@ def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
     assert sorted(order) == sorted(c for c in COMMANDS if verb(c) not in OFFLINE)
 
 
-def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):
-    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order)."""
+def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
+    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order).
+
+    Each runs through the console script's own entry point (`launcher.cli:main`, what `.venv/bin/smp-launch`
+    calls) in this process, with the README's words as its argv, in a copy of the repository and an
+    environment of its own (stdin not a terminal, as from a script): the words as written are what is
+    tested here. In a subprocess each submit, rerun and pipeline imported the SageMaker SDK again (10 of
+    the 20 commands, ~2.5 CPU-s each); every one of these commands also runs as a fresh installed-CLI
+    process in the e2e modules (test_e2e_submit, test_follow_e2e, test_provenance_e2e, test_retry_e2e...)."""
+    import io
+
+    from launcher.cli import main
+
     emulator.reset_server(endpoint)
-    for k, v in emulator.server_env(endpoint).items():
+    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
+               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
+    for k in [k for k in os.environ if k not in env]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.chdir(sandbox)
     session = boto3.Session(region_name=REGION)
     pipeline_world(session)  # create_world plus a role that may run a pipeline (the README shows one)
     job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
                                                 training=2, uploading=0.2, line_interval=0.25),
                            session.client("sagemaker"))  # short: ended when `logs JOB` follows it
-    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
-               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
     aws = [c for c in COMMANDS if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
     try:
         for command in aws_order(aws):
             args, pipe = argv(command, sandbox, job.name)
             emulator.set_default(ENDED_JOB if "--retry" in args else QUICK_JOB)
-            out = subprocess.run([SMP, *args], cwd=sandbox, env=env, capture_output=True, text=True, timeout=120,
-                                 stdin=subprocess.DEVNULL)
-            assert "Traceback" not in out.stderr, f"{command}\n{out.stderr[-2000:]}"
+            monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # as from a script: no terminal to ask
+            capsys.readouterr()
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            out = capsys.readouterr()
             if verb(command) == "stop" and "--yes" not in args:  # asks first: with no terminal, it says so
-                said = (out.returncode, "pass --yes" in out.stderr, "nothing to stop" in out.stdout + out.stderr)
-                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.stdout}{out.stderr[-2000:]}"
+                said = (code, "pass --yes" in out.err, "nothing to stop" in out.out + out.err)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.out}{out.err[-2000:]}"
                 continue
-            assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+            assert code == 0, f"{command}\n{out.err[-2000:]}"
             if "jq" in pipe:
-                records = [json.loads(line) for line in out.stdout.splitlines()]
+                records = [json.loads(line) for line in out.out.splitlines()]
                 assert any(r.get("type") == "log" for r in records)
     finally:
         emulator.set_default(None)
