@@ -1,13 +1,13 @@
 """Every `smp-launch` command the README shows runs as written (its own `plan jobs/llama70b.yaml --set
 cluster.instance_count=16` example exited 2): the offline ones in a copy of jobs/ and schema/, the ones that
-read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted."""
+read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted.
+Each runs through the console script's entry point in this process (run_as_written), its argv the README's words."""
 import glob
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +19,6 @@ from tests.aws_setup import BUCKET, REGION
 from tests.conftest import REPO
 from tests.test_pipeline import pipeline_world
 
-SMP = str(Path(sys.executable).parent / "smp-launch")
 PREFIX = ".venv/bin/smp-launch "
 OFFLINE = {"validate", "plan", "schema", "advise", "render", "rules"}
 # Run elsewhere: a minute of CPU each (tests/test_local_run.py runs the same command).
@@ -67,6 +66,34 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "NO_COLOR": "1", **extra}
 
 
+def run_as_written(args: list[str], env: dict[str, str], cwd: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`smp-launch ARGS` through the console script's entry point (`launcher.cli:main`, what
+    `.venv/bin/smp-launch` calls) in this process: exactly `env` as its environment, `cwd` as its working
+    directory, stdin not a terminal (as from a script). Returns (exit code, stdout, stderr).
+
+    In-process, not a subprocess: the words as written are what these tests check, and a subprocess per
+    command paid the interpreter and, for submit, rerun and pipeline, the SageMaker SDK's import (~2.5 CPU-s)
+    each time. Every one of these commands also runs as a fresh installed-CLI process in the e2e modules."""
+    import io
+
+    from launcher.cli import main
+
+    for k in [k for k in os.environ if k not in env]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def test_the_readme_shows_the_commands_this_test_runs():
     verbs = {verb(c) for c in COMMANDS}
     assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
@@ -74,13 +101,12 @@ def test_the_readme_shows_the_commands_this_test_runs():
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if verb(c) in OFFLINE])
-def test_an_offline_readme_command_runs_as_written(command, sandbox):
+def test_an_offline_readme_command_runs_as_written(command, sandbox, monkeypatch, capsys):
     args, _ = argv(command, sandbox)
-    out = subprocess.run([SMP, *args], cwd=sandbox, env=_env(XDG_STATE_HOME=str(sandbox / "state")),
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+    code, out, err = run_as_written(args, _env(XDG_STATE_HOME=str(sandbox / "state")), sandbox, monkeypatch, capsys)
+    assert code == 0, f"{command}\n{err[-2000:]}"
     if args[-2:] == ["--output", "json"] or verb(command) == "schema":
-        json.loads(out.stdout)
+        json.loads(out)
 
 
 @pytest.fixture
@@ -123,26 +149,13 @@ def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
 
 
 def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
-    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order).
-
-    Each runs through the console script's own entry point (`launcher.cli:main`, what `.venv/bin/smp-launch`
-    calls) in this process, with the README's words as its argv, in a copy of the repository and an
-    environment of its own (stdin not a terminal, as from a script): the words as written are what is
-    tested here. In a subprocess each submit, rerun and pipeline imported the SageMaker SDK again (10 of
-    the 20 commands, ~2.5 CPU-s each); every one of these commands also runs as a fresh installed-CLI
-    process in the e2e modules (test_e2e_submit, test_follow_e2e, test_provenance_e2e, test_retry_e2e...)."""
-    import io
-
-    from launcher.cli import main
-
+    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order), each
+    through the CLI's entry point with the README's words as its argv (run_as_written)."""
     emulator.reset_server(endpoint)
     env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
                SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
-    for k in [k for k in os.environ if k not in env]:
-        monkeypatch.delenv(k)
-    for k, v in env.items():
+    for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
-    monkeypatch.chdir(sandbox)
     session = boto3.Session(region_name=REGION)
     pipeline_world(session)  # create_world plus a role that may run a pipeline (the README shows one)
     job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
@@ -153,21 +166,14 @@ def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, mon
         for command in aws_order(aws):
             args, pipe = argv(command, sandbox, job.name)
             emulator.set_default(ENDED_JOB if "--retry" in args else QUICK_JOB)
-            monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # as from a script: no terminal to ask
-            capsys.readouterr()
-            try:
-                main(list(args))
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            out = capsys.readouterr()
+            code, out, err = run_as_written(args, env, sandbox, monkeypatch, capsys)
             if verb(command) == "stop" and "--yes" not in args:  # asks first: with no terminal, it says so
-                said = (code, "pass --yes" in out.err, "nothing to stop" in out.out + out.err)
-                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.out}{out.err[-2000:]}"
+                said = (code, "pass --yes" in err, "nothing to stop" in out + err)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out}{err[-2000:]}"
                 continue
-            assert code == 0, f"{command}\n{out.err[-2000:]}"
+            assert code == 0, f"{command}\n{err[-2000:]}"
             if "jq" in pipe:
-                records = [json.loads(line) for line in out.out.splitlines()]
+                records = [json.loads(line) for line in out.splitlines()]
                 assert any(r.get("type") == "log" for r in records)
     finally:
         emulator.set_default(None)
