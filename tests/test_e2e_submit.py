@@ -17,17 +17,19 @@ def world(server_cli):
     return server_cli.session, create_world(server_cli.session), server_cli.cli
 
 
-def test_submit_starts_the_job_the_plan_describes(world):
+def test_submit_starts_the_job_the_plan_describes_and_a_repeat_does_not_upload_again(world):
+    """One world, two JSON submits: the first starts the job its plan describes and uploads the source; the
+    second (same spec, same source) starts a job without uploading again."""
     session, arns, cli = world
     out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
     assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
-    job = session.client("sagemaker").describe_training_job(TrainingJobName=result["job_name"])
+    first = json.loads(out.stdout)
+    job = session.client("sagemaker").describe_training_job(TrainingJobName=first["job_name"])
     assert "smdistributed-modelparallel" in job["AlgorithmSpecification"]["TrainingImage"]
     assert job["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge" and job["ResourceConfig"]["InstanceCount"] == 1
     assert json.loads(job["HyperParameters"]["mp_parameters"])["hybrid_shard_degree"] == 8
     assert job["RoleArn"] == arns["Good"]
-    bucket, key = result["source_uri"][5:].split("/", 1)
+    bucket, key = first["source_uri"][5:].split("/", 1)
     body = session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         script = tar.extractfile("train.py").read().decode()
@@ -35,23 +37,11 @@ def test_submit_starts_the_job_the_plan_describes(world):
     assert "sagemaker.config" not in out.stdout + out.stderr
     assert "Deprecation" not in out.stderr and "telemetry" not in out.stderr.lower()
 
-
-def test_a_repeated_submit_does_not_upload_again(world):
-    _, _, cli = world
-    first = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
     second = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
-    assert first["uploaded"] and not second["uploaded"]
+    assert first["uploaded"] and not second["uploaded"], "a repeated submit uploaded the same source again"
     assert "s3.PutObject" in first["aws_calls"] and "s3.PutObject" not in second["aws_calls"]
     print("first submit:", first["aws_calls"])
     print("repeated submit:", second["aws_calls"])
-
-
-def test_text_output_names_the_job_console_and_next_command(world):
-    _, _, cli = world
-    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good")
-    assert out.returncode == 0, out.stderr
-    assert "started llama2-7b-" in out.stdout and "console.aws.amazon.com/sagemaker" in out.stdout
-    assert "smp-launch logs llama2-7b-" in out.stdout
 
 
 @pytest.mark.parametrize("role,code,text", [("Good", 0, "pass"), ("NoTrust", 3, "trust policy"),
@@ -88,15 +78,19 @@ def test_no_credentials_is_one_actionable_line(world, tmp_path):
     assert "Traceback" not in out.stderr
 
 
-def test_submit_wait_follows_the_job_to_its_end(world):
+def test_text_output_names_the_job_console_and_next_command_and_wait_follows_the_job_to_its_end(world):
+    """`submit --wait` in text: the lines every text submit prints (job, console URL, next command), then the
+    job's log lines until it ends."""
     session, _, cli = world
     fast = ["--interval", "0.2"]  # poll every 0.2 s, not every 5 s (the default)
-    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
-                          "line_interval": 0.2, "decoy": False})
+    emulator.set_default({"starting": 0.2, "downloading": 0.1, "training": 0.6, "uploading": 0.1,
+                          "line_interval": 0.15, "decoy": False})
     try:
         out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--wait", *fast)
     finally:
         emulator.set_default(None)
     assert out.returncode == 0, out.stderr
-    assert "started llama2-7b-" in out.stdout and "[algo-1]" in out.stdout
+    assert "started llama2-7b-" in out.stdout and "console.aws.amazon.com/sagemaker" in out.stdout
+    assert "smp-launch logs llama2-7b-" in out.stdout
+    assert "[algo-1]" in out.stdout
     assert "Completed" in out.stdout + out.stderr

@@ -17,7 +17,7 @@ from tests.emulation import body_of, lost_and_duplicated
 
 EXE = shutil.which("smp-launch", path=str(Path(sys.executable).parent))
 pytestmark = pytest.mark.skipif(EXE is None, reason="the smp-launch console script is not installed")
-QUICK = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1}
+QUICK = {"starting": 0.3, "downloading": 0.2, "training": 0.8, "uploading": 0.2, "line_interval": 0.1}
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from tests.conftest import JOBS
 from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
 
 
@@ -12,8 +13,13 @@ def world(server_cli):
 
 
 def test_submit_rerun_diff(world):
+    """The job to rerun is started through the library (the same submit the CLI's is a shell over; the CLI's
+    own submit is tested end to end in test_e2e_submit.py): one SDK import fewer than a `submit` subprocess."""
+    from launcher import api
+
     session, _, cli = world
-    first = json.loads(cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json").stdout)
+    first = api.submit(api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"]))).to_dict()
+    assert first["job_name"] and first["uploaded"]
     out = cli("rerun", first["job_name"], "--output", "json")
     assert out.returncode == 0, out.stderr
     again = json.loads(out.stdout)

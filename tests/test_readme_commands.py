@@ -1,13 +1,13 @@
 """Every `smp-launch` command the README shows runs as written (its own `plan jobs/llama70b.yaml --set
 cluster.instance_count=16` example exited 2): the offline ones in a copy of jobs/ and schema/, the ones that
-read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted."""
+read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one submitted.
+Each runs through the console script's entry point in this process (run_as_written), its argv the README's words."""
 import glob
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +19,6 @@ from tests.aws_setup import BUCKET, REGION
 from tests.conftest import REPO
 from tests.test_pipeline import pipeline_world
 
-SMP = str(Path(sys.executable).parent / "smp-launch")
 PREFIX = ".venv/bin/smp-launch "
 OFFLINE = {"validate", "plan", "schema", "advise", "render", "rules"}
 # Run elsewhere: a minute of CPU each (tests/test_local_run.py runs the same command).
@@ -67,6 +66,34 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "NO_COLOR": "1", **extra}
 
 
+def run_as_written(args: list[str], env: dict[str, str], cwd: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`smp-launch ARGS` through the console script's entry point (`launcher.cli:main`, what
+    `.venv/bin/smp-launch` calls) in this process: exactly `env` as its environment, `cwd` as its working
+    directory, stdin not a terminal (as from a script). Returns (exit code, stdout, stderr).
+
+    In-process, not a subprocess: the words as written are what these tests check, and a subprocess per
+    command paid the interpreter and, for submit, rerun and pipeline, the SageMaker SDK's import (~2.5 CPU-s)
+    each time. Every one of these commands also runs as a fresh installed-CLI process in the e2e modules."""
+    import io
+
+    from launcher.cli import main
+
+    for k in [k for k in os.environ if k not in env]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def test_the_readme_shows_the_commands_this_test_runs():
     verbs = {verb(c) for c in COMMANDS}
     assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
@@ -74,13 +101,12 @@ def test_the_readme_shows_the_commands_this_test_runs():
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if verb(c) in OFFLINE])
-def test_an_offline_readme_command_runs_as_written(command, sandbox):
+def test_an_offline_readme_command_runs_as_written(command, sandbox, monkeypatch, capsys):
     args, _ = argv(command, sandbox)
-    out = subprocess.run([SMP, *args], cwd=sandbox, env=_env(XDG_STATE_HOME=str(sandbox / "state")),
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+    code, out, err = run_as_written(args, _env(XDG_STATE_HOME=str(sandbox / "state")), sandbox, monkeypatch, capsys)
+    assert code == 0, f"{command}\n{err[-2000:]}"
     if args[-2:] == ["--output", "json"] or verb(command) == "schema":
-        json.loads(out.stdout)
+        json.loads(out)
 
 
 @pytest.fixture
@@ -88,34 +114,66 @@ def endpoint(moto_server):
     return moto_server  # one server per test process (tests/conftest.py); each test resets it
 
 
-def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch):
-    """Submit first (so `latest` names a job), then each command in the README's order."""
+# How a job created without a script runs (emulator.set_default): short, with log lines on every host.
+QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2, "line_interval": 0.2,
+             "decoy": False}
+# `submit --retry` waits for its job's end (polling every 5 s, the default): a job already Completed when it
+# is created ends that wait at its first poll.
+ENDED_JOB = {"starting": 0, "downloading": 0, "training": 0, "uploading": 0, "decoy": False}
+
+
+def aws_order(commands: list[str]) -> list[str]:
+    """check-role and submit first (so `latest` names a job), then the README's order, except that `logs latest`
+    and `wait JOB latest` come right after the commands on JOB (before `rerun` starts a newer `latest`): by
+    then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s for wait)."""
+    def rank(c: str) -> int:
+        words = shlex.split(c)
+        if verb(c) in ("check-role", "submit"):
+            return 0
+        if "latest" in words and verb(c) in ("logs", "wait"):
+            return 2
+        return 1 if "JOB" in words else 3
+    return sorted(commands, key=rank)
+
+
+def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
+    order = aws_order([c for c in COMMANDS if verb(c) not in OFFLINE])
+    at = {c: i for i, c in enumerate(order)}
+    submits = [at[c] for c in order if verb(c) in ("check-role", "submit")]
+    on_latest = [at[c] for c in order if verb(c) in ("logs", "wait") and "latest" in shlex.split(c)]
+    on_job = [at[c] for c in order if "JOB" in shlex.split(c) and at[c] not in on_latest]
+    reruns = [at[c] for c in order if verb(c) in ("rerun", "pipeline")]
+    assert submits and on_latest and on_job and reruns
+    assert max(submits) < min(on_job) and max(on_job) < min(on_latest) and max(on_latest) < min(reruns)
+    assert sorted(order) == sorted(c for c in COMMANDS if verb(c) not in OFFLINE)
+
+
+def test_the_aws_readme_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
+    """Submit first (so `latest` names a job), then each command in the README's order (see aws_order), each
+    through the CLI's entry point with the README's words as its argv (run_as_written)."""
     emulator.reset_server(endpoint)
+    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
+               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
     session = boto3.Session(region_name=REGION)
     pipeline_world(session)  # create_world plus a role that may run a pipeline (the README shows one)
-    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, training=6, line_interval=0.5),
-                           session.client("sagemaker"))  # short: `logs JOB` follows it to its end
-    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"), SMP_LAUNCH_ROLE="Good",
-               SMP_LAUNCH_BUCKET=BUCKET, AWS_EC2_METADATA_DISABLED="true")
+    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
+                                                training=2, uploading=0.2, line_interval=0.25),
+                           session.client("sagemaker"))  # short: ended when `logs JOB` follows it
     aws = [c for c in COMMANDS if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
-    ordered = sorted(aws, key=lambda c: verb(c) not in ("check-role", "submit"))
-    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2,
-                          "line_interval": 0.2, "decoy": False})
     try:
-        for command in ordered:
+        for command in aws_order(aws):
             args, pipe = argv(command, sandbox, job.name)
-            out = subprocess.run([SMP, *args], cwd=sandbox, env=env, capture_output=True, text=True, timeout=120,
-                                 stdin=subprocess.DEVNULL)
-            assert "Traceback" not in out.stderr, f"{command}\n{out.stderr[-2000:]}"
+            emulator.set_default(ENDED_JOB if "--retry" in args else QUICK_JOB)
+            code, out, err = run_as_written(args, env, sandbox, monkeypatch, capsys)
             if verb(command) == "stop" and "--yes" not in args:  # asks first: with no terminal, it says so
-                said = (out.returncode, "pass --yes" in out.stderr, "nothing to stop" in out.stdout + out.stderr)
-                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out.stdout}{out.stderr[-2000:]}"
+                said = (code, "pass --yes" in err, "nothing to stop" in out + err)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out}{err[-2000:]}"
                 continue
-            assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
+            assert code == 0, f"{command}\n{err[-2000:]}"
             if "jq" in pipe:
-                records = [json.loads(line) for line in out.stdout.splitlines()]
+                records = [json.loads(line) for line in out.splitlines()]
                 assert any(r.get("type") == "log" for r in records)
     finally:
         emulator.set_default(None)

@@ -4,6 +4,7 @@ import signal
 import socket
 import time
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -270,15 +271,48 @@ def test_a_silent_endpoint_fails_in_one_line_after_saying_what_it_waits_for(sile
     print(f"2 tries of 0.5 s read timeout: gave up after {spent:.2f} s")
 
 
-def test_a_call_that_answers_says_nothing(aws):
+class _Timers:
+    """threading.Timer for launcher.aws on a virtual clock: `elapse()` fires every timer started and not
+    cancelled, as if its delay had passed (the notice of a call that never answered)."""
+
+    def __init__(self):
+        self.made = []
+
+    def Timer(self, delay, fire):  # noqa: N802 (threading's name)
+        timer = SimpleNamespace(delay=delay, fire=fire, daemon=False, started=False, cancelled=False, fired=False)
+        timer.start = lambda: setattr(timer, "started", True)
+        timer.cancel = lambda: setattr(timer, "cancelled", True)
+        self.made.append(timer)
+        return timer
+
+    def elapse(self):
+        for t in self.made:
+            if t.started and not t.cancelled and not t.fired:
+                t.fired = True
+                t.fire()
+
+
+def test_a_call_that_answers_says_nothing(aws, monkeypatch):
+    """The notice's timer starts with each call and is cancelled by its answer: once the notice delay has
+    passed (virtually), a call that answered has said nothing; a call still waiting would have."""
+    import threading
+
+    from launcher import aws as aws_module
+
+    timers = _Timers()
+    monkeypatch.setattr(aws_module, "threading", SimpleNamespace(Timer=timers.Timer, get_ident=threading.get_ident))
     said = []
     clients = Clients(region="us-west-2", wait_notice_s=2.0, notify=said.append)
-    clients.sagemaker.list_training_jobs()  # moto's first call loads its backend: it may be slow
-    time.sleep(2.5)
-    said.clear()
     clients.sagemaker.list_training_jobs()
-    time.sleep(2.5)
+    clients.sagemaker.list_training_jobs()
+    assert [(t.delay, t.started, t.cancelled) for t in timers.made] == [(2.0, True, True)] * 2
+    timers.elapse()
     assert said == []
+    # The same timers do speak for a call that has not answered when the delay passes (here: while its
+    # request is being built).
+    clients.sagemaker.meta.events.register("request-created.sagemaker.ListTrainingJobs", lambda **_: timers.elapse())
+    clients.sagemaker.list_training_jobs()
+    assert said == ["waiting for sagemaker.us-west-2…"]
 
 
 def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_cli, monkeypatch):

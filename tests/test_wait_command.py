@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -13,13 +14,17 @@ QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, line
 
 
 @pytest.fixture
-def sm(monkeypatch):
+def sm(monkeypatch, clock):
+    """In-process moto, with the jobs and `wait`'s polls and deadline on one virtual clock (conftest's
+    `clock`): a poll's sleep moves the jobs on instead of waiting for them."""
+    import launcher.jobs
+
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_REGION", "us-west-2")
+    monkeypatch.setattr(launcher.jobs, "time", SimpleNamespace(sleep=clock.sleep, monotonic=clock))
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
-    emulator.set_clock(None)
 
 
 def _mixed(sm):
