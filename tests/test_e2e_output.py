@@ -171,3 +171,13 @@ def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_world):
     assert out.returncode == 0, out.stderr
     assert "dry run: would start llama2-7b-" in out.stdout and "role:    arn:aws:iam" in out.stdout
     assert said(out.stderr)[0].startswith("warning: role check: cannot tell: ") and "<" not in out.stderr
+
+
+def test_render_as_a_fresh_process_writes_the_source_dir_it_reports(tmp_path):
+    """The README's `render` runs in-process in tests/test_readme_commands.py; here as the installed CLI."""
+    out = subprocess.run([SMP, "render", "jobs/llama7b.yaml", "-o", str(tmp_path / "src"), "--output", "json"],
+                         cwd=REPO, env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    report = json.loads(out.stdout)
+    assert report["directory"] == str(tmp_path / "src") and "train.py" in report["files"]
+    assert sorted(p.name for p in (tmp_path / "src").iterdir()) == report["files"]
