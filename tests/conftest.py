@@ -7,8 +7,8 @@ Kinds (markers registered in pyproject.toml; `make test-unit`, `make test-e2e`, 
   unit   everything else: a new test with no marker is a unit test, so no one has to remember to mark it.
 A test or module marked by hand with one of these keeps that mark. Tests run in parallel
 (`pytest -n N --dist loadgroup`): a module whose tests share an expensive module-scoped fixture is
-listed in SHARED_FIXTURE_MODULES, and the scheduler below gives all of it to one worker, which builds the
-fixture once.
+listed in ONE_WORKER_MODULES, and the scheduler below gives all of it to one worker (which builds the
+fixture once, or runs the torchrun tests in turn).
 """
 import os
 import sys
@@ -165,8 +165,11 @@ def moto_server():
 KINDS = ("unit", "e2e", "local")
 E2E_MODULES = {"test_reliability_short"}  # the real CLI through a fault proxy in front of moto
 E2E_FIXTURES = {"moto_server"}
-# Module-scoped fixtures too expensive to build once per worker: 4 gloo ranks spawned (test_tensor_parallel_local).
-SHARED_FIXTURE_MODULES = {"test_tensor_parallel_local"}
+# Modules one worker runs whole. test_tensor_parallel_local builds one 4-rank fixture for all its tests.
+# test_local_run's training runs (2-4 torchrun ranks each) are half the suite's CPU: spread over every worker,
+# each worker imported torch and transformers and up to 10 ranks shared 2 cores; on one worker they run in
+# turn, and the other workers' tests, which wait on subprocesses and clocks, run in the gaps between them.
+ONE_WORKER_MODULES = {"test_tensor_parallel_local", "test_local_run"}
 RUN_FIRST = ("local", "e2e", "unit")  # the longest tests start first, so no worker is left with one at the end
 
 
@@ -195,12 +198,12 @@ def pytest_collection_modifyitems(config, items):
         if not item.get_closest_marker(kind):
             item.add_marker(getattr(pytest.mark, kind))
     # Stable sort: within a kind, collection order is kept (every xdist worker computes the same order).
-    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]), _module(item) not in SHARED_FIXTURE_MODULES))
+    items.sort(key=lambda item: (RUN_FIRST.index(kinds[id(item)]), _module(item) not in ONE_WORKER_MODULES))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadgroup`, where a module in SHARED_FIXTURE_MODULES is one group: one worker runs all its tests.
+    """`--dist loadgroup`, where a module in ONE_WORKER_MODULES is one group: one worker runs all its tests.
 
     Done here, not by `xdist_group` marks: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2
     no longer reads, so those marks group nothing (each worker then built the 4-rank fixture itself)."""
@@ -211,7 +214,7 @@ def pytest_xdist_make_scheduler(config, log):
     class SharedFixtureModules(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if Path(path).stem in SHARED_FIXTURE_MODULES else super()._split_scope(nodeid)
+            return path if Path(path).stem in ONE_WORKER_MODULES else super()._split_scope(nodeid)
 
     return SharedFixtureModules(config, log)
 

@@ -150,7 +150,9 @@ def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli):
             samples.append({j.name: j.state(at)["training_job_status"] for j in scenario.created_jobs(REGION)})
             done.wait(0.02)
 
-    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 0.8, "uploading": 0.2, "decoy": False})
+    # Each job is InProgress for 3 s: long enough that, on a loaded machine, the second is created before the
+    # first ends (at 1.5 s a slow second submit once found the first already done, and 2 never ran at once).
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 2.3, "uploading": 0.2, "decoy": False})
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:

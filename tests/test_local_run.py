@@ -1,5 +1,6 @@
 """The local CPU run (`submit --local`): the reference jobs really train, shard, checkpoint and resume."""
 import importlib
+import importlib.util
 import json
 import re
 import sys
@@ -12,7 +13,8 @@ from launcher.local_run import changes_summary, local_shard_degree, local_spec, 
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
-torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="the local run needs the `local` extra")
 
 CHECKS = {
     "loss falls",
@@ -141,6 +143,8 @@ def runtime():
 
 
 def test_synthetic_batches_are_a_function_of_the_step(runtime):
+    import torch
+
     data = runtime("train_data")
     a = data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0)
     assert torch.equal(a.batch(3), data.SyntheticBatches(256, 16, 4, seed=1, dp_rank=0).batch(3))
@@ -152,6 +156,8 @@ def test_synthetic_batches_are_a_function_of_the_step(runtime):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "npy"])
 def test_token_files_are_cut_into_sequences_per_rank(runtime, tmp_path, fmt):
+    import torch
+
     data = runtime("train_data")
     channel = tmp_path / "train"
     channel.mkdir()
@@ -187,6 +193,7 @@ def test_checkpoints_resume_from_the_newest_complete_one_and_prune(runtime, tmp_
 
 
 def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, monkeypatch):
+    import torch
     import torch.distributed as dist
 
     tsm = runtime("tsm_local")
@@ -229,6 +236,7 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
 
 def _tiny_model(preset, seed, meta=False):
     """The entry script's model for a 1-layer preset (its rendered config), built as it builds it."""
+    import torch
     from accelerate import init_empty_weights
 
     from launcher.architecture import HF_CLASSES
@@ -255,6 +263,8 @@ def test_delayed_init_gives_every_tensor_its_constructors_value(runtime, preset)
     the stand-in's param_init_fn leaves no tensor on meta, gives each tensor the constructor initialises
     the same way under any seed (norm weights 1, biases 0, rotary buffers) exactly that value, and the
     random ones the constructor's spread."""
+    import torch
+
     tsm = runtime("tsm_local")
     built, other = _tiny_model(preset, seed=1), _tiny_model(preset, seed=2)
     model = _tiny_model(preset, seed=3, meta=True)
@@ -279,6 +289,8 @@ def test_delayed_init_gives_every_tensor_its_constructors_value(runtime, preset)
 
 def test_delayed_init_refuses_a_tensor_no_initialiser_covers(runtime):
     """A custom layer whose value only its __init__ knew is an error, never a run on uninitialised memory."""
+    import torch
+
     tsm = runtime("tsm_local")
 
     class Scale(torch.nn.Module):

@@ -2,17 +2,20 @@
 TP rank its own slices back, only replication-rank-0 ranks write, every rank clips by one total norm,
 and the exported full state dict is the unsplit model. Each fix is shown against the old way."""
 import copy
+import importlib.util
 import json
 from types import SimpleNamespace
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the local run needs the `local` extra")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="the local run needs the `local` extra")
 WORLD = 4
 
 
 def _toy():
     """Two blocks whose projections carry the names tsm_local splits (column-parallel up, row-parallel down)."""
+    import torch
     from torch import nn
 
     class Block(nn.Module):
@@ -42,10 +45,14 @@ def _toy():
 
 
 def _batch(dp_rank):
+    import torch
+
     return torch.randn(3, 8, generator=torch.Generator().manual_seed(100 + dp_rank))
 
 
 def _perturb(model, optimizer):
+    import torch
+
     with torch.no_grad():
         for p in model.parameters():
             p.add_(1.0)
@@ -56,6 +63,7 @@ def _perturb(model, optimizer):
 
 
 def _wrap(tsm, model):
+    import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import ShardingStrategy
 
@@ -65,6 +73,7 @@ def _wrap(tsm, model):
 
 def _tensor_parallel_run(rank, tsm, ckpt, root):
     """TP=2 x shard 2: checkpoint per TP rank against one DCP save over the world, and the clipping norms."""
+    import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.fsdp import FullStateDictConfig, StateDictType
@@ -120,6 +129,7 @@ def _tensor_parallel_run(rank, tsm, ckpt, root):
 
 def _replicated_run(rank, tsm, ckpt, root):
     """TP=1 x shard 2 x 2 replicas: only replication rank 0 writes, and the replicas still restore."""
+    import torch
     import torch.distributed.checkpoint as dcp
 
     torch.manual_seed(0)
