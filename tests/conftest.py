@@ -29,23 +29,29 @@ class Result:
     err: str
 
 
+def call_main(args, capsys) -> Result:
+    """`smp-launch ARGS` through the console script's entry point (main) in this process: its exit code and
+    what it wrote, as a shell would see them."""
+    from launcher.cli import main
+
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
     """Run `smp-launch ARGS` in-process through the real entry point (main), capturing its streams."""
 
     def run(*args: str, env: dict | None = None) -> Result:
-        from launcher.cli import main
-
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
+        return call_main(args, capsys)
 
     return run
 

@@ -216,9 +216,8 @@ def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, mo
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("preset", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"])
-def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
-    """hf_config's keyword arguments give transformers' model exactly the architecture's parameter count."""
+def _tiny_config(preset):
+    """A 1-layer preset's architecture, its transformers module and class names, and its rendered config."""
     from launcher.architecture import HF_CLASSES
     from launcher.render import hf_config
 
@@ -229,7 +228,14 @@ def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
     arch = spec.model.architecture()
     config_name, model_name, _ = HF_CLASSES[arch.type]
     module = importlib.import_module(f"transformers.models.{arch.type}.modeling_{arch.type}")
-    model = getattr(module, model_name)(getattr(module, config_name)(**hf_config(spec)))
+    return arch, getattr(module, model_name), getattr(module, config_name)(**hf_config(spec))
+
+
+@pytest.mark.parametrize("preset", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"])
+def test_the_rendered_config_builds_the_model_the_plan_counts(preset):
+    """hf_config's keyword arguments give transformers' model exactly the architecture's parameter count."""
+    arch, model_cls, config = _tiny_config(preset)
+    model = model_cls(config)
     assert sum(p.numel() for p in model.parameters()) == arch.parameters
     assert model.config.use_cache is False and model.config._attn_implementation == "sdpa"
 
@@ -239,22 +245,12 @@ def _tiny_model(preset, seed, meta=False):
     import torch
     from accelerate import init_empty_weights
 
-    from launcher.architecture import HF_CLASSES
-    from launcher.render import hf_config
-
-    kv = "4" if preset == "gpt-neox-20b" else "2"
-    spec = load_spec(JOBS / "llama7b.yaml", [f"model.preset={preset}", "model.num_layers=1", "model.hidden_width=64",
-                                             "model.num_heads=4", f"model.num_key_value_heads={kv}",
-                                             "model.intermediate_size=96", "model.vocab_size=128"]).spec
-    arch = spec.model.architecture()
-    config_name, model_name, _ = HF_CLASSES[arch.type]
-    module = importlib.import_module(f"transformers.models.{arch.type}.modeling_{arch.type}")
-    config = getattr(module, config_name)(**hf_config(spec))
+    _, model_cls, config = _tiny_config(preset)
     torch.manual_seed(seed)
     if not meta:
-        return getattr(module, model_name)(config)
+        return model_cls(config)
     with init_empty_weights(include_buffers=False):
-        return getattr(module, model_name)(config)
+        return model_cls(config)
 
 
 @pytest.mark.parametrize("preset", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"])

@@ -16,7 +16,7 @@ import pytest
 
 import emulator
 from tests.aws_setup import BUCKET, REGION
-from tests.conftest import REPO
+from tests.conftest import REPO, call_main
 from tests.test_pipeline import pipeline_world
 
 PREFIX = ".venv/bin/smp-launch "
@@ -76,22 +76,14 @@ def run_as_written(args: list[str], env: dict[str, str], cwd: Path, monkeypatch,
     each time. Every one of these commands also runs as a fresh installed-CLI process in the e2e modules."""
     import io
 
-    from launcher.cli import main
-
     for k in [k for k in os.environ if k not in env]:
         monkeypatch.delenv(k)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    r = call_main(args, capsys)
+    return r.code, r.out, r.err
 
 
 def test_the_readme_shows_the_commands_this_test_runs():
