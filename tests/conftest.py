@@ -10,6 +10,7 @@ A test or module marked by hand with one of these keeps that mark. Tests run in 
 listed in ONE_WORKER_MODULES, and the scheduler below gives all of it to one worker (which builds the
 fixture once, or runs the torchrun tests in turn).
 """
+import gc
 import os
 import sys
 import textwrap
@@ -251,3 +252,11 @@ def pytest_configure(config):
     # launcher/ anew, about 0.1 CPU-s a process.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     _one_parse_of_each_aws_model()
+    # Python's cyclic collector ran every 700 allocations over everything moto, botocore, pydantic and the
+    # collected tests hold: a fifth of the in-process tests' CPU. Rarer young collections here, and
+    # pytest_collection_finish freezes what collection built, so full collections skip it.
+    gc.set_threshold(50_000, 20, 20)
+
+
+def pytest_collection_finish(session):
+    gc.freeze()
