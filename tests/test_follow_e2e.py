@@ -107,7 +107,8 @@ def test_a_closed_pipe_exits_quietly(env, sm):
     assert reader.stdout.readline().startswith("[algo-1]")
     reader.stdout.close()  # `| head -1`
     assert reader.wait(timeout=30) == 0
-    assert reader.stderr.read() == ""
+    # nothing but the notice a slow (loaded) machine may give for a call with no answer yet
+    assert [ln for ln in reader.stderr.read().splitlines() if not ln.startswith("waiting for ")] == []
 
 
 def test_lifecycle_commands_never_import_the_sdk(env, sm):
