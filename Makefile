@@ -20,7 +20,7 @@ venv: $(STAMP)
 
 # Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one more than the CPUs.
 # The e2e tests wait on subprocesses and clocks part of the time, and the extra worker's tests fill those
-# gaps. Measured on 2 cores: 3 workers 2 min 37 s, 4 workers 2 min 57 s (each worker collects every test and
+# gaps. Measured on 2 cores: 3 workers 2 min 40 s, 4 workers 2 min 57 s (each worker collects every test and
 # imports its own SDKs). loadgroup gives a module listed in ONE_WORKER_MODULES
 # (tests/conftest.py) to one worker.
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
