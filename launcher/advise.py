@@ -9,7 +9,7 @@ Every candidate is checked by the same rules `plan` runs, so advice never contra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from launcher.catalog import INSTANCES
 from launcher.errors import UsageError
@@ -94,10 +94,10 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
     for tp in TP_CHOICES:
         if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
             continue
-        dp = cluster.data_parallel(tp)
+        dp = replace(cluster, tensor_parallel=tp).data_parallel_degree
         batches = [target // (dp * seq)] if target else range(1, MAX_BATCH + 1)
         for batch in batches:
-            tokens = cluster.global_tokens(tp, batch) if batch >= 1 else 0
+            tokens = replace(cluster, tensor_parallel=tp, batch_size=batch).global_batch_tokens if batch >= 1 else 0
             if batch < 1 or (target and tokens != target) or tokens > limit:
                 continue
             for shard in (d for d in range(1, dp + 1) if dp % d == 0):

@@ -2,7 +2,8 @@
 
 Data parallelism is what the tensor and context degrees leave of the world (the SMP v2 reference:
 https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html);
-each data-parallel rank takes `batch_size` sequences a step.
+each data-parallel rank takes `batch_size` sequences a step. A what-if (another tensor degree, another batch)
+is `dataclasses.replace(topology, ...)`.
 """
 from __future__ import annotations
 
@@ -35,33 +36,19 @@ class Topology:
     def world_size(self) -> int:
         return self.instance_count * self.gpus_per_instance
 
-    def data_parallel(self, tensor_parallel: int | None = None) -> int:
-        """Data-parallel ranks; with `tensor_parallel`, for that degree instead of the spec's (what-if)."""
-        return max(1, self.world_size // ((tensor_parallel or self.tensor_parallel) * self.context_parallel))
-
     @property
     def data_parallel_degree(self) -> int:
-        return self.data_parallel()
-
-    def max_shard(self, tensor_parallel: int | None = None) -> int:
-        """The largest sharding degree the tensor and expert degrees leave room for; with
-        `tensor_parallel`, for that degree instead of the spec's (what-if)."""
-        return self.world_size // ((tensor_parallel or self.tensor_parallel) * self.expert_parallel)
+        return max(1, self.world_size // (self.tensor_parallel * self.context_parallel))
 
     @property
     def max_shard_degree(self) -> int:
-        return self.max_shard()
-
-    def global_sequences(self, tensor_parallel: int | None = None, batch_size: int | None = None) -> int:
-        return self.data_parallel(tensor_parallel) * (batch_size or self.batch_size)
-
-    def global_tokens(self, tensor_parallel: int | None = None, batch_size: int | None = None) -> int:
-        return self.global_sequences(tensor_parallel, batch_size) * self.seq_length
+        """The largest sharding degree the tensor and expert degrees leave room for."""
+        return self.world_size // (self.tensor_parallel * self.expert_parallel)
 
     @property
     def global_batch_sequences(self) -> int:
-        return self.global_sequences()
+        return self.data_parallel_degree * self.batch_size
 
     @property
     def global_batch_tokens(self) -> int:
-        return self.global_tokens()
+        return self.global_batch_sequences * self.seq_length

@@ -1,4 +1,5 @@
 """The plan: topology arithmetic, the distribution dict, Estimator arguments, the image, no side effects."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -336,7 +337,8 @@ def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
     t = plan.topology
     assert t == Topology(64, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
     assert (t.world_size, t.data_parallel_degree, t.max_shard_degree) == (512, 128, 128)
-    assert (t.data_parallel(8), t.global_tokens(8, 1), t.max_shard(8)) == (64, 64 * 4096, 64)
+    wider = dataclasses.replace(t, tensor_parallel=8, batch_size=1)
+    assert (wider.data_parallel_degree, wider.global_batch_tokens, wider.max_shard_degree) == (64, 64 * 4096, 64)
     assert plan.decisions.world_size == plan.world_size == t.world_size
     assert plan.to_dict()["global_batch_tokens"] == t.global_batch_tokens == 128 * 6 * 4096
     half = Topology(32, 8, tensor_parallel=4, batch_size=6, seq_length=4096)

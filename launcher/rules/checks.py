@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from launcher.catalog import SMP_IMAGE_REGIONS, SMP_IMAGE_REPOSITORY
 from launcher.rules.decisions import (
@@ -277,7 +278,7 @@ def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
 def global_batch(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok:
         return
-    tokens = ctx.global_tokens()
+    tokens = ctx.topology.global_batch_tokens
     if tokens <= MAX_GLOBAL_TOKENS:
         return
     s, cp = ctx.smp, ctx.smp.context_parallel_degree
@@ -289,11 +290,12 @@ def global_batch(ctx: Context) -> Iterator[Finding]:
     for tp in (2, 4, 8):
         if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):
             continue
-        t = ctx.global_tokens(tp=tp)
+        wider = replace(ctx.topology, tensor_parallel=tp)
+        t = wider.global_batch_tokens
         if t <= MAX_GLOBAL_TOKENS:
             shard = ""
             if ctx.world % (ctx.shard * tp * s.expert_parallel_degree):
-                shard = f" with hybrid_shard_degree {ctx.topology.max_shard(tp)}"
+                shard = f" with hybrid_shard_degree {wider.max_shard_degree}"
             fixes.append(f"raise tensor_parallel_degree to {tp}{shard} ({_mi(t)})")
             break
     fix = "; ".join(fixes) or "use fewer instances"

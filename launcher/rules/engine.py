@@ -110,9 +110,6 @@ class Context:
         return (all(d <= self.world and self.world % d == 0 for d in degrees)
                 and self.world % (self.shard * s.tensor_parallel_degree * s.expert_parallel_degree) == 0)
 
-    def global_tokens(self, tp: int | None = None, batch: int | None = None) -> int:
-        return self.topology.global_tokens(tp, batch)
-
 
 def run_rules(spec: JobSpec, region: str | None,
               topology: Topology | None = None) -> tuple[list[Advisory], Context]:
