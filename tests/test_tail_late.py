@@ -162,18 +162,25 @@ class _FakeSageMaker:
         return desc
 
 
-def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_within_15s():
+def _six_minutes(job, hosts, rate):
+    """A job's `hosts` hosts writing 20 lines a second for 6 minutes of virtual time, followed at `rate`
+    calls a second: (its logs, when it ends, the lines iterator, the clock)."""
     from emulator.logs import SyntheticLogs
 
     clock = VirtualClock()
     start, minutes = clock.t + 5, 6
-    logs = SyntheticLogs("vol", 64, 20.0, start, minutes * 60, clock, seed=64)
+    logs = SyntheticLogs(job, hosts, 20.0, start, minutes * 60, clock, seed=hosts)
     end = start + minutes * 60 + 10
-    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("vol", 64, end, clock))
-    seen = bytearray(logs.expected())
-    lines = iter_lines("vol", clients, follow=True, notify=lambda _m: None,
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker(job, hosts, end, clock))
+    lines = iter_lines(job, clients, follow=True, notify=lambda _m: None,
                        polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
-                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+                                       limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep)))
+    return logs, start, end, lines, clock
+
+
+def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_within_15s():
+    logs, start, end, lines, clock = _six_minutes("vol", 64, 2.0)
+    seen = bytearray(logs.expected())
     for line in lines:
         step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
         seen[(line.host - 1) * logs.count + step] += 1
@@ -186,16 +193,7 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
 def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     # 160 lines/s served 100 to a page at --rate 4: each poll's read takes about 3 s of token waits. A floor
     # taken from when the read began re-read those 3 s as well as the 2 s overlap (about 2x in all).
-    from emulator.logs import SyntheticLogs
-
-    clock = VirtualClock()
-    start, minutes = clock.t + 5, 6
-    logs = SyntheticLogs("paged", 8, 20.0, start, minutes * 60, clock, seed=8)
-    end = start + minutes * 60 + 10
-    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("paged", 8, end, clock))
-    lines = iter_lines("paged", clients, follow=True, notify=lambda _m: None,
-                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
-                                       limiter=RateLimiter(4.0, clock=clock, sleep=clock.sleep)))
+    logs, _, _, lines, _ = _six_minutes("paged", 8, 4.0)
     lines.reader.page_size = 100
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
@@ -207,18 +205,9 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
     # results once read, as a caller must assume.
-    from emulator.logs import SyntheticLogs
-
     monkeypatch.setattr("launcher.tail.LATE_LIMIT", 150)
     monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 150)
-    clock = VirtualClock()
-    start, minutes = clock.t + 5, 6
-    logs = SyntheticLogs("cut2", 16, 20.0, start, minutes * 60, clock, seed=16)
-    end = start + minutes * 60 + 10
-    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("cut2", 16, end, clock))
-    lines = iter_lines("cut2", clients, follow=True, notify=lambda _m: None,
-                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
-                                       limiter=RateLimiter(5.0, clock=clock, sleep=clock.sleep)))
+    logs, _, _, lines, _ = _six_minutes("cut2", 16, 5.0)
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
