@@ -87,7 +87,7 @@ render: venv
 # The rendered source dir of every example job, as the golden tests expect it (run after changing templates),
 # less the launcher/runtime modules copied verbatim (the golden test compares those with their sources).
 goldens: venv
-	runtime=$$($(BIN)/python -c 'from launcher.render import RUNTIME_MODULES; print(*RUNTIME_MODULES)'); \
+	runtime=$$($(BIN)/python -c 'from launcher.render.files import RUNTIME_MODULES; print(*RUNTIME_MODULES)'); \
 	for job in jobs/*.yaml; do \
 	  name=$$(basename $$job .yaml); rm -rf tests/goldens/$$name; \
 	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job \

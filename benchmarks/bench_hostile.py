@@ -15,8 +15,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from launcher.errors import SpecError  # noqa: E402
-from launcher.plan import build_plan  # noqa: E402
+from launcher.core.errors import SpecError  # noqa: E402
+from launcher.plan.build import build_plan  # noqa: E402
 from launcher.spec import load_spec  # noqa: E402
 
 MINIMAL = "name: demo\nmodel: {preset: llama2-7b}\ncluster: {region: us-west-2}\noutput: {path: s3://my-bucket/smp}\n"

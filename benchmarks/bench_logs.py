@@ -5,7 +5,7 @@ Part 1, volume (the tailer alone, each scenario in its own process so its peak R
 or 1 MB, timestamp order, a resumable nextToken) for hosts that each write a fixed number of lines a
 second, every line reaching CloudWatch after a long-tailed lag (median 0.4 s, 97% under 2 s, 1% from
 2 s to 2 minutes), nothing after the hosts stop. `smp-launch logs` follows it with its real code
-(`launcher.tail.follow`) until the job ends. Reported: Logs calls per poll and per second against
+(`launcher.jobs.tail.follow`) until the job ends. Reported: Logs calls per poll and per second against
 the --rate budget, events fetched per line, lines lost / duplicated / printed out of order, how far
 printing ran behind real time, peak RSS (and its growth over the interpreter with boto3 loaded), CPU
 per 100k lines, how long after the job's end the command returned, and the resident memory every 5
@@ -155,7 +155,7 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     import boto3  # noqa: F401  (loaded before the baseline RSS, as in the CLI)
 
     from emulator.logs import SyntheticLogs
-    from launcher.tail import Polling, RateLimiter, follow
+    from launcher.jobs.tail import Polling, RateLimiter, follow
 
     gc.collect()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -165,7 +165,7 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     clients = types.SimpleNamespace(logs=logs, sagemaker=FakeSageMaker("vol", hosts, START + 5 + duration, clock))
     sink = CountingSink(logs, clock)
     err = io.StringIO()
-    import launcher.tail as tail
+    import launcher.jobs.tail as tail
 
     original_finish = tail.LogReader.finish_pages
 
@@ -288,8 +288,8 @@ def tally(expected: list[str], printed: list[str]) -> tuple[int, int]:
 
 def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> dict:
     import emulator
-    from launcher.aws import Clients
-    from launcher.tail import Polling, RateLimiter, follow
+    from launcher.core.aws import Clients
+    from launcher.jobs.tail import Polling, RateLimiter, follow
 
     job = start_job(endpoint, hosts, clock)
     clients = Clients(region="us-west-2")

@@ -70,20 +70,21 @@ TESTS: dict[str, list[str]] = {
         "no_memory_estimate_when_the_degrees_multiply_past_the_world",
         "context_parallelism_past_the_world_gives_no_memory_estimate", "decisions_layouts_and_estimates_are_frozen",
         "rules_are_frozen")],
-    "launcher/memory.py": ["tests/test_memory.py", *gaps(
+    "launcher/rules/memory.py": ["tests/test_memory.py", *gaps(
         "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
         "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
         "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py",
         "tests/test_mutation_gaps_rules.py"],
-    "launcher/request.py": ["tests/test_plan.py", "tests/test_plan_json.py",
+    "launcher/plan/request.py": ["tests/test_plan.py", "tests/test_plan_json.py",
                             "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
-    "launcher/plan.py": ["tests/test_plan.py", "tests/test_plan_json.py", *gaps("a_plan_and_its_parts_are_frozen")],
-    "launcher/render.py": ["tests/test_render.py", *gaps(
+    "launcher/plan/build.py": ["tests/test_plan.py", "tests/test_plan_json.py",
+                               *gaps("a_plan_and_its_parts_are_frozen")],
+    "launcher/render/files.py": ["tests/test_render.py", *gaps(
         "data_train_enters_the_script_as_one_exact_string_constant",
         "every_float_becomes_a_literal_that_evaluates_to_itself", "the_template_list_and_a_nested_output_folder",
         "the_templates_folder_holds_the_templates"),
         "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
-    "launcher/iam.py": [*gaps(
+    "launcher/submission/role.py": [*gaps(
         "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
         "the_caller_becomes_the_principal_simulation_accepts",
         "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code",
@@ -94,7 +95,7 @@ TESTS: dict[str, list[str]] = {
         *(f"tests/test_secrets.py::test_{name}" for name in (
             "the_role_check_asks_for_get_secret_value_on_each_arn",
             "a_role_without_get_secret_value_fails_the_check"))],
-    "launcher/tail.py": ["tests/test_tail.py", "tests/test_mutation_gaps_spec.py", *gaps(
+    "launcher/jobs/tail.py": ["tests/test_tail.py", "tests/test_mutation_gaps_spec.py", *gaps(
                                                  "colour_is_for_a_terminal_and_never_for_json_lines",
                                                  "an_unthrottled_poll_leaves_the_interval_alone",
                                                  "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
@@ -108,36 +109,37 @@ TESTS: dict[str, list[str]] = {
 EQUIVALENT = {
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):
         "the current degree's global batch is over the limit by definition, so it is never suggested",
-    ("launcher/iam.py", 'repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT', "1 -> 2"):
+    ("launcher/submission/role.py", 'repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT', "1 -> 2"):
         "the first part of a split does not depend on how many more splits are made",
     ("launcher/spec/loader.py", "return str(path)", "return X -> return None"):
         "os.path.relpath raises ValueError only for paths on different Windows drives",
     ("launcher/rules/checks.py", "gb = _fits(ctx, shard_degree=shard) if shard > ctx.shard else None", "> -> >="):
         "SMP060 fires only when the current degree does not fit, so trying it again finds nothing",
-    ("launcher/memory.py",
+    ("launcher/rules/memory.py",
      "experts_on_rank = max(1, arch.num_experts // lay.expert_parallel) if arch.num_experts > 1 else None", "> -> >="):
         "a dense model has num_experts 1, and layer_parameters(experts=1) is its dense layer",
     ("launcher/rules/engine.py", "return fn", "return X -> return None"):
         "the registry keeps the function; nothing calls a check through its module-level name",
-    ("launcher/render.py",
+    ("launcher/render/files.py",
      '"max_position_embeddings": max(spec.model.seq_length, preset.max_position_embeddings if preset else 0),',
      "0 -> 1"): "seq_length is at least 1, so max() never picks the 0 or the 1",
     ("launcher/rules/checks.py", "if ep > 1 and ctx.arch.num_experts % ep:", "> -> >="):
         "any number of experts is divisible by 1",
     ("launcher/spec/loader.py", "return Mark(file, 1, 1)", "1 -> 2"):
         "every spec has a mark for its root (), so this fallback is never reached",
-    ("launcher/render.py", "lstrip_blocks=True,", "True -> False"):
+    ("launcher/render/files.py", "lstrip_blocks=True,", "True -> False"):
         "no template indents a block tag today: every rendered file stays byte-identical (the goldens)",
     ("launcher/rules/decisions.py", "NATIVE_HYBRID_SHARD_DEGREE = 8", "8 -> 9"):
         "used only in min(world, 8, gpus) and every instance in the catalog has 8 GPUs",
     ("launcher/spec/loader.py",
      "elif isinstance(node, list) and part.isdigit() and int(part) < len(node):", "< -> <="):
         "pydantic reports only list indices it visited, so an index never equals the list's length",
-    ("launcher/tail.py", "self._sweep(int(self._clock() * 1000), None, True, sink)", "1000 -> 1001"):
+    ("launcher/jobs/tail.py", "self._sweep(int(self._clock() * 1000), None, True, sink)", "1000 -> 1001"):
         "the final sweep (final=True) never reads now_ms",
     ("launcher/spec/loader.py", 'fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))', "0 -> 1"):
         "the default is for platforms without O_NONBLOCK; every POSIX system has it",
-    ("launcher/memory.py", 'phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (',
+    ("launcher/rules/memory.py",
+     'phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (',
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",

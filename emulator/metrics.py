@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from emulator import core, scenario
-from launcher.catalog import INSTANCES
+from launcher.catalog.smp import INSTANCES
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 GPUS = 8

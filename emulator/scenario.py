@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator import core
-from launcher import progress
+from launcher.render import progress
 
 PHASES = ("Starting", "Downloading", "Training", "Uploading")
 MESSAGES = {

@@ -1,6 +1,6 @@
 """The public Python API: what the CLI, pipelines (Airflow, SageMaker Pipelines, CI) and tests share.
 
-Each function takes plain values and optional injected `clients` (launcher.aws.Clients), returns
+Each function takes plain values and optional injected `clients` (launcher.core.aws.Clients), returns
 typed objects, and raises LauncherError subclasses; nothing here prints, prompts or exits. The CLI
 (launcher.cli) is a thin shell that maps these results and errors to output and exit codes.
 """
@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from launcher.aws import Clients
-    from launcher.jobs import JobStatus, JobSummary
-    from launcher.orchestrate import Event, PlanRun
-    from launcher.pipeline import PipelineResult
-    from launcher.plan import Plan
-    from launcher.provenance import Change
+    from launcher.core.aws import Clients
+    from launcher.jobs.status import JobStatus, JobSummary
+    from launcher.jobs.tail import LogLines
+    from launcher.orchestrate.pipeline import PipelineResult
+    from launcher.orchestrate.provenance import Change
+    from launcher.orchestrate.queue import Event, PlanRun
+    from launcher.plan.build import Plan
+    from launcher.plan.sweep import Candidate
     from launcher.spec.loader import LoadedSpec
-    from launcher.submission import Submission
-    from launcher.sweep import Candidate
-    from launcher.tail import LogLines
+    from launcher.submission.create import Submission
 
 
 def connect(profile: str | None = None, region: str | None = None) -> Clients:
     """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), created lazily."""
-    from launcher.aws import Clients
+    from launcher.core.aws import Clients
 
     return Clients(profile=profile, region=region)
 
@@ -48,7 +48,7 @@ def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
 def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
                now: datetime | None = None) -> Plan:
     """The frozen plan for a validated spec: pure, no AWS call, no file written."""
-    from launcher.plan import build_plan as _build
+    from launcher.plan.build import build_plan as _build
 
     return _build(spec, now=now, env=env, region=region)
 
@@ -60,7 +60,7 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     The clients are for the plan's region (made for it when not given). Raises SpecError when the
     plan's advisor found errors, RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is
     created (with `.started`: whether it exists). Warnings are in the Submission, never printed."""
-    from launcher.submission import submit as _submit
+    from launcher.submission.create import submit as _submit
 
     if clients is None:
         clients = connect(region=plan.region)
@@ -72,7 +72,7 @@ def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) 
 
     A job that failed carries its failure class (`.failure`); with `diagnose` it is read from algo-1's log
     tail (and, for out of memory, the job's plan) too, not only from the FailureReason."""
-    from launcher.jobs import job_status
+    from launcher.jobs.status import job_status
 
     return job_status(clients or connect(), name, diagnose=diagnose)
 
@@ -82,9 +82,9 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
     """Poll until every job is terminal (or `timeout` seconds pass); the last status of each, in the order given.
 
     A job still running at the timeout is returned as it was last seen (`.terminal` is False). A failed job
-    carries its failure class and remedy (`.failure`, launcher.failures). `on_change` is called with each
+    carries its failure class and remedy (`.failure`, launcher.jobs.failures). `on_change` is called with each
     status that differs from the one seen before for that job."""
-    from launcher.jobs import wait as _wait
+    from launcher.jobs.status import wait as _wait
 
     return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
 
@@ -95,7 +95,7 @@ def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None,
 
     `since` is seconds back from now. Once a followed job's lines are exhausted, the iterator holds its
     `status` and `exit_code`; notes (throttling, late lines) go to the `launcher.logs` logger, never to stdout."""
-    from launcher.tail import iter_lines
+    from launcher.jobs.tail import iter_lines
 
     return iter_lines(name, clients or connect(), follow=follow, since=since, hosts=hosts, grep=grep)
 
@@ -104,8 +104,8 @@ def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
     """Stop a running job (no question asked: the caller decided); its status after the request.
 
     A job that has already ended is left alone: its status is returned as it is."""
-    from launcher.jobs import job_status
-    from launcher.jobs import stop as _stop
+    from launcher.jobs.status import job_status
+    from launcher.jobs.status import stop as _stop
 
     clients = clients or connect()
     _stop(clients, name, yes=True, confirm=None)
@@ -115,7 +115,7 @@ def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
 def list_jobs(*, running: bool = False, name_contains: str | None = None, limit: int = 50,
               clients: Clients | None = None) -> list[JobSummary]:
     """The newest jobs this tool launched (tagged smp-launch:managed), newest first."""
-    from launcher.jobs import list_jobs as _list
+    from launcher.jobs.status import list_jobs as _list
 
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
 
@@ -130,7 +130,7 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
     with their reasons. `overrides` apply to every plan. Raises UsageError for a malformed sweep."""
     import json
 
-    from launcher.sweep import plan_sweep as _plan_sweep
+    from launcher.plan.sweep import plan_sweep as _plan_sweep
 
     if isinstance(overrides, Mapping):
         overrides = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
@@ -149,7 +149,7 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
     Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or an
     `on_failure` hook, which may return a plan to submit again for a job that Failed or was Stopped)
     once every job ended. Nothing is printed: `on_event` gets each start, end, resubmission and error."""
-    from launcher.orchestrate import run_queue
+    from launcher.orchestrate.queue import run_queue
 
     return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
@@ -162,7 +162,7 @@ def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
     """Submit the plan stored with job `name` again: a new job name (tagged smp-launch:rerun-of=<name>),
     the job's own source tarball, and every check submit makes. Raises NotLaunchedHere (exit 2) for a
     job smp-launch did not start, JobNotFound, and what submit raises."""
-    from launcher.provenance import rerun as _rerun
+    from launcher.orchestrate.provenance import rerun as _rerun
 
     return _rerun(name, clients or connect(), dry_run=dry_run, skip_role_check=skip_role_check)
 
@@ -173,7 +173,7 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
 
     Keys that always differ (the job name, the spec hash) are left out unless `everything`; with `spec`,
     the stored specs are compared instead of the plans."""
-    from launcher.provenance import diff as _diff
+    from launcher.orchestrate.provenance import diff as _diff
 
     return _diff(a, b, clients or connect(), everything=everything, spec=spec)
 
@@ -181,7 +181,7 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
 def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
                         clients: Clients | None = None) -> dict[str, Any]:
     """The SageMaker Pipeline definition for the plans (one TrainingStep each, in order): no AWS call."""
-    from launcher.pipeline import pipeline_definition as _definition
+    from launcher.orchestrate.pipeline import pipeline_definition as _definition
 
     return _definition(plans, name, role_arn=role_arn, clients=clients)
 
@@ -190,6 +190,6 @@ def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None
                     skip_role_check: bool = False, clients: Clients | None = None) -> PipelineResult:
     """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
     pipeline (with dry_run: only the checks and the definition)."""
-    from launcher.pipeline import upsert_pipeline as _upsert
+    from launcher.orchestrate.pipeline import upsert_pipeline as _upsert
 
     return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from launcher.advise import advise, parse_tokens
-from launcher.errors import UsageError
+from launcher.core.errors import UsageError
+from launcher.rules.advise import advise, parse_tokens
 from launcher.spec import load_spec
 
 SEED = [("llama2-7b", 1, (8, 1, True, False, 4)), ("llama2-70b", 32, (256, 1, True, False, 2)),

@@ -18,11 +18,11 @@ def python_blocks(text: str) -> list[str]:
 
 
 def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys):
-    import launcher.jobs
+    import launcher.jobs.status
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")  # the example takes the role from the environment
-    monkeypatch.setattr(launcher.jobs.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
+    monkeypatch.setattr(launcher.jobs.status.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
     (example,) = python_blocks(API_DOC.read_text())
     namespace: dict = {}
     exec(compile(example, str(API_DOC), "exec"), namespace)
@@ -66,7 +66,7 @@ def test_submit_prints_nothing_and_returns_its_warnings(aws, capsys):
     """The role check cannot tell (simulation denied): submit goes on, and says so in the result only."""
     import boto3
 
-    from launcher.aws import Clients
+    from launcher.core.aws import Clients
     from tests.test_submit import DenySimulation
 
     plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
@@ -79,7 +79,7 @@ def test_submit_prints_nothing_and_returns_its_warnings(aws, capsys):
 
 
 def test_a_plan_for_one_region_refuses_clients_for_another(aws):
-    from launcher.aws import Clients
+    from launcher.core.aws import Clients
 
     plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
     with pytest.raises(launcher.UsageError) as err:

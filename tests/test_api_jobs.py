@@ -11,7 +11,7 @@ import pytest
 
 import emulator
 import launcher
-from launcher.jobs import JobStatus, JobSummary, StopResult
+from launcher.jobs.status import JobStatus, JobSummary, StopResult
 
 QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, decoy=False)
 
@@ -68,7 +68,7 @@ def test_wait_on_an_unknown_job_raises_job_not_found(sm, clients):
 
 def test_wait_polls_every_interval_until_done():
     """On an injected clock: one describe per pending job per poll, sleeping `interval` between polls."""
-    from launcher import jobs
+    from launcher.jobs import status as jobs
 
     statuses = {"a": ["InProgress", "InProgress", "Completed"], "b": ["InProgress", "Failed"]}
     calls, slept = [], []
@@ -111,14 +111,14 @@ def test_stop_returns_the_status_after_the_request(sm, clients):
     emulator.add_job(emulator.EmulatedJob("st-1", **{**QUICK, "training": 600}), sm)
     after = launcher.stop("st-1", clients=clients)
     assert isinstance(after, JobStatus) and after.status == "Stopping"
-    from launcher import jobs
+    from launcher.jobs import status as jobs
 
     again = jobs.stop(clients, "st-1", yes=True, confirm=None)
     assert isinstance(again, StopResult) and again.stopped is False and "nothing to stop" in again.message
 
 
 def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_cli):
-    from launcher import metrics
+    from launcher.jobs import metrics
 
     emulator.set_clock(lambda: time.time() - 900)
     try:

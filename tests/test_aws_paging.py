@@ -9,9 +9,11 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from launcher import iam, jobs, metrics
-from launcher.aws import Clients, pages
-from launcher.errors import LauncherError
+from launcher.core.aws import Clients, pages
+from launcher.core.errors import LauncherError
+from launcher.jobs import metrics
+from launcher.jobs import status as jobs
+from launcher.submission import role as iam
 
 
 def _job(name: str, status: str = "InProgress") -> dict:

@@ -60,8 +60,8 @@ def test_the_advise_note_column_is_filled(run_cli):
 
 
 def test_the_advise_note_names_the_rules_that_warn(run_cli):
-    from launcher import advise
     from launcher.cli.present import advice_note
+    from launcher.rules import advise
 
     ranked = advise.advise("llama2-7b", "ml.p4d.24xlarge", 1)
     warned = next(c for c in ranked if c.warnings)
@@ -99,7 +99,7 @@ def test_logs_for_hosts_the_job_does_not_have_is_refused(jobs_world, run_cli):
 def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch):
     from types import SimpleNamespace
 
-    import launcher.tail
+    import launcher.jobs.tail
     from launcher.cli import submit
 
     started = SimpleNamespace(job_name="fake-1", region="us-west-2", source_uri="s3://b/k", uploaded=True,
@@ -112,7 +112,7 @@ def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch
         followed.update(kw, name=name, region=clients.region, interval=polling.interval)
         return SimpleNamespace(exit_code=5)
 
-    monkeypatch.setattr(launcher.tail, "follow", follow)
+    monkeypatch.setattr(launcher.jobs.tail, "follow", follow)
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--wait", "--interval", "0.25")
     assert r.code == 5 and "started fake-1 in us-west-2" in r.out, r.err
     assert followed == {"name": "fake-1", "region": "us-west-2", "as_json": False, "interval": 0.25}
@@ -174,7 +174,7 @@ def test_help_validate_and_plan_load_neither_the_sdk_nor_the_other_command_group
 
 
 def test_the_presentation_module_is_cheap_for_the_log_printer():
-    """launcher.tail may take its colours and sanitising from launcher.cli.present without loading click or rich."""
+    """The log printer may take its colours and sanitising from launcher.cli.present without click or rich."""
     code = ("import sys; from launcher.cli.present import HOST_COLOURS, host_colour, safe\n"
             "print(sorted(m for m in ('click', 'rich', 'boto3') if m in sys.modules), host_colour(1), host_colour(7),"
             " safe('a\\x1b[2Jb'))")

@@ -13,7 +13,7 @@ import pytest
 
 import emulator
 from emulator.refuse import refuse_create
-from launcher.sanitize import clean
+from launcher.core.sanitize import clean
 from tests.aws_setup import REGION, create_world
 from tests.conftest import REPO
 

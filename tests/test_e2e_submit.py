@@ -6,7 +6,7 @@ import tarfile
 import pytest
 
 import emulator
-from launcher.plan import build_plan
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS

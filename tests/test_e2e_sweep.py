@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 
 import emulator
-import launcher.orchestrate
-import launcher.sweep
+import launcher.orchestrate.queue
+import launcher.plan.sweep
 from emulator import scenario
-from launcher.orchestrate import run_queue
-from launcher.plan import build_plan
+from launcher.orchestrate.queue import run_queue
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from tests.aws_setup import REGION
 from tests.conftest import JOBS
@@ -32,7 +32,7 @@ def jobs_run(clock, monkeypatch):
         return sorted(j.name for j in scenario.created_jobs(REGION)
                       if j.state(emulator.now())["training_job_status"] == "InProgress")
 
-    real_prepare, real_create = launcher.sweep.prepare, scenario.on_create
+    real_prepare, real_create = launcher.plan.sweep.prepare, scenario.on_create
 
     def prepare(expansion, **kw):
         log.append(("planned", expansion.index))
@@ -48,9 +48,9 @@ def jobs_run(clock, monkeypatch):
         clock.sleep(seconds)
         log.append(("in_progress", in_progress()))
 
-    monkeypatch.setattr(launcher.sweep, "prepare", prepare)
+    monkeypatch.setattr(launcher.plan.sweep, "prepare", prepare)
     monkeypatch.setattr(scenario, "on_create", on_create)
-    monkeypatch.setattr(launcher.orchestrate, "time", SimpleNamespace(sleep=sleep))  # the queue's polls only
+    monkeypatch.setattr(launcher.orchestrate.queue, "time", SimpleNamespace(sleep=sleep))  # the queue's polls only
     emulator.set_default(QUICK)
     yield log
     emulator.set_default({})

@@ -15,9 +15,9 @@ import requests
 from botocore.exceptions import ClientError
 
 import emulator
-from launcher.aws import Clients
-from launcher.backends import estimator
+from launcher.core.aws import Clients
 from launcher.spec import load_spec
+from launcher.submission import estimator
 from tests.aws_setup import create_world
 from tests.conftest import JOBS, REPO
 
@@ -32,7 +32,7 @@ def aws(monkeypatch, tmp_path):
         arns = create_world(boto3.Session(region_name="us-west-2"))
         clients = Clients(region="us-west-2")
         loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good"])
-        from launcher.plan import build_plan
+        from launcher.plan.build import build_plan
 
         plan = build_plan(loaded)
         yield SimpleNamespace(clients=clients, loaded=loaded, plan=plan, source_uri=plan.source.uri,
@@ -79,7 +79,7 @@ def test_start_sends_create_training_job_and_nothing_else(aws, egress):
 
 
 def test_a_whole_submit_writes_only_the_tarball_and_the_job(aws, egress):
-    from launcher.submission import submit
+    from launcher.submission.create import submit
 
     submit(aws.plan, aws.clients)
     reads = ("Get", "Head", "List", "Describe", "Simulate")
@@ -177,9 +177,9 @@ atexit.register(lambda: print("frozen at exit" if gc.get_freeze_count() else "co
 import boto3
 from botocore.exceptions import ClientError
 import emulator
-from launcher.aws import Clients
-from launcher.backends import estimator
-from launcher.plan import build_plan
+from launcher.core.aws import Clients
+from launcher.submission import estimator
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from tests.aws_setup import create_world
 
@@ -223,7 +223,7 @@ def test_an_sdk_built_differently_is_refused(monkeypatch):
         raise AssertionError("not called")
 
     monkeypatch.setattr(EstimatorBase, "fit", fit)
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     with pytest.raises(LauncherError, match="SDK version is not supported"):
         estimator.untracked_fit()

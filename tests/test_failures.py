@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher import failures
-from launcher.failures import classify
+from launcher.jobs import failures
+from launcher.jobs.failures import classify
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
 
@@ -94,7 +94,7 @@ def test_service_errors_win_over_quoted_text():
 
 def _plan_json(spec: str = "jobs/llama7b.yaml") -> dict:
     import launcher
-    from launcher.render import deterministic_plan
+    from launcher.render.files import deterministic_plan
 
     return json.loads(json.dumps(deterministic_plan(launcher.build_plan(launcher.load_spec(spec)))))
 

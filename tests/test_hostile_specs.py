@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from launcher.errors import SpecError
+from launcher.core.errors import SpecError
 from launcher.spec import load_spec
 from launcher.spec.yaml12 import MAX_DEPTH, MAX_NODES
 from tests.conftest import MINIMAL, REPO
@@ -278,8 +278,8 @@ def _batch_fix(plan) -> int | None:
 
 
 def test_the_memory_fix_up_bisects_a_huge_batch(write_spec, monkeypatch):
-    import launcher.memory as memory
-    from launcher.plan import build_plan
+    import launcher.rules.memory as memory
+    from launcher.plan.build import build_plan
 
     calls = []
     real = memory.estimate
@@ -296,7 +296,7 @@ def test_the_memory_fix_up_bisects_a_huge_batch(write_spec, monkeypatch):
 
 @pytest.mark.parametrize("batch", [7, 12, 33])
 def test_the_bisected_fix_is_the_largest_batch_that_fits(write_spec, batch):
-    from launcher.plan import build_plan
+    from launcher.plan.build import build_plan
 
     spec = write_spec(MINIMAL)
     fix = _batch_fix(build_plan(load_spec(spec, [f"training.batch_size={batch}"])))

@@ -6,10 +6,11 @@ import boto3
 import pytest
 
 import emulator
-from launcher import jobs, metrics
 from launcher.cli.jobs import parse_hosts
-from launcher.state import record_submitted
-from launcher.timeutil import parse_since
+from launcher.core.state import record_submitted
+from launcher.core.timeutil import parse_since
+from launcher.jobs import metrics
+from launcher.jobs import status as jobs
 from tests.doubles import one_page_paginator
 
 AGO = 3600.0
@@ -164,6 +165,6 @@ def test_flag_parsers():
 
 
 def test_the_managed_tag_is_the_plans():
-    from launcher.plan import MANAGED_TAG
+    from launcher.plan.build import MANAGED_TAG
 
     assert jobs.MANAGED_TAG == MANAGED_TAG

@@ -1,8 +1,8 @@
 """cluster.keep_alive: a SageMaker managed warm pool, bounded as AWS bounds it and refused with spot."""
 import pytest
 
-from launcher.errors import SpecError
-from launcher.plan import build_plan
+from launcher.core.errors import SpecError
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
@@ -45,7 +45,7 @@ def test_the_new_field_at_its_default_leaves_an_older_specs_hash_and_tarball_alo
     import hashlib
     import json
 
-    from launcher.plan import spec_hash
+    from launcher.plan.build import spec_hash
 
     loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good"])
     before = loaded.spec.model_dump(mode="json", exclude={"extends"})

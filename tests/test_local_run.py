@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from launcher import progress
-from launcher.local_run import changes_summary, local_shard_degree, local_spec, tiny_overrides
+from launcher.local.run import changes_summary, local_shard_degree, local_spec, tiny_overrides
+from launcher.render import progress
 from launcher.spec import load_spec
 from tests.conftest import JOBS
 
@@ -218,8 +218,8 @@ def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, mo
 
 def _tiny_config(preset):
     """A 1-layer preset's architecture, its transformers module and class names, and its rendered config."""
-    from launcher.architecture import HF_CLASSES
-    from launcher.render import hf_config
+    from launcher.catalog.architecture import HF_CLASSES
+    from launcher.render.files import hf_config
 
     kv = "4" if preset == "gpt-neox-20b" else "2"
     spec = load_spec(JOBS / "llama7b.yaml", [f"model.preset={preset}", "model.num_layers=1", "model.hidden_width=64",

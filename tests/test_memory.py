@@ -1,7 +1,8 @@
 """The memory model, term by term, and the seed's reference configurations."""
 import pytest
 
-from launcher.memory import (
+from launcher.plan.build import build_plan
+from launcher.rules.memory import (
     CKPT_BYTES_PER_SBH,
     GIB,
     HF_ACT_BYTES_PER_SBH,
@@ -13,7 +14,6 @@ from launcher.memory import (
     model_states,
     optimizer_step,
 )
-from launcher.plan import build_plan
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.conftest import JOBS
@@ -112,9 +112,16 @@ def test_two_experts_both_routed_keep_the_mlp_activations_twice():
 def _measure_or_skip():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from launcher import activation_measure
+    import importlib.util
+    import pathlib
+    import sys
 
-    return activation_measure
+    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "activation_measure.py"
+    spec = importlib.util.spec_from_file_location("activation_measure", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("model_type", sorted(HF_ACT_BYTES_PER_SBH))

@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 import emulator
-from launcher.aws import Clients
-from launcher.errors import SpecError
-from launcher.iam import FAIL, check_role
-from launcher.memory import Layout, activations, logits
-from launcher.plan import build_plan
+from launcher.core.aws import Clients
+from launcher.core.errors import SpecError
+from launcher.plan.build import build_plan
+from launcher.rules.memory import Layout, activations, logits
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
+from launcher.submission.role import FAIL, check_role
 from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
 from tests.doubles import one_page_paginator
@@ -203,7 +203,7 @@ class _Terminal(io.StringIO):
 
 def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
     """Kills tail: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
-    from launcher.tail import Polling, RateLimiter, follow
+    from launcher.jobs.tail import Polling, RateLimiter, follow
     from tests.emulation import VirtualClock
 
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -261,7 +261,7 @@ def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec,
 
 def test_gathered_layers_hold_only_the_experts_on_this_rank():
     """Kills memory: experts per rank computed as num_experts * EP instead of num_experts // EP."""
-    from launcher.memory import gathered_units
+    from launcher.rules.memory import gathered_units
 
     mix = PRESETS["mixtral-8x7b"].architecture
     lay = Layout(P4D, 4, expert_parallel=2)
@@ -271,7 +271,7 @@ def test_gathered_layers_hold_only_the_experts_on_this_rank():
 
 def test_the_role_check_counts_each_action_it_simulated(aws):
     """Kills iam: the caller's PassRole counted as more than one checked action."""
-    from launcher.iam import required_permissions
+    from launcher.submission.role import required_permissions
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
     clients = Clients(region="us-west-2")
@@ -301,7 +301,7 @@ def test_every_float_becomes_a_literal_that_evaluates_to_itself(value):
     """Kills render: infinities written as bare `inf` (a NameError in the script) when only NaN is special-cased."""
     import math
 
-    from launcher.render import py_literal
+    from launcher.render.files import py_literal
 
     back = eval(py_literal(value), {"__builtins__": {"float": float}})  # noqa: S307 - our own literal
     if math.isnan(value):
@@ -322,9 +322,9 @@ def test_decisions_layouts_and_estimates_are_frozen():
     """Kills decisions, memory and engine: a plan's parts made mutable (`frozen=True` dropped)."""
     import dataclasses
 
-    from launcher.memory import estimate
     from launcher.rules.decisions import decide
     from launcher.rules.engine import Finding
+    from launcher.rules.memory import estimate
 
     spec = load_spec(JOBS / "llama7b.yaml").spec
     for value, field in ((decide(spec), "backend"), (Layout(P4D, 8), "batch_size"),
@@ -342,7 +342,7 @@ def test_decisions_layouts_and_estimates_are_frozen():
 ])
 def test_the_caller_becomes_the_principal_simulation_accepts(arn, expected):
     """Kills iam: a branch of the caller-ARN conversion inverted (roles, users, assumed roles)."""
-    from launcher.iam import _caller_arn
+    from launcher.submission.role import _caller_arn
 
     class Sts:
         def get_caller_identity(self):
@@ -367,7 +367,7 @@ def test_auto_sharding_divides_by_tensor_times_expert_parallelism(write_spec):
 
 def test_the_output_path_is_written_and_the_checkpoints_also_read(aws):
     """Kills iam: the output path needing s3:GetObject too (by default a write is a write only)."""
-    from launcher.iam import required_permissions
+    from launcher.submission.role import required_permissions
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
     needs = dict(required_permissions(plan, ACCOUNT))
@@ -387,7 +387,7 @@ def test_context_parallelism_past_the_world_gives_no_memory_estimate(write_spec,
 
 def test_expert_parallelism_changes_nothing_for_a_dense_model():
     """Kills memory: a dense model's expert parameter count starting from 1, not 0."""
-    from launcher.memory import model_states
+    from launcher.rules.memory import model_states
 
     assert model_states(L7, Layout(P4D, 8, expert_parallel=2)) == 16 * L7.parameters / 8
 
@@ -419,7 +419,7 @@ def test_pure_data_parallelism_on_p4d_keeps_smddp(write_spec):
 
 def test_the_template_list_and_a_nested_output_folder(tmp_path):
     """Kills render: the template list dropped, and the output folder's parents not created."""
-    from launcher.render import SOURCE_TEMPLATES, template_names, write_source_dir
+    from launcher.render.files import SOURCE_TEMPLATES, template_names, write_source_dir
 
     assert set(SOURCE_TEMPLATES.values()) <= set(template_names())
     written = write_source_dir({"train.py": "x = 1\n"}, tmp_path / "a" / "b" / "source")
@@ -430,7 +430,7 @@ def test_the_template_list_and_a_nested_output_folder(tmp_path):
 
 def test_an_unthrottled_poll_leaves_the_interval_alone(monkeypatch):
     """Kills tail: the poll interval doubled after a poll with no throttling or retry."""
-    from launcher.tail import LogReader, RateLimiter
+    from launcher.jobs.tail import LogReader, RateLimiter
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()
@@ -470,7 +470,7 @@ def test_fp8_for_mixtral_needs_pytorch_2_3_1(write_spec, monkeypatch, version, f
 
 def test_a_pinned_image_needs_pull_rights_on_its_own_repository(aws):
     """Kills iam: the ECR repository of a pinned image replaced by the SMP image's."""
-    from launcher.iam import required_permissions
+    from launcher.submission.role import required_permissions
 
     image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.4.0-gpu-py311"
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"framework.image_uri={image}"]))
@@ -517,7 +517,7 @@ class _QuietLogs:
 
 def test_calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry():
     """Kills tail: the slowdown eased by a third instead of half; a missing RetryAttempts counted as one."""
-    from launcher.tail import LogReader, RateLimiter
+    from launcher.jobs.tail import LogReader, RateLimiter
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()
@@ -532,7 +532,7 @@ def test_calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry()
 
 def test_the_templates_folder_holds_the_templates():
     """Kills render: the templates folder taken from the wrong search location."""
-    from launcher.render import SOURCE_TEMPLATES, templates_dir
+    from launcher.render.files import SOURCE_TEMPLATES, templates_dir
 
     assert all((templates_dir() / name).is_file() for name in SOURCE_TEMPLATES.values())
 
@@ -569,7 +569,7 @@ def test_tensor_parallelism_of_two_without_sharding_uses_nccl(write_spec):
 
 def test_a_rate_limit_of_zero_is_refused():
     """Kills tail: a zero rate accepted (every call would then wait forever)."""
-    from launcher.tail import RateLimiter
+    from launcher.jobs.tail import RateLimiter
 
     with pytest.raises(ValueError):
         RateLimiter(0)
@@ -605,7 +605,7 @@ def test_a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval(
     """Kills tail: the first backoff's base or the interval's doubling changed."""
     import random
 
-    from launcher.tail import LogReader, RateLimiter
+    from launcher.jobs.tail import LogReader, RateLimiter
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()

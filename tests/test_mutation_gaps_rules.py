@@ -5,8 +5,8 @@ Each test's docstring names the mutation it kills; `make mutation` finds more of
 import pytest
 import yaml
 
-from launcher.memory import Layout, gathered_units, model_states
-from launcher.plan import build_plan
+from launcher.plan.build import build_plan
+from launcher.rules.memory import Layout, gathered_units, model_states
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.conftest import MINIMAL

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import ClientError
 
-from launcher.errors import SpecError
-from launcher.iam import FAIL, UNKNOWN, RoleCheck, check_role
+from launcher.core.errors import SpecError
+from launcher.jobs.tail import LogReader, RateLimiter
 from launcher.spec import load_spec
 from launcher.spec.loader import MAX_BYTES
-from launcher.tail import LogReader, RateLimiter
+from launcher.submission.role import FAIL, UNKNOWN, RoleCheck, check_role
 from tests.conftest import MINIMAL
 
 

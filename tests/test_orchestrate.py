@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import launcher.jobs
-from launcher.errors import Interrupted, LauncherError
-from launcher.orchestrate import run_queue, worst_exit_code
-from launcher.sweep import plan_sweep, warm_pool_notes
+import launcher.jobs.status
+from launcher.core.errors import Interrupted, LauncherError
+from launcher.orchestrate.queue import run_queue, worst_exit_code
+from launcher.plan.sweep import plan_sweep, warm_pool_notes
 from tests.conftest import JOBS
 
 
@@ -47,7 +47,7 @@ def plans(n):
 @pytest.fixture
 def fake(monkeypatch):
     jobs = FakeJobs()
-    monkeypatch.setattr(launcher.jobs, "job_status", jobs.status)
+    monkeypatch.setattr(launcher.jobs.status, "job_status", jobs.status)
     return jobs
 
 
@@ -117,7 +117,7 @@ def test_every_account_check_runs_before_the_first_job_and_a_refusal_starts_noth
 
 
 def test_plans_that_read_the_same_account_resources_are_checked_once(aws):
-    from launcher.orchestrate import account_key
+    from launcher.orchestrate.queue import account_key
 
     spec = str(JOBS / "llama7b.yaml")
     same = [c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=1,2,4"])]

@@ -8,12 +8,12 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from launcher.aws import AwsError, Clients
-from launcher.errors import SpecError, UsageError
-from launcher.iam import PIPELINE_JOB_ACTIONS, RoleRefused
-from launcher.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
-from launcher.plan import build_plan
+from launcher.core.aws import AwsError, Clients
+from launcher.core.errors import SpecError, UsageError
+from launcher.orchestrate.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
+from launcher.submission.role import PIPELINE_JOB_ACTIONS, RoleRefused
 from tests.aws_setup import ACCOUNT, BUCKET, TRUST_SAGEMAKER, create_world, job_policy
 from tests.conftest import JOBS
 from tests.test_submit import VARIANTS
@@ -143,7 +143,7 @@ def test_the_role_flag_is_checked_and_used_for_every_step(aws):
 
 def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write(aws):
     """Good passes submit's role check (the control) but may not create jobs or pass itself."""
-    from launcher.submission import check_account
+    from launcher.submission.create import check_account
 
     assert check_account(plan("role=Good"), Clients(region="us-west-2")).role_check.verdict == "pass"
     with pytest.raises(RoleRefused) as refused:
@@ -222,7 +222,7 @@ def test_without_role_the_first_specs_role_runs_every_step(aws):
 
 
 def test_no_telemetry_leaves_while_building_and_upserting(aws, monkeypatch):
-    from launcher.backends import estimator
+    from launcher.submission import estimator
 
     estimator.import_sdk()
     from sagemaker.telemetry import telemetry_logging

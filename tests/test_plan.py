@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from launcher.plan import build_plan, job_name
+from launcher.plan.build import build_plan, job_name
 from launcher.spec import load_spec
 from tests.conftest import JOBS, MINIMAL, REPO
 
@@ -247,7 +247,7 @@ def test_delayed_init_turns_on_when_eight_fp32_copies_overflow_host_memory(write
 @pytest.mark.parametrize("instance", ["ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge"])
 def test_kms_key_never_becomes_a_volume_key_on_instance_storage(write_spec, instance):
     """Defect 6: CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage."""
-    from launcher.request import predict_request
+    from launcher.plan.request import predict_request
 
     plan = plan_of(write_spec(MINIMAL), "cluster.kms_key_id=alias/smp", f"cluster.instance_type={instance}")
     request = predict_request(plan, "s3://b/code.tar.gz", "arn:aws:iam::123456789012:role/r")
@@ -266,7 +266,7 @@ def test_requirements_are_pinned_below_transformers_5_for_every_image():
     """Defect 7: transformers>=4.40.1 let pip resolve a 5.x that cannot import on the image's PyTorch."""
     from packaging.specifiers import SpecifierSet
 
-    from launcher.catalog import FRAMEWORKS, requirements
+    from launcher.catalog.smp import FRAMEWORKS, requirements
 
     for version in FRAMEWORKS:
         pins = requirements(version)
@@ -278,7 +278,7 @@ def test_requirements_are_pinned_below_transformers_5_for_every_image():
 
 
 def test_rendered_requirements_follow_the_catalog():
-    from launcher.catalog import requirements
+    from launcher.catalog.smp import requirements
 
     loaded = load_spec(JOBS / "llama7b.yaml")
     text = build_plan(loaded, now=NOW).source.files["requirements.txt"]
@@ -291,7 +291,7 @@ def test_gpt_neox_gets_the_first_transformers_that_builds_it_with_sdpa():
     ranges start at 4.40.1, so pip could keep a 4.40 already on the image and the job failed at model build."""
     from packaging.specifiers import SpecifierSet
 
-    from launcher.catalog import FRAMEWORKS, requirements
+    from launcher.catalog.smp import FRAMEWORKS, requirements
 
     for version in (v for v in FRAMEWORKS if v >= "2.2"):
         neox = SpecifierSet(requirements(version, "gpt_neox")["transformers"])
@@ -331,7 +331,7 @@ def test_plan_command_tells_the_truth_about_hybrid_shard_degree_0(run_cli):
 def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
     """World size, data parallelism and tokens come from one Topology, which the rules see as given."""
     from launcher.rules import run_rules
-    from launcher.topology import Topology
+    from launcher.rules.topology import Topology
 
     plan = plan_of(JOBS / "llama175b.yaml")
     t = plan.topology

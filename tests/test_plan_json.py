@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from launcher.plan import build_plan
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from tests.conftest import REPO
 

@@ -1,7 +1,7 @@
 """Presets match published sizes; extends, --set and ${VAR} behave as documented."""
 import pytest
 
-from launcher.durations import parse_duration
+from launcher.core.durations import parse_duration
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.conftest import MINIMAL

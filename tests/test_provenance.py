@@ -6,11 +6,10 @@ import tarfile
 import pytest
 
 from launcher import api
-from launcher.aws import Clients
-from launcher.errors import UsageError
-from launcher.names import RERUN_TAG
-from launcher.plan import build_plan
-from launcher.provenance import (
+from launcher.core.aws import Clients
+from launcher.core.errors import UsageError
+from launcher.core.names import RERUN_TAG
+from launcher.orchestrate.provenance import (
     NotLaunchedHere,
     StoredJob,
     _environment,
@@ -19,10 +18,11 @@ from launcher.provenance import (
     read_files,
     stored_job,
 )
-from launcher.source import tarball
+from launcher.plan.build import build_plan
+from launcher.render.source import tarball
 from launcher.spec import load_spec
 from launcher.spec.models import JobSpec
-from launcher.submission import plan_for
+from launcher.submission.create import plan_for
 from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 
@@ -233,7 +233,7 @@ def test_diff_keeps_the_sdk_out():
     import subprocess
     import sys
 
-    code = ("import sys, launcher.provenance, launcher.cli.provenance, launcher.cli.app;"
+    code = ("import sys, launcher.orchestrate.provenance, launcher.cli.provenance, launcher.cli.app;"
             "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

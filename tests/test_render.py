@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
-from launcher import progress
-from launcher.plan import build_plan
-from launcher.render import RUNTIME_MODULES, SOURCE_TEMPLATES
+from launcher.plan.build import build_plan
+from launcher.render import progress
+from launcher.render.files import RUNTIME_MODULES, SOURCE_TEMPLATES
 from launcher.spec import load_spec
 from tests.conftest import JOBS, REPO
 
@@ -196,7 +196,7 @@ def _render_with(overrides: list[str], **decisions: object) -> dict[str, str]:
     """The source dir with some of the plan's decisions forced: the script follows what it is given."""
     import dataclasses
 
-    from launcher.render import render_template, script_context
+    from launcher.render.files import render_template, script_context
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", overrides))
     forced = dataclasses.replace(plan, decisions=dataclasses.replace(plan.decisions, **decisions))
@@ -262,7 +262,7 @@ def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
 
     torch = pytest.importorskip("torch")
     src = tmp_path / "src"
-    from launcher.render import write_source_dir
+    from launcher.render.files import write_source_dir
 
     write_source_dir(build_plan(load_spec(JOBS / "llama7b.yaml")).source.files, src)
     monkeypatch.syspath_prepend(str(src))

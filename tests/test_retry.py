@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 import launcher
-from launcher.errors import UsageError
-from launcher.failures import Failure
-from launcher.jobs import JobStatus
-from launcher.retry import (
+from launcher.core.errors import UsageError
+from launcher.jobs.failures import Failure
+from launcher.jobs.status import JobStatus
+from launcher.orchestrate.retry import (
     ATTEMPT_TAG,
     RETRY_OF_TAG,
     RetryPolicy,
@@ -98,7 +98,7 @@ def test_submit_with_retries_gives_up_after_max_attempts(plan):
 
 
 def test_the_queue_hook_counts_attempts_per_plan_and_stops_at_the_limit(plan):
-    from launcher.retry import retrying
+    from launcher.orchestrate.retry import retrying
 
     hook = retrying(RetryPolicy(classes=frozenset({"capacity"}), max_attempts=3))
     second = hook(plan, _status(plan.job_name, "Failed", "capacity"))

@@ -9,7 +9,7 @@ import pytest
 
 from emulator import failures as scenarios
 from emulator import scenario
-from launcher.retry import ATTEMPT_TAG, RETRY_OF_TAG
+from launcher.orchestrate.retry import ATTEMPT_TAG, RETRY_OF_TAG
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
 

@@ -1,7 +1,7 @@
 """Every advisor rule has a case that fires it and one that does not."""
 import pytest
 
-from launcher.plan import build_plan
+from launcher.plan.build import build_plan
 from launcher.rules import RULES
 from launcher.rules.docs import DOC_FILE, markdown
 from launcher.spec import load_spec

@@ -1,7 +1,7 @@
 """Text from AWS never reaches a terminal or a pipe with its control sequences live."""
 import json
 
-from launcher.sanitize import clean, clean_data
+from launcher.core.sanitize import clean, clean_data
 
 
 def test_terminal_escapes_are_shown_not_run():

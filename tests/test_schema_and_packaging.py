@@ -111,12 +111,13 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "launcher/templates/requirements.txt.j2" in names
     assert "launcher/cli/__init__.py" in names and "launcher/spec/loader.py" in names
+    assert not [n for n in names if "activation_measure" in n], "a developer tool ships"
     assert not [n for n in names if n.startswith("emulator/") or "/emulator/" in n], "the test emulator ships"
     runtime = {f"launcher/runtime/{name}" for name in ("train_data.py", "train_checkpoint.py", "tsm_local.py")}
     assert runtime <= set(names)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.render as r;"
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.render.files as r;"
              "assert r.templates_dir().is_relative_to(sys.argv[1]), r.templates_dir();"
              "print(r.template_names(), r.runtime_source('tsm_local.py').splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", probe, str(target)], cwd=tmp_path, capture_output=True,
@@ -143,7 +144,7 @@ def test_the_local_extra_runs_the_transformers_every_smp_image_installs():
 
     from packaging.requirements import Requirement
 
-    from launcher.catalog import FRAMEWORKS, requirements
+    from launcher.catalog.smp import FRAMEWORKS, requirements
 
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")

@@ -11,15 +11,15 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
-from launcher.aws import Clients
-from launcher.errors import SpecError
-from launcher.iam import required_permissions
-from launcher.plan import build_plan
-from launcher.render import write_source_dir
-from launcher.secrets import REDACTED, looks_secret
+from launcher.core.aws import Clients
+from launcher.core.errors import SpecError
+from launcher.plan.build import build_plan
+from launcher.render.files import write_source_dir
 from launcher.spec import load_spec
-from launcher.submission import plan_for
-from launcher.submission import submit as submit_plan
+from launcher.spec.secrets import REDACTED, looks_secret
+from launcher.submission.create import plan_for
+from launcher.submission.create import submit as submit_plan
+from launcher.submission.role import required_permissions
 from tests.conftest import JOBS
 
 
@@ -113,7 +113,7 @@ def test_the_role_check_asks_for_get_secret_value_on_each_arn():
 
 
 def test_a_role_without_get_secret_value_fails_the_check(aws):
-    from launcher.iam import FAIL, check_role
+    from launcher.submission.role import FAIL, check_role
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"secrets.WANDB_API_KEY={ARN}"]))
     check = check_role(plan, boto3.client("iam"), boto3.client("sts"))

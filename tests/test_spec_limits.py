@@ -5,8 +5,8 @@ and S3's bucket naming rules (https://docs.aws.amazon.com/AmazonS3/latest/usergu
 """
 import pytest
 
-from launcher.plan import build_plan
-from launcher.request import predict_request
+from launcher.plan.build import build_plan
+from launcher.plan.request import predict_request
 from launcher.spec import load_spec
 from launcher.spec.models import HYPERPARAMETERS_MAX, SDK_HYPERPARAMETERS
 from tests.conftest import MINIMAL

@@ -1,8 +1,8 @@
 """The last job submitted from this machine, behind `JOB=latest`."""
 import pytest
 
-from launcher.errors import UsageError
-from launcher.state import last_submitted, record_submitted, resolve_job, state_dir
+from launcher.core.errors import UsageError
+from launcher.core.state import last_submitted, record_submitted, resolve_job, state_dir
 
 
 def test_record_and_resolve_latest(tmp_path):

@@ -9,13 +9,13 @@ import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
 import emulator
-from launcher.aws import AwsError, Clients, QuotaError, explain
-from launcher.errors import SpecError, UsageError
-from launcher.iam import FAIL, PASS, UNKNOWN, RoleRefused, check_role
-from launcher.plan import build_plan
+from launcher.core.aws import AwsError, Clients, QuotaError, explain
+from launcher.core.errors import SpecError, UsageError
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from launcher.submission import plan_for
-from launcher.submission import submit as submit_plan
+from launcher.submission.create import plan_for
+from launcher.submission.create import submit as submit_plan
+from launcher.submission.role import FAIL, PASS, UNKNOWN, RoleRefused, check_role
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
 from tests.doubles import one_page_paginator
@@ -266,7 +266,8 @@ def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
     import subprocess
     import sys
 
-    code = ("import sys, launcher.submission, launcher.iam, launcher.source, launcher.request;"
+    code = ("import sys, launcher.submission.create, launcher.submission.role, launcher.render.source,"
+            " launcher.plan.request;"
             "print(any(m.split('.')[0] == 'sagemaker' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
@@ -282,7 +283,7 @@ def test_no_region_is_one_actionable_line(aws, monkeypatch, tmp_path):
 
 
 def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
-    from launcher.backends.estimator import import_sdk
+    from launcher.submission.estimator import import_sdk
 
     import_sdk()
     import requests

@@ -11,15 +11,15 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 import emulator
-from launcher import jobs
-from launcher.aws import AwsError, Clients
-from launcher.errors import EXIT_INTERRUPTED, Interrupted
-from launcher.iam import FAIL, PASS, UNKNOWN, check_role
-from launcher.plan import build_plan
+from launcher.core.aws import AwsError, Clients
+from launcher.core.errors import EXIT_INTERRUPTED, Interrupted
+from launcher.core.state import last_submitted
+from launcher.jobs import status as jobs
+from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from launcher.state import last_submitted
-from launcher.submission import plan_for
-from launcher.submission import submit as submit_plan
+from launcher.submission.create import plan_for
+from launcher.submission.create import submit as submit_plan
+from launcher.submission.role import FAIL, PASS, UNKNOWN, check_role
 from tests.conftest import JOBS
 from tests.doubles import one_page_paginator
 
@@ -43,7 +43,7 @@ def jobs_in(region: str) -> list[str]:
 # -- 1. Ctrl-C during CreateTrainingJob ---------------------------------------------------------------
 
 def real_start_then_interrupt(*args):
-    from launcher.backends import estimator
+    from launcher.submission import estimator
 
     estimator.start(*args)
     raise KeyboardInterrupt
@@ -129,7 +129,7 @@ def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(aws, m
 
 
 def test_the_cli_exits_130_with_one_line_after_an_interrupt(aws, run_cli, monkeypatch):
-    from launcher.backends import estimator
+    from launcher.submission import estimator
 
     monkeypatch.setattr(estimator, "start", interrupt_before_creating)
     r = run_cli("submit", "jobs/llama7b.yaml", "--set", "role=Good")
@@ -145,7 +145,7 @@ def _timed_out():
 
 def test_an_answer_lost_after_the_job_was_created_is_still_started(aws):
     def create_then_time_out(*args):
-        from launcher.backends import estimator
+        from launcher.submission import estimator
 
         estimator.start(*args)
         raise _timed_out()
@@ -165,7 +165,7 @@ def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
 
 
 def test_json_still_reports_the_jobs_started_before_an_interrupt(aws, run_cli, monkeypatch):
-    from launcher.backends import estimator
+    from launcher.submission import estimator
 
     real = estimator.start
     starts = iter([real, interrupt_before_creating])
@@ -225,7 +225,7 @@ def test_region_flag_is_the_region_of_everything(aws, eu_bucket, run_cli, spec_r
 
 
 def test_region_order_flag_spec_env(aws, eu_bucket, monkeypatch):
-    from launcher.plan import resolve_region
+    from launcher.plan.build import resolve_region
 
     env = {"AWS_REGION": "ap-south-1", "AWS_DEFAULT_REGION": "ca-central-1"}
     assert resolve_region("us-east-1", env, flag="eu-west-1") == "eu-west-1"
@@ -272,7 +272,7 @@ def test_a_silent_endpoint_fails_in_one_line_after_saying_what_it_waits_for(sile
 
 
 class _Timers:
-    """threading.Timer for launcher.aws on a virtual clock: `elapse()` fires every timer started and not
+    """threading.Timer for launcher.core.aws on a virtual clock: `elapse()` fires every timer started and not
     cancelled, as if its delay had passed (the notice of a call that never answered)."""
 
     def __init__(self):
@@ -297,7 +297,7 @@ def test_a_call_that_answers_says_nothing(aws, monkeypatch):
     passed (virtually), a call that answered has said nothing; a call still waiting would have."""
     import threading
 
-    from launcher import aws as aws_module
+    from launcher.core import aws as aws_module
 
     timers = _Timers()
     monkeypatch.setattr(aws_module, "threading", SimpleNamespace(Timer=timers.Timer, get_ident=threading.get_ident))
@@ -316,7 +316,7 @@ def test_a_call_that_answers_says_nothing(aws, monkeypatch):
 
 
 def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_cli, monkeypatch):
-    from launcher import aws
+    from launcher.core import aws
 
     monkeypatch.setattr(aws, "READ_TIMEOUT", 0.5)
     monkeypatch.setattr(aws, "TRIES", 2)
@@ -328,7 +328,7 @@ def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_c
 
 
 def test_the_default_budget_per_call_is_under_a_minute():
-    from launcher import aws
+    from launcher.core import aws
 
     worst = aws.TRIES * max(aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT) + 2 ** aws.TRIES
     assert worst < 60 and aws.WAIT_NOTICE_S < 10

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from launcher.errors import UsageError
-from launcher.sweep import expand, parse_sweep, parse_sweeps, plan_sweep
+from launcher.core.errors import UsageError
+from launcher.plan.sweep import expand, parse_sweep, parse_sweeps, plan_sweep
 from tests.conftest import JOBS
 
 SPEC = str(JOBS / "llama7b.yaml")

@@ -10,9 +10,9 @@ import botocore.endpoint
 import pytest
 
 import emulator
-from launcher.aws import Clients
-from launcher.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
-from launcher.tail import LogReader, Polling, RateLimiter, follow, iter_lines  # noqa: F401
+from launcher.core.aws import Clients
+from launcher.core.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
+from launcher.jobs.tail import LogReader, Polling, RateLimiter, follow, iter_lines  # noqa: F401
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated
 
 POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
@@ -144,7 +144,7 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
     job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), aws)
     clients = Clients()
     out, err = io.StringIO(), io.StringIO()
-    from launcher.logprint import Printer
+    from launcher.cli.logprint import Printer
 
     printer = Printer(out, err)
     polling = Polling(interval=1.0, settle=4.0, limiter=RateLimiter(100, clock=clock, sleep=clock.sleep),
@@ -300,7 +300,7 @@ def _hostile_event(message: str) -> dict:
 def test_terminal_escapes_and_lone_surrogates_from_cloudwatch_are_neutralised(clock, monkeypatch, as_json):
     hostile = "ok \x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J \u202eevil \ud800 end"
     clients = types.SimpleNamespace(logs=_Page([_hostile_event(hostile)]))
-    monkeypatch.setattr("launcher.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    monkeypatch.setattr("launcher.jobs.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")  # a strict UTF-8 stdout
     polling = Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
@@ -322,7 +322,7 @@ def test_a_host_beyond_the_jobs_count_is_warned_about(aws, clock):
 
 def test_a_huge_host_range_is_refused_at_once_not_expanded():
     from launcher.cli.jobs import MAX_HOST, parse_hosts
-    from launcher.errors import UsageError
+    from launcher.core.errors import UsageError
 
     with pytest.raises(UsageError, match=f"host numbers go up to {MAX_HOST}"):
         parse_hosts("1-100000000")
@@ -332,7 +332,7 @@ def test_a_huge_host_range_is_refused_at_once_not_expanded():
 
 
 def test_seen_ids_and_late_keys_forget_whole_buckets():
-    from launcher.tail import BUCKET_MS, _LateKeys, _SeenIds
+    from launcher.jobs.tail import BUCKET_MS, _LateKeys, _SeenIds
 
     ids = _SeenIds()
     assert ids.add("a", 5) and ids.add("b", BUCKET_MS + 5) and not ids.add("a", 5)
@@ -390,7 +390,7 @@ def test_server_errors_and_dropped_connections_are_retried_not_fatal(aws, clock,
 
 
 def test_server_errors_past_the_retry_budget_end_in_one_line(aws, clock):
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     emulator.add_job(emulator.EmulatedJob("down", hosts=1, training=20), aws)
     clients = Clients()

@@ -11,9 +11,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 import emulator
-from launcher.aws import Clients
-from launcher.errors import EXIT_OK
-from launcher.tail import LogLine, Polling, RateLimiter, follow, iter_lines
+from launcher.core.aws import Clients
+from launcher.core.errors import EXIT_OK
+from launcher.jobs.tail import LogLine, Polling, RateLimiter, follow, iter_lines
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated
 
 POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
@@ -93,8 +93,8 @@ def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
 
 
 def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monkeypatch):
-    monkeypatch.setattr("launcher.tail.LATE_LIMIT", 8)
-    monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 8)
+    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT", 8)
+    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT_FINAL", 8)
     job = late_job(aws, "cut")
     calls = Counter()
     clients = Clients()
@@ -112,7 +112,7 @@ def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monke
 
 
 def test_an_unfinished_final_check_says_so_and_still_returns(aws, clock, monkeypatch):
-    monkeypatch.setattr("launcher.tail.FINAL_CHECK_S", 20.0)
+    monkeypatch.setattr("launcher.jobs.tail.FINAL_CHECK_S", 20.0)
     emulator.add_job(emulator.EmulatedJob("slowq", hosts=2, training=30, decoy=False), aws)
     clients = Clients()
     clients._cache["logs"] = _Wrapped(clients.logs, get_query_results=lambda **_kw: {"status": "Running"})
@@ -141,7 +141,7 @@ def test_iter_lines_sanitises_what_cloudwatch_returns(clock, monkeypatch):
     event = {"logStreamName": "evil/algo-1-1", "eventId": "1\x1b[2J", "timestamp": 1_800_000_000_000,
              "ingestionTime": 1_800_000_000_000, "message": "a \x1b]0;pwned\x07 \u202eb"}
     clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_p: {"events": [event]}))
-    monkeypatch.setattr("launcher.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    monkeypatch.setattr("launcher.jobs.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
     (line,) = list(iter_lines("evil", clients,
                               polling=Polling(clock=clock, sleep=clock.sleep,
                                               limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))))
@@ -205,8 +205,8 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
     # results once read, as a caller must assume.
-    monkeypatch.setattr("launcher.tail.LATE_LIMIT", 150)
-    monkeypatch.setattr("launcher.tail.LATE_LIMIT_FINAL", 150)
+    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT", 150)
+    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT_FINAL", 150)
     logs, _, _, lines, _ = _six_minutes("cut2", 16, 5.0)
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}

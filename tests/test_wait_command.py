@@ -17,12 +17,12 @@ QUICK = dict(starting=0.05, downloading=0.05, training=0.3, uploading=0.05, line
 def sm(monkeypatch, clock):
     """In-process moto, with the jobs and `wait`'s polls and deadline on one virtual clock (conftest's
     `clock`): a poll's sleep moves the jobs on instead of waiting for them."""
-    import launcher.jobs
+    import launcher.jobs.status
 
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_REGION", "us-west-2")
-    monkeypatch.setattr(launcher.jobs, "time", SimpleNamespace(sleep=clock.sleep, monotonic=clock))
+    monkeypatch.setattr(launcher.jobs.status, "time", SimpleNamespace(sleep=clock.sleep, monotonic=clock))
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
 

@@ -67,7 +67,7 @@ for _command in (*provenance.COMMANDS, *pipeline.COMMANDS):
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""
-    from launcher.errors import EXIT_INTERRUPTED, LauncherError
+    from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 
     try:
         cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)

@@ -15,7 +15,7 @@ MAX_HOST = 4096  # far above any training job's instance count; a typo like 1-10
 
 def parse_hosts(text: str | None) -> list[int] | None:
     """`1,3`, `algo-2` or `1-4` -> host numbers (algo-N), each at most MAX_HOST."""
-    from launcher.errors import UsageError
+    from launcher.core.errors import UsageError
 
     if not text:
         return None
@@ -39,8 +39,8 @@ def parse_hosts(text: str | None) -> list[int] | None:
 def require_hosts(clients, job: str, hosts: list[int]) -> None:
     """Refuse (exit 2) a --host list of which no host exists: it would print nothing and say nothing useful.
     Some hosts missing is a warning from the tailer; none at all is a mistake."""
-    from launcher.errors import UsageError
-    from launcher.jobs import job_status
+    from launcher.core.errors import UsageError
+    from launcher.jobs.status import job_status
 
     count = job_status(clients, job).instance_count
     if count and min(hosts) > count:
@@ -70,11 +70,11 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     """
     import re
 
-    from launcher.errors import UsageError
-    from launcher.state import resolve_job
-    from launcher.tail import Polling
-    from launcher.tail import follow as follow_job
-    from launcher.timeutil import parse_since
+    from launcher.core.errors import UsageError
+    from launcher.core.state import resolve_job
+    from launcher.core.timeutil import parse_since
+    from launcher.jobs.tail import Polling
+    from launcher.jobs.tail import follow as follow_job
 
     if grep:
         try:
@@ -103,7 +103,7 @@ def show_status(job: str, output: str, profile: str | None, region: str | None) 
     """
     from launcher.api import status
     from launcher.cli import present
-    from launcher.state import resolve_job
+    from launcher.core.state import resolve_job
 
     name, region = resolve_job(job, region)
     found = status(name, clients=job_clients(profile, region))
@@ -143,8 +143,8 @@ def list_jobs(running: bool, name_contains: str | None, limit: int, output: str,
 def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str | None) -> None:
     """Stop a running job (asks first unless --yes); JOB may be `latest`."""
     from launcher.cli import present
-    from launcher.jobs import stop
-    from launcher.state import resolve_job
+    from launcher.core.state import resolve_job
+    from launcher.jobs.status import stop
 
     name, region = resolve_job(job, region)
     confirm = (lambda q: click.confirm(q, default=False, err=True)) if sys.stdin.isatty() else None
@@ -165,9 +165,9 @@ def show_metrics(job: str, since: str, output: str, profile: str | None, region:
     import time
 
     from launcher.cli import present
-    from launcher.metrics import fetch
-    from launcher.state import resolve_job
-    from launcher.timeutil import parse_since
+    from launcher.core.state import resolve_job
+    from launcher.core.timeutil import parse_since
+    from launcher.jobs.metrics import fetch
 
     name, region = resolve_job(job, region)
     data = fetch(job_clients(profile, region), name, parse_since(since), time.time())

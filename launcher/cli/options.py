@@ -24,7 +24,7 @@ def job_clients(profile: str | None, region: str | None):
     import os
 
     from launcher.api import connect
-    from launcher.errors import UsageError
+    from launcher.core.errors import UsageError
 
     clients = connect(profile=profile, region=region or os.environ.get("AWS_REGION") or None)
     if not clients.region:

@@ -29,9 +29,9 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
     """
     from launcher.api import connect, load_spec
     from launcher.cli.present import emit_json, safe_data
-    from launcher.errors import EXIT_OK
-    from launcher.pipeline import upsert_pipeline
-    from launcher.submission import plan_for
+    from launcher.core.errors import EXIT_OK
+    from launcher.orchestrate.pipeline import upsert_pipeline
+    from launcher.submission.create import plan_for
 
     loaded = [load_spec(path, overrides) for path in specs]
     clients = connect(profile=profile, region=region)

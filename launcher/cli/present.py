@@ -3,7 +3,7 @@ for tables, colours and the sanitising entry point.
 
 Every table is a rich Table. On a terminal long cells fold (nothing is cut); into a pipe or a file
 the console is wide, so a row stays on one line for grep. Colours are named here only: the log
-printer (launcher.logprint) takes host_colour and `safe` from this module and stays a fast path of one
+printer (launcher.cli.logprint) takes host_colour and `safe` from this module and stays a fast path of one
 write per page of lines, without rich. Importing this module imports neither rich nor click.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Any
 
-from launcher.sanitize import clean as safe
-from launcher.sanitize import clean_data as safe_data
-from launcher.timeutil import clock_time
+from launcher.core.sanitize import clean as safe
+from launcher.core.sanitize import clean_data as safe_data
+from launcher.core.timeutil import clock_time
 
 __all__ = ["HOST_COLOURS", "SEVERITY_STYLES", "emit_json", "host_colour", "safe", "safe_data"]
 
@@ -80,7 +80,7 @@ def _text(value: Any, style: str = ""):
 # -- jobs ---------------------------------------------------------------------------------------------
 
 def show_status(job: Any) -> None:
-    """A launcher.jobs.JobStatus: its facts, then its secondary-status transitions."""
+    """A launcher.jobs.status.JobStatus: its facts, then its secondary-status transitions."""
     status = job.status + (f" ({job.secondary_status})" if job.secondary_status and job.secondary_status != job.status
                            else "")
     rows = [("job", job.job_name), ("status", status), ("instances", f"{job.instance_count} x {job.instance_type}"),
@@ -112,7 +112,7 @@ def show_status(job: Any) -> None:
 
 
 def show_jobs(rows: list[Any]) -> None:
-    """launcher.jobs.JobSummary rows, newest first."""
+    """launcher.jobs.status.JobSummary rows, newest first."""
     t = _table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
     for r in rows:
         t.add_row(_text(r.job_name), _text(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
@@ -122,8 +122,8 @@ def show_jobs(rows: list[Any]) -> None:
 
 
 def show_metrics(data: Any) -> None:
-    """Per metric, one sparkline row per host with min / mean / max (a launcher.metrics.JobMetrics)."""
-    from launcher.metrics import METRICS, sparkline
+    """Per metric, one sparkline row per host with min / mean / max (a launcher.jobs.metrics.JobMetrics)."""
+    from launcher.jobs.metrics import METRICS, sparkline
 
     parts: list[Any] = [_text(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
                               f"{data.start} to {data.end}, {data.period} s points")]
@@ -273,7 +273,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
 # -- the role check -----------------------------------------------------------------------------------
 
 def show_role_check(check: Any) -> None:
-    """launcher.iam.RoleCheck: the verdict and each reason, on stdout (the exit code says it too)."""
+    """launcher.submission.role.RoleCheck: the verdict and each reason, on stdout (the exit code says it too)."""
     data = check.as_dict()
     style = {"pass": "green", "fail": "bold red"}.get(data["verdict"], "yellow")
     out = console()

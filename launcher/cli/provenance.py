@@ -26,8 +26,8 @@ def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: 
     from launcher.api import rerun as rerun_job
     from launcher.cli.present import emit_json, safe_data
     from launcher.cli.submit import print_started, warn
-    from launcher.errors import EXIT_OK
-    from launcher.state import resolve_job
+    from launcher.core.errors import EXIT_OK
+    from launcher.core.state import resolve_job
 
     job, region = resolve_job(job, region)
     result = rerun_job(job, dry_run=dry_run, skip_role_check=skip_role_check,
@@ -61,9 +61,9 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
     from launcher.api import connect
     from launcher.api import diff as diff_jobs
     from launcher.cli.present import emit_json, safe_data
-    from launcher.errors import EXIT_JOB_FAILED, EXIT_OK
-    from launcher.provenance import is_spec_file
-    from launcher.state import resolve_job
+    from launcher.core.errors import EXIT_JOB_FAILED, EXIT_OK
+    from launcher.core.state import resolve_job
+    from launcher.orchestrate.provenance import is_spec_file
 
     refs = []
     for ref in (a, b):
@@ -79,7 +79,7 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
     elif not changes:
         click.echo(f"no difference between the {'specs' if spec else 'plans'} of {a} and {b}")
     else:
-        from launcher.sanitize import clean
+        from launcher.core.sanitize import clean
 
         click.echo(f"--- {clean(a, 200)}\n+++ {clean(b, 200)}")
         for change in changes:

@@ -26,9 +26,9 @@ def submit_retrying(specs: Sequence[str], overrides: Sequence[str], retry: str, 
     outcome (0 Completed, 1 Failed, 5 Stopped)."""
     from launcher.api import connect, load_spec
     from launcher.cli.present import emit_json, safe, safe_data
-    from launcher.errors import UsageError
-    from launcher.retry import RetryPolicy, submit_with_retries
-    from launcher.submission import plan_for
+    from launcher.core.errors import UsageError
+    from launcher.orchestrate.retry import RetryPolicy, submit_with_retries
+    from launcher.submission.create import plan_for
 
     if dry_run or len(specs) != 1:
         raise UsageError("--retry submits one spec and waits for it: give one spec and no --dry-run")

@@ -20,12 +20,12 @@ def check_role(spec: str, overrides: tuple[str, ...], output: str, profile: str 
     as submit then goes on with a warning.
     """
     from launcher.api import build_plan, connect, load_spec
-    from launcher.aws import explain
     from launcher.cli import present
-    from launcher.errors import EXIT_OK, EXIT_PREFLIGHT, LauncherError
-    from launcher.iam import FAIL
-    from launcher.iam import check_role as check
-    from launcher.plan import require_region, resolve_region
+    from launcher.core.aws import explain
+    from launcher.core.errors import EXIT_OK, EXIT_PREFLIGHT, LauncherError
+    from launcher.plan.build import require_region, resolve_region
+    from launcher.submission.role import FAIL
+    from launcher.submission.role import check_role as check
 
     loaded = load_spec(spec, overrides)
     clients = connect(profile=profile)

@@ -14,15 +14,15 @@ from launcher.cli.options import OUTPUT, SET, SPEC
 
 
 def advisor_errors(plan: Any) -> list[Any]:
-    """The advisor's errors as spec problems (launcher.errors.Problem), each at the field that caused it."""
-    from launcher.plan import advisory_problems
+    """The advisor's errors as spec problems (launcher.core.errors.Problem), each at the field that caused it."""
+    from launcher.plan.build import advisory_problems
 
     return advisory_problems(plan)
 
 
 def problem_record(problem: Any) -> dict[str, Any]:
-    """A launcher.errors.Problem as `validate --output json` gives it (text made safe to print)."""
-    from launcher.sanitize import clean
+    """A launcher.core.errors.Problem as `validate --output json` gives it (text made safe to print)."""
+    from launcher.core.sanitize import clean
 
     mark = problem.mark
     return {"file": clean(mark.file), "line": mark.line, "column": mark.col, "path": clean(problem.path),
@@ -31,7 +31,7 @@ def problem_record(problem: Any) -> dict[str, Any]:
 
 def print_problems(problems: list[Any]) -> None:
     """One line each on stderr, as a SpecError prints them (long lists end with a count)."""
-    from launcher.errors import SpecError
+    from launcher.core.errors import SpecError
 
     for line in SpecError(problems).lines():
         click.echo(line, err=True)
@@ -40,7 +40,7 @@ def print_problems(problems: list[Any]) -> None:
 def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
     """Load and plan one spec: its validity, its problems (structured and as lines) and, when it loads, its job."""
     from launcher.api import build_plan, load_spec
-    from launcher.errors import LauncherError, Problem, SpecError
+    from launcher.core.errors import LauncherError, Problem, SpecError
 
     try:
         loaded = load_spec(path, overrides)
@@ -49,7 +49,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
         problems = list(err.problems)
         return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
     except LauncherError as err:
-        from launcher.errors import Mark
+        from launcher.core.errors import Mark
 
         problems = [Problem(Mark(path, 1, 1), "", str(err))]
         return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
@@ -66,7 +66,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
     """Check job specs without touching AWS; exit 2 if any is invalid."""
     from launcher.cli.present import emit_json
-    from launcher.errors import EXIT_INVALID, EXIT_OK
+    from launcher.core.errors import EXIT_INVALID, EXIT_OK
 
     results = [check_spec(path, overrides) for path in specs]
     if output == "json":
@@ -88,7 +88,7 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
     """Show everything submit would do, with no AWS call; exit 2 when the advisor finds an error."""
     from launcher.api import build_plan, load_spec
     from launcher.cli import present
-    from launcher.errors import EXIT_INVALID, EXIT_OK
+    from launcher.core.errors import EXIT_INVALID, EXIT_OK
 
     plan = build_plan(load_spec(spec, overrides))
     data = plan.to_dict()
@@ -111,8 +111,8 @@ def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], outpu
     """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
     from launcher.api import build_plan, load_spec
     from launcher.cli.present import emit_json
-    from launcher.errors import EXIT_INVALID, EXIT_OK
-    from launcher.render import write_source_dir
+    from launcher.core.errors import EXIT_INVALID, EXIT_OK
+    from launcher.render.files import write_source_dir
 
     plan = build_plan(load_spec(spec, overrides))
     paths = write_source_dir(plan.source.files, out_dir)
@@ -169,9 +169,9 @@ def print_schema(write_to: str | None) -> None:
 def advise_layouts(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
                    precision: str, top: int, write_to: str | None, output: str) -> None:
     """Recommend SMP v2 configurations for a model, ranked as AWS's SMP v2 best practices advise."""
-    from launcher import advise as adv
     from launcher.cli import present
-    from launcher.errors import UsageError
+    from launcher.core.errors import UsageError
+    from launcher.rules import advise as adv
 
     target = adv.parse_tokens(global_batch) if global_batch else None
     ranked = adv.advise(model, instance_type, instances, seq_length, target, precision)

@@ -15,7 +15,7 @@ def start_job(loaded: Any, clients: Any, *, dry_run: bool, skip_role_check: bool
     """The one call into the submit code (it loads the SageMaker SDK): the region is decided once
     (--region, the spec, the environment, the profile), then the API submits the plan built for it."""
     from launcher.api import submit
-    from launcher.submission import plan_for
+    from launcher.submission.create import plan_for
 
     return submit(plan_for(loaded, clients), dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
 
@@ -48,7 +48,7 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
     follow the one job to its end and exit with its outcome."""
     from launcher.api import connect, load_spec
     from launcher.cli.present import emit_json, safe_data
-    from launcher.errors import EXIT_OK, LauncherError, UsageError
+    from launcher.core.errors import EXIT_OK, LauncherError, UsageError
 
     if wait and (dry_run or len(specs) != 1):
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
@@ -73,7 +73,7 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
         for note in (n for r in results for n in r.notes):
             warn(note)
     if wait:
-        from launcher.tail import Polling, follow
+        from launcher.jobs.tail import Polling, follow
 
         clients = connect(profile=profile, region=results[0].region)
         return follow(results[0].job_name, clients, as_json=output == "json",
@@ -126,12 +126,12 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                       output: str, profile: str | None, region: str | None, retry: Any = None) -> int:
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused).
-    With a `retry` policy (launcher.retry.RetryPolicy), a job failing in a retried class is resubmitted."""
+    With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted."""
     from launcher.api import connect, plan_sweep, submit_many
     from launcher.cli.present import emit_json, safe, safe_data
-    from launcher.errors import EXIT_INVALID
-    from launcher.orchestrate import worst_exit_code
-    from launcher.sweep import warm_pool_notes
+    from launcher.core.errors import EXIT_INVALID
+    from launcher.orchestrate.queue import worst_exit_code
+    from launcher.plan.sweep import warm_pool_notes
 
     as_json = output == "json"
     candidates = plan_sweep(specs, overrides, sweeps, region=region)
@@ -169,7 +169,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         elif event.kind == "resubmit":
             click.echo(safe(f"resubmitting as {event.job_name}"))
 
-    from launcher.retry import retrying
+    from launcher.orchestrate.retry import retrying
 
     runs = submit_many([c.plan for c in ok], max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
@@ -201,8 +201,8 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
              output: str) -> int:
     """The local CPU run of one spec; in json mode the script's lines go to stderr and the report to stdout."""
     from launcher.cli.present import emit_json
-    from launcher.errors import UsageError
-    from launcher.local_run import changes_summary, run_local
+    from launcher.core.errors import UsageError
+    from launcher.local.run import changes_summary, run_local
 
     if len(specs) != 1:
         raise UsageError("--local runs one spec at a time")
@@ -262,13 +262,13 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
     """
     if local:
         if sweeps or max_concurrent or strict:
-            from launcher.errors import UsageError
+            from launcher.core.errors import UsageError
 
             raise UsageError("--local runs one spec here; --sweep, --max-concurrent and --strict are for "
                              "SageMaker jobs")
         sys.exit(run_here(specs, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, output=output))
     if len(specs) > 1 or sweeps or max_concurrent or strict:
-        from launcher.retry import RetryPolicy
+        from launcher.orchestrate.retry import RetryPolicy
 
         policy = RetryPolicy.parse(retry, max_attempts=max_attempts, backoff=retry_backoff) if retry else None
         sys.exit(submit_many_plans(specs, overrides, sweeps, dry_run=dry_run, wait=wait, interval=interval,

@@ -70,9 +70,9 @@ def wait_jobs(jobs: tuple[str, ...], timeout: float | None, interval: float, out
     """
     from launcher.api import wait
     from launcher.cli import present
-    from launcher.errors import UsageError
-    from launcher.jobs import worst_exit_code
-    from launcher.state import resolve_job
+    from launcher.core.errors import UsageError
+    from launcher.core.state import resolve_job
+    from launcher.jobs.status import worst_exit_code
 
     resolved = [resolve_job(job, region) for job in jobs]
     regions = {r for _, r in resolved if r}

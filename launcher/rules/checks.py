@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from launcher.catalog import SMP_IMAGE_REGIONS, SMP_IMAGE_REPOSITORY
+from launcher.catalog.smp import SMP_IMAGE_REGIONS, SMP_IMAGE_REPOSITORY
 from launcher.rules.decisions import (
     DELAYED_INIT_THRESHOLD,
     host_copies_gib,
@@ -392,16 +392,16 @@ def volume_not_provisioned(ctx: Context) -> Iterator[Finding]:
                       "SSE-KMS with this key if they must use it)", "cluster.kms_key_id")
 
 
-# ---- memory (best practices: lowest sharding degree that fits; launcher/memory.py) ----
+# ---- memory (best practices: lowest sharding degree that fits; launcher/rules/memory.py) ----
 
 def _fits(ctx: Context, **changes) -> float | None:
-    from launcher.memory import estimate
+    from launcher.rules.memory import estimate
 
     e = estimate(ctx.arch, ctx.layout(**changes))
     return e.per_gpu_gb if e.fits else None
 
 
-@rule("SMP060", "error", "The step fits in GPU memory", f"{BEST}; launcher/memory.py")
+@rule("SMP060", "error", "The step fits in GPU memory", f"{BEST}; launcher/rules/memory.py")
 def memory_fits(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or ctx.memory.fits:
         return

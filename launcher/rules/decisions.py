@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from launcher.architecture import MODEL_TYPES
-from launcher.catalog import INSTANCES
+from launcher.catalog.architecture import MODEL_TYPES
+from launcher.catalog.smp import INSTANCES
+from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
-from launcher.topology import Topology
 
 DELAYED_INIT_THRESHOLD = 60e9  # best practices: "above 60 billion parameters use delayed parameter initialization"
 FP32_BYTES = 4

@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from launcher.architecture import Architecture
-from launcher.catalog import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
-from launcher.errors import Mark
-from launcher.memory import Layout, MemoryEstimate, estimate
+from launcher.catalog.architecture import Architecture
+from launcher.catalog.smp import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
+from launcher.core.errors import Mark
 from launcher.rules.decisions import Decisions, decide
+from launcher.rules.memory import Layout, MemoryEstimate, estimate
+from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
-from launcher.topology import Topology
 
 SEVERITIES = ("error", "warning", "info")
 

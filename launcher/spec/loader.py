@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from launcher.errors import Mark, Problem, SpecError
-from launcher.sanitize import clean
+from launcher.core.errors import Mark, Problem, SpecError
+from launcher.core.sanitize import clean
 from launcher.spec.models import PATTERN_WORDS, JobSpec, did_you_mean
 from launcher.spec.yaml12 import Loader, Refused, scalar
 

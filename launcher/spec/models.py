@@ -28,11 +28,11 @@ from pydantic import (
     model_validator,
 )
 
-from launcher.architecture import MODEL_TYPES, Architecture
-from launcher.catalog import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
-from launcher.durations import parse_duration
-from launcher.secrets import SECRET_ARN_PATTERN
+from launcher.catalog.architecture import MODEL_TYPES, Architecture
+from launcher.catalog.smp import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
+from launcher.core.durations import parse_duration
 from launcher.spec.presets import PRESETS
+from launcher.spec.secrets import SECRET_ARN_PATTERN
 
 Duration = Annotated[
     int,
@@ -373,7 +373,7 @@ EnvName = Annotated[str, Field(max_length=512, pattern=ENV_PATTERN)]
 # CreateTrainingJob limits (CREATE_TRAINING_JOB): HyperParameters at most 100 entries, keys at most 256
 # characters, values at most 2500; Environment at most 100 entries, keys 512, values 512.
 HYPERPARAMETERS_MAX = 100
-SDK_HYPERPARAMETERS = 9  # sagemaker_program, mp_parameters, ...: see launcher/request.py predict_request
+SDK_HYPERPARAMETERS = 9  # sagemaker_program, mp_parameters, ...: see launcher/plan/request.py predict_request
 HYPERPARAMETER_KEY_MAX = 256
 HYPERPARAMETER_VALUE_MAX = 2500
 ENVIRONMENT_MAX = 100

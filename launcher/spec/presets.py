@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.architecture import Architecture
+from launcher.catalog.architecture import Architecture
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,200 @@
+"""The one seam to AWS: every boto3 client comes from here, and every AWS error leaves as a sentence.
+
+Clients honour the profile, the region and AWS_ENDPOINT_URL (so tests and demos can point the whole
+tool at an emulator); code takes a `Clients` as an argument so tests inject their own.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher import __version__
+from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
+from launcher.core.sanitize import clean
+
+# Per call: an endpoint that never answers costs at most TRIES x (CONNECT or READ timeout) plus the
+# standard mode's backoff (under 2 s for 3 tries): about 47 s, never the 6 minutes of the old
+# setting (botocore's `max_attempts` counts retries: 5 meant 6 tries of 60 s).
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+TRIES = 3  # in all, the first one included
+WAIT_NOTICE_S = 3.0  # after this long without an answer, say on stderr what we are waiting for
+
+
+class AwsError(LauncherError):
+    """AWS refused or could not be reached (exit 4), in words a person can act on."""
+
+    exit_code = EXIT_AWS
+
+
+class QuotaError(AwsError):
+    exit_code = EXIT_PREFLIGHT
+
+
+@dataclass
+class Clients:
+    """Lazily created boto3 clients sharing one session; pass `overrides` to inject test doubles."""
+
+    profile: str | None = None
+    region: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    max_attempts: int | None = None  # botocore's meaning: retries after the first try (default TRIES - 1)
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    wait_notice_s: float | None = None
+    notify: Callable[[str], None] | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _session: Any = None
+    _cache: dict[str, Any] = field(default_factory=dict)
+    _waits: dict[int, threading.Timer] = field(default_factory=dict)
+
+    @property
+    def session(self):
+        if self._session is None:
+            import boto3
+
+            try:
+                self._session = boto3.Session(profile_name=self.profile or self.env.get("AWS_PROFILE") or None,
+                                              region_name=self.region)
+            except Exception as exc:  # ProfileNotFound: one line, never a traceback
+                raise explain(exc) from None
+        return self._session
+
+    def client(self, service: str):
+        if service in self.overrides:
+            return self.overrides[service]
+        if service not in self._cache:
+            from botocore.config import Config
+
+            retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
+            config = Config(retries={"mode": "standard", "max_attempts": retries},
+                            user_agent_extra=f"smp-launch/{__version__}",
+                            connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
+                            read_timeout=self.read_timeout or READ_TIMEOUT)
+            kwargs: dict[str, Any] = {"config": config}
+            if self.region:  # the one region resolved for this command, whatever the session's default
+                kwargs["region_name"] = self.region
+            endpoint = self.env.get("AWS_ENDPOINT_URL")
+            if endpoint:
+                kwargs["endpoint_url"] = endpoint
+            try:
+                client = self.session.client(service, **kwargs)
+            except LauncherError:
+                raise
+            except Exception as exc:  # NoRegionError, ProfileNotFound, ...
+                raise explain(exc) from None
+            self._watch(client, service)
+            self._cache[service] = client
+        return self._cache[service]
+
+    def _watch(self, client: Any, service: str) -> None:
+        """Say on stderr what we wait for when a call has had no answer for a few seconds."""
+        delay = WAIT_NOTICE_S if self.wait_notice_s is None else self.wait_notice_s
+        notify = self.notify or (lambda m: print(m, file=sys.stderr, flush=True))
+        where = f"{service}.{client.meta.region_name}"
+
+        def begin(**_):
+            self.cancel_waits()
+            timer = threading.Timer(delay, lambda: _quietly(notify, f"waiting for {where}…"))
+            timer.daemon = True
+            self._waits[threading.get_ident()] = timer
+            timer.start()
+
+        def end(**_):
+            timer = self._waits.pop(threading.get_ident(), None)
+            if timer is not None:
+                timer.cancel()
+
+        client.meta.events.register("before-call.*.*", begin)
+        client.meta.events.register("after-call.*.*", end)
+        client.meta.events.register("after-call-error.*.*", end)
+
+    def cancel_waits(self) -> None:
+        """Forget this thread's pending notice (a call that ended by an interrupt emits no event)."""
+        timer = self._waits.pop(threading.get_ident(), None)
+        if timer is not None:
+            timer.cancel()
+
+    def __getattr__(self, name: str):
+        services = {"sagemaker": "sagemaker", "logs": "logs", "s3": "s3", "iam": "iam", "sts": "sts",
+                    "cloudwatch": "cloudwatch", "service_quotas": "service-quotas"}
+        if name in services:
+            return self.client(services[name])
+        raise AttributeError(name)
+
+
+def _quietly(notify: Callable[[str], None], message: str) -> None:
+    try:
+        notify(message)
+    except (OSError, ValueError):  # stderr closed
+        pass
+
+
+_ACTIONABLE = {
+    "ExpiredToken": "your AWS session token has expired; refresh your credentials (e.g. `aws sso login`) and retry",
+    "ExpiredTokenException": "your AWS session token has expired; refresh your credentials and retry",
+    "InvalidClientTokenId": "AWS does not recognise these credentials; check AWS_PROFILE or your access key",
+    "UnrecognizedClientException": "AWS does not recognise these credentials; check AWS_PROFILE or your access key",
+    "SignatureDoesNotMatch": "the secret access key does not match the key id; check your credentials",
+    "ThrottlingException": "AWS is throttling this account's requests (a shared quota); wait a minute and retry",
+    "Throttling": "AWS is throttling this account's requests (a shared quota); wait a minute and retry",
+    "NoSuchBucket": "the S3 bucket does not exist; create it or fix output.path in the spec",
+}
+
+
+def pages(client: Any, operation: str, action: str, **params: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a paged operation, by boto3's paginator for it (its tokens, its page size and item
+    limits via `PaginationConfig`); an AWS error while paging leaves as `explain(exc, action)`."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield from client.get_paginator(operation).paginate(**params)
+    except (ClientError, BotoCoreError) as exc:
+        raise explain(exc, action) from None
+
+
+def explain(exc: BaseException, action: str = "") -> LauncherError:
+    """Turn a botocore exception into a one-line LauncherError that says what to do."""
+    from botocore import exceptions as bx
+
+    where = f"{action}: " if action else ""
+    if isinstance(exc, LauncherError):
+        return exc
+    if isinstance(exc, bx.NoCredentialsError):
+        return AwsError(f"{where}no AWS credentials found; set AWS_PROFILE, run `aws configure`, "
+                        "or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+    if isinstance(exc, bx.NoRegionError):
+        return AwsError(f"{where}no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region")
+    if isinstance(exc, bx.ProfileNotFound):
+        return AwsError(f"{where}{exc}; check AWS_PROFILE and ~/.aws/config")
+    if isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError)):
+        url = clean(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "", 200)
+        return AwsError(f"{where}{url or 'AWS'} did not answer in time (each try timed out); check the "
+                        "network, the region and AWS_ENDPOINT_URL, then retry")
+    if isinstance(exc, bx.EndpointConnectionError):
+        return AwsError(f"{where}cannot reach AWS ({clean(exc, 300)}); check the network, the region and "
+                        "AWS_ENDPOINT_URL")
+    if isinstance(exc, bx.ClientError):
+        err = exc.response.get("Error", {})
+        code = clean(err.get("Code", ""), 100)
+        message = clean(str(err.get("Message", "")).strip(), 500)
+        op = getattr(exc, "operation_name", "") or "the request"
+        if code in _ACTIONABLE:
+            return AwsError(f"{where}{_ACTIONABLE[code]} ({op}: {code})")
+        if code in ("AccessDenied", "AccessDeniedException", "403") or "not authorized" in message:
+            return AwsError(f"{where}access denied for {op}: {message or code}. Ask for this permission on your "
+                            "identity (check with `aws sts get-caller-identity`)")
+        if code == "ResourceLimitExceeded":
+            return QuotaError(f"{where}{message or 'a SageMaker quota was exceeded'}. Request an increase in "
+                              "Service Quotas (service: Amazon SageMaker; quota: '<instance type> for training "
+                              "job usage') or lower cluster.instance_count")
+        if code == "ValidationException":
+            return AwsError(f"{where}SageMaker rejected the request: {message}")
+        return AwsError(f"{where}{op} failed: {code}: {message}")
+    if isinstance(exc, bx.BotoCoreError):
+        return AwsError(f"{where}{clean(exc, 500)}")
+    return AwsError(f"{where}{type(exc).__name__}: {clean(exc, 500)}")

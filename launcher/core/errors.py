@@ -1,0 +1,106 @@
+"""Errors that carry their exit code and a one-line message, so the CLI never prints a traceback.
+
+Exit codes are a contract for Makefiles and pipelines (README, "Exit codes").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.core.sanitize import clean
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_INVALID = 2
+EXIT_PREFLIGHT = 3
+EXIT_AWS = 4
+EXIT_STOPPED = 5
+EXIT_TIMEOUT = 124  # `wait --timeout` ran out with a job still running (as timeout(1) exits)
+EXIT_INTERRUPTED = 130
+
+
+class LauncherError(Exception):
+    """A failure a person can act on; `str(err)` is the whole message."""
+
+    exit_code = EXIT_JOB_FAILED
+
+    def lines(self) -> list[str]:
+        return [str(self)]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a value came from: a spec file position, or a `--set` flag."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{clean(self.file, limit=200)}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where (file, line, column), which field (a dotted path), and why."""
+
+    mark: Mark
+    path: str
+    message: str
+
+    @property
+    def file(self) -> str:
+        return self.mark.file
+
+    @property
+    def line(self) -> int:
+        return self.mark.line
+
+    @property
+    def column(self) -> int:
+        return self.mark.col
+
+    col = column  # the name Mark uses
+
+    def to_dict(self) -> dict[str, str | int]:
+        """As `validate --output json` gives it (text sanitised like the one-line form)."""
+        return {"file": clean(self.file, limit=200), "line": self.line, "column": self.column,
+                "path": clean(self.path, limit=200), "message": clean(self.message, limit=1000)}
+
+    def __str__(self) -> str:
+        """One line however hostile the input: escapes shown, the path and the message cut short."""
+        return f"{self.mark}: {clean(self.path, limit=200) or '(spec)'}: {clean(self.message, limit=1000)}"
+
+
+class SpecError(LauncherError):
+    """One or more problems in a spec: each prints as `FILE:LINE:COL: path: message`."""
+
+    exit_code = EXIT_INVALID
+    SHOWN = 20  # problems printed; a spec with more gets one line saying how many more
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        shown = [str(p) for p in self.problems[:self.SHOWN]]
+        rest = self.problems[self.SHOWN:]
+        if rest:
+            shown.append(f"{rest[0].mark}: (spec): {len(rest)} more problems not shown")
+        return shown
+
+
+class UsageError(LauncherError):
+    exit_code = EXIT_INVALID
+
+
+class Interrupted(LauncherError):
+    """Ctrl-C during submit, with what is known about the job afterwards (exit 130).
+
+    `started`: True the job exists (and runs), False SageMaker has no such job, None cannot tell."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, job_name: str, started: bool | None):
+        super().__init__(message)
+        self.job_name = job_name
+        self.started = started

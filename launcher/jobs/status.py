@@ -1,0 +1,309 @@
+"""Jobs already launched: describe one, wait for some, list the tool's own, stop one. boto3 only, never the SDK.
+
+Results are frozen dataclasses whose text from AWS is already made safe to print (launcher.core.sanitize);
+their `to_dict()` is the `--output json` shape of the matching command."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from launcher.core.aws import Clients, explain, pages
+from launcher.core.errors import (
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    LauncherError,
+    UsageError,
+)
+from launcher.core.names import MANAGED_TAG, RUNNING, TERMINAL
+from launcher.core.sanitize import clean
+from launcher.core.timeutil import epoch
+
+if TYPE_CHECKING:
+    from launcher.jobs.failures import Failure
+
+_EXIT = {"Completed": EXIT_OK, "Failed": EXIT_JOB_FAILED, "Stopped": EXIT_STOPPED}
+
+
+class JobNotFound(LauncherError):
+    exit_code = EXIT_INVALID
+
+
+def exit_code_for(status: str) -> int:
+    """The documented exit code for a job status: 1 Failed, 5 Stopped, else 0."""
+    return _EXIT.get(status, EXIT_OK)
+
+
+def worst_exit_code(statuses: Iterable[JobStatus]) -> int:
+    """One exit code for many jobs, the worst outcome first: 1 any Failed, 5 any Stopped, 124 any still running
+    (a wait that timed out), else 0 (all Completed)."""
+    seen = {s.status if s.terminal else "running" for s in statuses}
+    for status, code in (("Failed", EXIT_JOB_FAILED), ("Stopped", EXIT_STOPPED), ("running", EXIT_TIMEOUT)):
+        if status in seen:
+            return code
+    return EXIT_OK
+
+
+def describe(clients: Clients, job: str) -> dict[str, Any]:
+    """DescribeTrainingJob, with "no such job" said plainly (exit 2) rather than as a ValidationException."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return clients.sagemaker.describe_training_job(TrainingJobName=job)
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        if err.get("Code") == "ValidationException" and "find" in str(err.get("Message", "")).lower():
+            region = clients.sagemaker.meta.region_name
+            raise JobNotFound(f"no training job named {job!r} in {region}; check the name and --region") from None
+        raise explain(exc, f"describing {job}") from None
+    except BotoCoreError as exc:
+        raise explain(exc, f"describing {job}") from None
+
+
+def instances(desc: dict[str, Any]) -> tuple[str, int]:
+    """(instance type, instance count), for plain and heterogeneous (InstanceGroups) clusters."""
+    rc = desc.get("ResourceConfig") or {}
+    if rc.get("InstanceCount"):
+        return rc.get("InstanceType", "?"), int(rc["InstanceCount"])
+    groups = rc.get("InstanceGroups") or []
+    types = sorted({g.get("InstanceType", "?") for g in groups})
+    return ",".join(types) or "?", sum(int(g.get("InstanceCount", 0)) for g in groups)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One SecondaryStatusTransitions entry: a phase with its start, end (None while current) and message."""
+
+    status: str
+    start: float | None
+    end: float | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "start": self.start, "end": self.end, "message": self.message}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A training job as DescribeTrainingJob reports it, every text made safe to print (launcher.core.sanitize).
+
+    `to_dict()` is exactly what `smp-launch status --output json` prints."""
+
+    job_name: str
+    arn: str | None
+    status: str
+    secondary_status: str | None
+    transitions: tuple[Transition, ...]
+    instance_type: str
+    instance_count: int
+    image: str | None
+    created: float | None
+    training_start: float | None
+    training_end: float | None
+    training_seconds: int | None
+    billable_seconds: int | None
+    failure_reason: str | None
+    model_artifacts: str | None
+    failure: Failure | None = None  # the failure class (launcher.jobs.failures) of a Failed or spot-Stopped job
+
+    @classmethod
+    def from_description(cls, desc: Mapping[str, Any], failure: Failure | None = None) -> JobStatus:
+        """The status; `failure` is a diagnosis already made (launcher.jobs.failures.diagnose), else one is made
+        from the description alone (FailureReason and transitions, no further call)."""
+        from launcher.jobs.failures import classify
+
+        if failure is None:
+            failure = classify(desc["TrainingJobStatus"], desc.get("FailureReason"),
+                               [(t.get("Status", ""), t.get("StatusMessage", ""))
+                                for t in desc.get("SecondaryStatusTransitions", [])],
+                               secondary_status=desc.get("SecondaryStatus"))
+        itype, count = instances(desc)
+        return cls(
+            job_name=clean(desc["TrainingJobName"]), arn=_clean(desc.get("TrainingJobArn")),
+            status=clean(desc["TrainingJobStatus"]), secondary_status=_clean(desc.get("SecondaryStatus")),
+            transitions=tuple(Transition(clean(t["Status"]), epoch(t.get("StartTime")), epoch(t.get("EndTime")),
+                                         clean(t.get("StatusMessage", "")))
+                              for t in desc.get("SecondaryStatusTransitions", [])),
+            instance_type=clean(itype), instance_count=count,
+            image=_clean((desc.get("AlgorithmSpecification") or {}).get("TrainingImage")),
+            created=epoch(desc.get("CreationTime")), training_start=epoch(desc.get("TrainingStartTime")),
+            training_end=epoch(desc.get("TrainingEndTime")), training_seconds=desc.get("TrainingTimeInSeconds"),
+            billable_seconds=desc.get("BillableTimeInSeconds"), failure_reason=_clean(desc.get("FailureReason")),
+            model_artifacts=_clean((desc.get("ModelArtifacts") or {}).get("S3ModelArtifacts")),
+            failure=failure,
+        )
+
+    @property
+    def terminal(self) -> bool:
+        """Completed, Failed or Stopped: nothing about the job changes any more."""
+        return self.status in TERMINAL
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this status: 1 Failed, 5 Stopped, else 0."""
+        return exit_code_for(self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_name": self.job_name, "arn": self.arn, "status": self.status,
+            "secondary_status": self.secondary_status, "transitions": [t.to_dict() for t in self.transitions],
+            "instance_type": self.instance_type, "instance_count": self.instance_count, "image": self.image,
+            "created": self.created, "training_start": self.training_start, "training_end": self.training_end,
+            "training_seconds": self.training_seconds, "billable_seconds": self.billable_seconds,
+            "failure_reason": self.failure_reason, "model_artifacts": self.model_artifacts,
+            "failure_class": self.failure.failure_class if self.failure else None,
+            "remedy": self.failure.remedy if self.failure else None,
+            "failure_evidence": list(self.failure.evidence) if self.failure else [],
+        }
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One row of `list`: a job this tool launched, as SageMaker Search returns it (text made safe to print)."""
+
+    job_name: str
+    status: str | None
+    secondary_status: str | None
+    instance_type: str
+    instance_count: int
+    created: float | None
+    training_end: float | None
+    billable_seconds: int | None
+
+    @classmethod
+    def from_search(cls, job: Mapping[str, Any]) -> JobSummary:
+        itype, count = instances(job)
+        return cls(job_name=clean(job["TrainingJobName"]), status=_clean(job.get("TrainingJobStatus")),
+                   secondary_status=_clean(job.get("SecondaryStatus")), instance_type=clean(itype),
+                   instance_count=count, created=epoch(job.get("CreationTime")),
+                   training_end=epoch(job.get("TrainingEndTime")), billable_seconds=job.get("BillableTimeInSeconds"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "status": self.status, "secondary_status": self.secondary_status,
+                "instance_type": self.instance_type, "instance_count": self.instance_count,
+                "created": self.created, "training_end": self.training_end,
+                "billable_seconds": self.billable_seconds}
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """What `stop` did: whether a StopTrainingJob was sent, the job's status after it, and a sentence."""
+
+    job_name: str
+    stopped: bool
+    status: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "stopped": self.stopped, "status": self.status, "message": self.message}
+
+
+def _clean(text: str | None) -> str | None:
+    return None if text is None else clean(text)
+
+
+def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
+    """The job's status now (one DescribeTrainingJob); with `diagnose`, a job that Failed (or was stopped by
+    managed spot) is classified with algo-1's log tail and its plan too (launcher.jobs.failures.diagnose)."""
+    desc = describe(clients, job)
+    if diagnose and desc.get("TrainingJobStatus") in ("Failed", "Stopped"):
+        from launcher.jobs.failures import diagnose as diagnose_job
+
+        return JobStatus.from_description(desc, diagnose_job(clients, desc))
+    return JobStatus.from_description(desc)
+
+
+def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+         sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
+         on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True) -> list[JobStatus]:
+    """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
+
+    Each poll describes only the jobs still running; a job that is not found raises JobNotFound. A job that
+    ends Failed (or stopped by managed spot) is diagnosed once (its failure class from its log tail too).
+    `on_change` gets each status whose (status, secondary status) differs from the last one seen.
+    `sleep` and `clock` default to the time module's, looked up per call so tests can patch them."""
+    sleep = sleep or time.sleep
+    clock = clock or time.monotonic
+    pending = list(dict.fromkeys(names))
+    last: dict[str, JobStatus] = {}
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        for name in pending:
+            seen = last.get(name)
+            now = job_status(clients, name, diagnose=diagnose)
+            last[name] = now
+            if on_change is not None and (seen is None or (seen.status, seen.secondary_status) !=
+                                          (now.status, now.secondary_status)):
+                on_change(now)
+        pending = [name for name in pending if not last[name].terminal]
+        if not pending:
+            break
+        if deadline is None:
+            sleep(interval)
+            continue
+        left = deadline - clock()
+        if left <= 0:
+            break
+        sleep(min(interval, left))
+    return list(last.values())
+
+
+def list_jobs(clients: Clients, running: bool = False, name_contains: str | None = None,
+              limit: int = 50) -> list[JobSummary]:
+    """The newest jobs carrying the tool's tag, via SageMaker Search's paginator (one call per 100 jobs, tags
+    included; at most 2,000 jobs looked at).
+
+    Filters are re-checked here: Search may apply only some of them (moto stops at the tag filter).
+    """
+    filters = []
+    if name_contains:
+        filters.append({"Name": "TrainingJobName", "Operator": "Contains", "Value": name_contains})
+    filters.append({"Name": f"Tags.{MANAGED_TAG}", "Operator": "Equals", "Value": "true"})
+    params: dict[str, Any] = {"Resource": "TrainingJob", "SearchExpression": {"Filters": filters},
+                              "SortBy": "CreationTime", "SortOrder": "Descending",
+                              "PaginationConfig": {"PageSize": 100, "MaxItems": 2000}}
+    rows: list[JobSummary] = []
+    for page in pages(clients.sagemaker, "search", "listing training jobs", **params):
+        for record in page.get("Results", []):
+            job = record.get("TrainingJob") or {}
+            tags = {t["Key"]: t["Value"] for t in job.get("Tags", [])}
+            if tags.get(MANAGED_TAG) != "true":
+                continue
+            if name_contains and name_contains not in job.get("TrainingJobName", ""):
+                continue
+            if running and job.get("TrainingJobStatus") not in RUNNING:
+                continue
+            rows.append(JobSummary.from_search(job))
+        if len(rows) >= limit:
+            break
+    rows.sort(key=lambda r: r.created or 0, reverse=True)
+    return rows[:limit]
+
+
+def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] | None) -> StopResult:
+    """Stop a running job, asking first unless `yes`; `confirm` is None when nobody can answer."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    desc = describe(clients, job)
+    status = desc["TrainingJobStatus"]
+    if status != "InProgress":
+        return StopResult(clean(job), False, clean(status), clean(f"{job} is {status}; nothing to stop"))
+    if not yes:
+        itype, count = instances(desc)
+        question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")
+        if confirm is None:
+            raise UsageError(f"stop asks before stopping {job}, and there is no terminal to ask on; pass --yes")
+        if not confirm(question):
+            return StopResult(clean(job), False, clean(status), "not stopped")
+    try:
+        clients.sagemaker.stop_training_job(TrainingJobName=job)
+    except (ClientError, BotoCoreError) as exc:
+        raise explain(exc, f"stopping {job}") from None
+    after = describe(clients, job)["TrainingJobStatus"]
+    return StopResult(clean(job), True, clean(after),
+                      clean(f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped "
+                            f"(follow with `smp-launch logs {job}`)"))

@@ -1,0 +1,333 @@
+"""Provenance: what a launched job ran, read back from its own source tarball; `rerun` and `diff` on it.
+
+Every job smp-launch starts carries its source tarball (the hyperparameter `sagemaker_submit_directory`
+names it), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets redacted) and
+`spec.json` (the validated spec, secrets redacted). Reading them back needs no local file: a job is
+its own record. Everything read from AWS is hostile input: the tarball's size, its members and their
+JSON are bounded and checked before use.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from launcher.core.aws import Clients, explain
+from launcher.core.errors import LauncherError, UsageError
+from launcher.core.sanitize import clean
+
+if TYPE_CHECKING:
+    from launcher.plan.build import Plan
+    from launcher.submission.create import Submission
+
+MAX_TARBALL = 64 * 1024 * 1024  # a rendered source dir is tens of KB; more is not ours
+MAX_UNPACKED = 64 * 1024 * 1024
+MAX_STORED_JSON = 1024 * 1024  # plan.json and spec.json are a few KB
+STORED = ("plan.json", "spec.json")
+# Keys that differ between any two jobs (or are derived from what differs) and say nothing on their own.
+IGNORED = frozenset({"job_name", "spec_hash", "estimator.tags[smp-launch:spec-hash]"})
+_MISSING = object()
+
+
+class NotLaunchedHere(UsageError):
+    """A job whose source holds no plan.json: smp-launch did not start it (exit 2)."""
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """A launched job's record: its description, its source tarball (bytes and files) and the stored plan."""
+
+    name: str
+    description: dict[str, Any]
+    source_uri: str
+    tarball: bytes
+    files: Mapping[str, bytes]
+    plan: dict[str, Any]
+    spec: dict[str, Any] | None  # None for a job launched before the spec was stored
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key whose value differs: `a` and `b` are the two sides' values (None where a side lacks it)."""
+
+    path: str
+    a: Any
+    b: Any
+    kind: str  # "changed", "added" (only in b) or "removed" (only in a)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "a": self.a, "b": self.b, "kind": self.kind}
+
+    def line(self) -> str:
+        """`path: a -> b`, or `+ path: b` / `- path: a` (keys and values sanitised: they came from S3)."""
+        path = clean(self.path, 200)
+        if self.kind == "added":
+            return f"+ {path}: {_shown(self.b)}"
+        if self.kind == "removed":
+            return f"- {path}: {_shown(self.a)}"
+        return f"  {path}: {_shown(self.a)} -> {_shown(self.b)}"
+
+
+def _shown(value: Any) -> str:
+    return clean(json.dumps(value, sort_keys=True, default=str), 300)
+
+
+def submit_directory(description: Mapping[str, Any]) -> str | None:
+    """The job's source tarball URI: the SDK stores it JSON-quoted in `sagemaker_submit_directory`."""
+    raw = (description.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return value if isinstance(value, str) and value.startswith("s3://") and value.endswith(".tar.gz") else None
+
+
+def _not_ours(job: str, why: str) -> NotLaunchedHere:
+    return NotLaunchedHere(f"{clean(job, 100)} was not launched by smp-launch ({why}); rerun and diff read the "
+                           "plan smp-launch stores in the job's source")
+
+
+def read_files(data: bytes) -> dict[str, bytes]:
+    """The regular files of a gzip'd tarball, bounded (no member written to disk, no link followed)."""
+    files: dict[str, bytes] = {}
+    total = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar:
+            total += member.size
+            if total > MAX_UNPACKED:
+                raise ValueError("the tarball unpacks to more than 64 MiB")
+            if member.isfile():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    files[member.name] = handle.read()
+    return files
+
+
+def stored_job(clients: Clients, job: str) -> StoredJob:
+    """Read a job's stored plan (and spec) from its source tarball in S3."""
+    from launcher.jobs.status import describe
+    from launcher.render.source import split_s3
+
+    description = describe(clients, job)
+    uri = submit_directory(description)
+    if uri is None:
+        raise _not_ours(job, "it has no source tarball")
+    bucket, key = split_s3(uri)
+    try:
+        obj = clients.s3.get_object(Bucket=bucket, Key=key)
+        if int(obj.get("ContentLength") or 0) > MAX_TARBALL:
+            raise _not_ours(job, f"its source {clean(uri, 200)} is larger than 64 MiB")
+        data = obj["Body"].read(MAX_TARBALL + 1)
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, f"reading {clean(job, 100)}'s source {clean(uri, 200)}") from None
+    try:
+        files = read_files(data)
+    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        raise _not_ours(job, f"its source is not a readable tarball: {clean(exc, 200)}") from None
+    if "plan.json" not in files:
+        raise _not_ours(job, "its source has no plan.json")
+    stored = {}
+    for name in STORED:
+        if name in files:
+            if len(files[name]) > MAX_STORED_JSON:
+                raise _not_ours(job, f"its {name} is larger than 1 MiB")
+            try:
+                stored[name] = json.loads(files[name])
+            except ValueError:
+                raise _not_ours(job, f"its {name} is not JSON") from None
+            if not isinstance(stored[name], dict):
+                raise _not_ours(job, f"its {name} is not a JSON object")
+    return StoredJob(name=job, description=description, source_uri=uri, tarball=data, files=files,
+                     plan=stored["plan.json"], spec=stored.get("spec.json"))
+
+
+# ---------------------------------------------------------------------------------------------- rerun
+
+def _environment(stored: StoredJob) -> dict[str, str]:
+    """The spec's environment with redacted values taken back from the job (SageMaker returns Environment);
+    a redacted value SageMaker did not return cannot be guessed, so the rerun is refused."""
+    from launcher.spec.secrets import REDACTED
+
+    env = dict((stored.spec or {}).get("environment") or {})
+    sent = stored.description.get("Environment") or {}
+    missing = []
+    for name, value in env.items():
+        if value == REDACTED:
+            if isinstance(sent.get(name), str) and sent[name] != REDACTED:
+                env[name] = sent[name]
+            else:
+                missing.append(name)
+    if missing:
+        raise UsageError(f"{clean(stored.name, 100)}'s environment {', '.join(sorted(missing))} was redacted when "
+                         "stored and SageMaker did not return it: submit the spec again (better, move the value to "
+                         "`secrets:` as a Secrets Manager ARN, which is stored and rerun as it is)")
+    return env
+
+
+def _tags(clients: Clients, stored: StoredJob) -> list[dict[str, str]]:
+    arn = stored.description.get("TrainingJobArn")
+    if not arn:
+        return []
+    try:
+        return list(clients.sagemaker.list_tags(ResourceArn=arn).get("Tags") or [])
+    except Exception:  # a provenance tag is not worth failing a rerun for
+        return []
+
+
+def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = None) -> tuple[Plan, list[str]]:
+    """The plan a rerun submits: the stored spec planned again for the job's region, under a new job name,
+    tagged with the job it repeats, running the job's own source tarball. Returns it and its warnings."""
+    from pydantic import ValidationError
+
+    from launcher.core.names import GIT_COMMIT_TAG, RERUN_TAG
+    from launcher.plan.build import SourceBundle, build_plan
+    from launcher.spec.loader import LoadedSpec
+    from launcher.spec.models import JobSpec
+
+    if stored.spec is None:
+        raise UsageError(f"{clean(stored.name, 100)} was launched by an older smp-launch that stored its plan but "
+                         "not its spec (spec.json): submit its spec again")
+    data = {**stored.spec, "environment": _environment(stored)}
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{clean(stored.name, 100)}'s stored spec does not validate with this smp-launch: "
+                         f"{clean(exc.errors()[0].get('msg', exc), 200)}") from None
+    loaded = LoadedSpec(spec=spec, file=f"{stored.name}:spec.json", marks={}, files=())
+    region = clients.region or stored.plan.get("region")
+    env = dict(clients.env)
+    if not spec.role:  # the job had its role from SMP_LAUNCH_ROLE: the same one again, the spec unchanged
+        env["SMP_LAUNCH_ROLE"] = str(stored.plan.get("role") or stored.description.get("RoleArn") or "")
+    plan = build_plan(loaded, now=now, env=env, region=region)
+    old_commit = [t for t in _tags(clients, stored) if t.get("Key") == GIT_COMMIT_TAG]
+    tags = [t for t in plan.estimator.tags if t["Key"] != GIT_COMMIT_TAG] + old_commit[:1] + [
+        {"Key": RERUN_TAG, "Value": stored.name}]
+    plan = dataclasses.replace(plan, spec_file=stored.plan.get("spec_file") or plan.spec_file,
+                               estimator=dataclasses.replace(plan.estimator, tags=tags))
+    warnings = []
+    rendered = {name: text.encode() for name, text in plan.source.files.items()}
+    if rendered != dict(stored.files):
+        differ = sorted(n for n in set(rendered) | set(stored.files) if rendered.get(n) != stored.files.get(n))
+        warnings.append(f"this smp-launch renders {stored.name}'s spec differently ({', '.join(differ)}); "
+                        "the rerun runs the job's own source, as stored")
+    if stored.plan.get("spec_hash") != plan.spec_hash:
+        warnings.append(f"the stored spec's hash ({clean(stored.plan.get('spec_hash'), 40)}) is not the one "
+                        f"planned now ({plan.spec_hash})")
+    # The job's own tarball, where it is (equal files give equal bytes: the URI a submit would use too).
+    bundle = SourceBundle(files={n: b.decode("utf-8", "replace") for n, b in stored.files.items()},
+                          tarball=stored.tarball, digest=_sha256(stored.tarball), uri=stored.source_uri)
+    plan.__dict__["source"] = bundle  # before anything reads plan.source (a cached_property)
+    plan.__dict__.pop("_predicted_request", None)
+    return plan, warnings
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def rerun(name: str, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
+          now: datetime | None = None) -> Submission:
+    """Submit a job's stored plan again under a new name, through the same checks as submit."""
+    from launcher.api import submit
+
+    stored = stored_job(clients, name)
+    plan, warnings = rerun_plan(stored, clients, now=now)
+    result = submit(plan, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
+    return dataclasses.replace(result, warnings=(*warnings, *result.warnings))
+
+
+# ----------------------------------------------------------------------------------------------- diff
+
+def _is_tag_list(value: list) -> bool:
+    return bool(value) and all(isinstance(v, dict) and set(v) == {"Key", "Value"} for v in value)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted paths to leaves: dicts by key, tag lists by tag key (`tags[team]`), other lists of objects
+    by position (`advisories[0].rule`); a list of plain values is one leaf."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list) and _is_tag_list(value):
+        for tag in value:
+            out[f"{prefix}[{tag['Key']}]"] = tag["Value"]
+    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        for i, item in enumerate(value):
+            out.update(flatten(item, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any], *, everything: bool = False) -> list[Change]:
+    """How b differs from a, key by key, in a's key order then b's new keys."""
+    fa, fb = flatten(dict(a)), flatten(dict(b))
+    changes = []
+    for path in [*fa, *(p for p in fb if p not in fa)]:
+        if not everything and path in IGNORED:
+            continue
+        va, vb = fa.get(path, _MISSING), fb.get(path, _MISSING)
+        if va == vb:
+            continue
+        kind = "added" if va is _MISSING else "removed" if vb is _MISSING else "changed"
+        changes.append(Change(path, None if va is _MISSING else va, None if vb is _MISSING else vb, kind))
+    return changes
+
+
+def is_spec_file(ref: str) -> bool:
+    """A path, never a job name: SageMaker job names hold only letters, digits and hyphens (so a missing
+    file is said to be missing, not looked up as a job)."""
+    return ref.endswith((".yaml", ".yml")) or "/" in ref or os.path.isfile(ref)
+
+
+def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored spec (only what was set) with every default filled in, so both sides of a diff name every
+    key; one that no longer validates is compared as stored."""
+    from pydantic import ValidationError
+
+    from launcher.spec.models import JobSpec
+
+    try:
+        data = JobSpec.model_validate(dict(stored)).model_dump(mode="json", exclude={"extends"})
+    except ValidationError:
+        return dict(stored)
+    data["environment"] = dict(stored.get("environment") or {})  # as stored: redacted values stay redacted
+    return data
+
+
+def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
+    """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
+    if is_spec_file(ref):
+        from launcher.plan.build import build_plan, resolve_region
+        from launcher.render.files import deterministic_plan, stored_spec
+        from launcher.spec.loader import load_spec
+
+        loaded = load_spec(ref, [])
+        region = clients.region or resolve_region(loaded.spec.cluster.region, clients.env)
+        plan = build_plan(loaded, env=clients.env, region=region)
+        return full_spec(stored_spec(plan)) if spec else deterministic_plan(plan)
+    stored = stored_job(clients, ref)
+    if spec:
+        if stored.spec is None:
+            raise UsageError(f"{clean(ref, 100)} was launched by an older smp-launch that did not store its spec; "
+                             "diff its plan instead (without --spec)")
+        return full_spec(stored.spec)
+    return stored.plan
+
+
+def diff(a: str, b: str, clients: Clients, *, everything: bool = False, spec: bool = False) -> list[Change]:
+    """How two jobs' stored plans (or specs) differ; either side may be a spec file (its plan now)."""
+    return compare(side(a, clients, spec=spec), side(b, clients, spec=spec), everything=everything)

@@ -1,0 +1,446 @@
+"""The Plan: everything a submit will do, computed from a spec with no side effects.
+
+`plan`, `render`, `submit --dry-run` and `submit` all build the same Plan and differ only in what
+they do with it. Building one makes no AWS call and writes nothing: the source dir is rendered and
+packed in memory, and the CreateTrainingJob request SDK v2 will send is predicted (launcher.plan.request).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+from launcher import __version__
+from launcher.catalog.architecture import Architecture
+from launcher.catalog.smp import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
+from launcher.core.errors import Mark, Problem, SpecError, UsageError
+from launcher.core.names import (
+    CHECKPOINT_LOCAL_PATH,
+    ENTRY_POINT,
+    GIT_COMMIT_TAG,
+    MANAGED_TAG,
+    SPEC_HASH_TAG,
+    VERSION_TAG,
+)
+from launcher.render import progress
+from launcher.rules import Advisory, run_rules
+from launcher.rules.decisions import Decisions
+from launcher.rules.memory import MemoryEstimate
+from launcher.rules.topology import Topology
+from launcher.spec.loader import LoadedSpec
+from launcher.spec.models import JobSpec
+
+SMP_PARAMETER_KEYS = (
+    "hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+    "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
+    "context_parallel_degree", "expert_parallel_degree", "random_seed",
+)
+
+
+def resolve_region(spec_region: str | None, env: Mapping[str, str], *, flag: str | None = None,
+                   profile: str | None = None) -> str | None:
+    """The one place a command's region is decided: --region, else the spec's, else AWS_REGION /
+    AWS_DEFAULT_REGION, else the profile's (read from disk, no network). Decide it once, before
+    anything reads it, and hand the result to everything (plan, bucket checks, clients, state)."""
+    if flag:
+        return flag
+    if spec_region:
+        return spec_region
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if env.get(var):
+            return env[var]
+    import botocore.exceptions
+    import botocore.session  # only when neither the spec nor the environment names a region
+
+    try:
+        session = botocore.session.Session(profile=profile or env.get("AWS_PROFILE") or None)
+        return session.get_config_variable("region")
+    except botocore.exceptions.ProfileNotFound:
+        return None  # the client factory says so, in one line, when a client is made
+
+
+def job_name(base: str, now: datetime) -> str:
+    """`<name>-YYYYMMDD-HHMMSS-mmm` in UTC: unique per millisecond, at most 63 characters (names <= 43)."""
+    t = now.astimezone(timezone.utc)
+    return f"{base}-{t:%Y%m%d-%H%M%S}-{t.microsecond // 1000:03d}"
+
+
+def git_commit(path: str) -> str | None:
+    """The commit of the git repository holding the spec, for provenance; None outside a repository."""
+    import subprocess
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        out = subprocess.run(["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and len(commit) == 40 else None
+
+
+def spec_hash(loaded: LoadedSpec) -> str:
+    """A hash of the spec as it may be shown (secret-looking environment values redacted): it is a tag."""
+    from launcher.spec.secrets import redact_env
+
+    data = loaded.spec.model_dump(mode="json", exclude={"extends"})
+    if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
+        del data["cluster"]["keep_alive"]
+    data["environment"] = redact_env(data.get("environment", {}))
+    canonical = json.dumps(data, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def distribution(loaded: LoadedSpec) -> dict[str, Any]:
+    """The SMP v2 `distribution` dict, exactly as the Estimator gets it (https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html).
+
+    `enabled` must be the bool True: the SDK forwards `parameters` only on an identity check.
+    """
+    smp = loaded.spec.smp
+    params: dict[str, Any] = {}
+    for key in SMP_PARAMETER_KEYS:
+        value = getattr(smp, key)
+        if value is not None:
+            params[key] = value
+    # SMP's offloading implementation is on only where the spec turns offloading on at all
+    params["sm_activation_offloading"] = smp.activation_offloading and smp.sm_activation_offloading
+    return {
+        "torch_distributed": {"enabled": True},
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": params}},
+    }
+
+
+def input_channels(loaded: LoadedSpec) -> dict[str, str]:
+    """SageMaker input channels: the data sources that live in S3 (synthetic data needs none)."""
+    data = loaded.spec.data
+    out = {} if data.train == "synthetic" else {"train": data.train}
+    if data.validation:
+        out["validation"] = data.validation
+    out.update(data.channels)
+    return out
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    preset: str | None
+    seq_length: int
+    architecture: Architecture
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"preset": self.preset, "seq_length": self.seq_length, **self.architecture.as_dict()}
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    pytorch_version: str
+    py_version: str
+    smp_version: str
+    image_uri: str | None  # None until a region is known (the SMP images are regional)
+    requirements: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pytorch_version": self.pytorch_version, "py_version": self.py_version,
+                "smp_version": self.smp_version, "image_uri": self.image_uri,
+                "requirements": dict(self.requirements)}
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where the job's local files live (see `storage`)."""
+
+    kind: str
+    size_gb: int
+    volume_size_gb_used: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "size_gb": self.size_gb, "volume_size_gb_used": self.volume_size_gb_used,
+                "note": self.note}
+
+
+@dataclass(frozen=True)
+class EstimatorArgs:
+    """The SageMaker SDK v2 PyTorch Estimator's keyword arguments, every one decided by the plan.
+
+    `source_dir` stays None here: the backend passes the uploaded tarball's URI, and `role` is the
+    spec's (a name or an ARN): submit passes the ARN it resolved."""
+
+    entry_point: str
+    source_dir: str | None
+    role: str | None
+    framework_version: str
+    py_version: str
+    instance_type: str
+    instance_count: int
+    volume_size: int
+    max_run: int
+    use_spot_instances: bool
+    checkpoint_s3_uri: str
+    checkpoint_local_path: str
+    output_path: str
+    code_location: str
+    base_job_name: str
+    distribution: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    environment: dict[str, str]
+    metric_definitions: list[dict[str, str]]
+    tags: list[dict[str, str]]
+    debugger_hook_config: bool = False
+    disable_profiler: bool = True
+    # Given only where the spec asks for them (None: not passed to the SDK at all).
+    image_uri: str | None = None
+    max_wait: int | None = None
+    subnets: list[str] | None = None
+    security_group_ids: list[str] | None = None
+    output_kms_key: str | None = None
+    volume_kms_key: str | None = None
+    keep_alive_period_in_seconds: int | None = None  # a warm pool (cluster.keep_alive > 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keyword arguments (a deep copy; secrets NOT redacted: this is what the SDK gets)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return copy.deepcopy({k: v for k, v in out.items() if v is not None or k in _ALWAYS_PASSED})
+
+
+_ALWAYS_PASSED = frozenset({"source_dir", "role"})
+
+
+@dataclass(frozen=True)
+class SourceBundle:
+    """The rendered source dir, its deterministic tarball and where that lands in S3 (under its digest)."""
+
+    files: Mapping[str, str]  # file name -> content (read-only)
+    tarball: bytes = field(repr=False)
+    digest: str  # sha256 of the tarball, hex
+    uri: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a submit will do, decided once: pure data, no AWS call made to build it.
+
+    `to_dict()` is `plan --output json` (a contract for pipelines; secret values redacted).
+    `request` is the CreateTrainingJob request SDK v2 will send, as shown: a role given by name has
+    its ARN only from IAM, so the request names a placeholder there (`role_arn_placeholder`) that
+    submit replaces with the ARN it resolved (`request_for`)."""
+
+    spec_file: str
+    spec_hash: str
+    job_name: str
+    base_job_name: str
+    region: str | None
+    role: str | None
+    instance_type: str
+    topology: Topology
+    model: ModelInfo
+    framework: FrameworkInfo
+    distribution: dict[str, Any]
+    estimator: EstimatorArgs
+    decisions: Decisions
+    advisories: tuple[Advisory, ...]
+    memory: MemoryEstimate | None  # None where the layout does not divide the world (no figure means anything)
+    storage: Storage
+    spec: JobSpec = field(compare=False, repr=False)  # the validated spec: what the templates read
+    channels: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
+
+    @property
+    def instance_count(self) -> int:
+        return self.topology.instance_count
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.topology.gpus_per_instance
+
+    @property
+    def world_size(self) -> int:
+        return self.topology.world_size
+
+    @property
+    def data_parallel_degree(self) -> int:
+        return self.topology.data_parallel_degree
+
+    @property
+    def global_batch_sequences(self) -> int:
+        return self.topology.global_batch_sequences
+
+    @property
+    def global_batch_tokens(self) -> int:
+        return self.topology.global_batch_tokens
+
+    @property
+    def errors(self) -> tuple[Advisory, ...]:
+        """The advisories that block submit."""
+        return tuple(a for a in self.advisories if a.is_error)
+
+    @cached_property
+    def source(self) -> SourceBundle:
+        """The rendered source dir and its tarball (rendered on first use, in memory, then kept:
+        `validate` needs none of it, and every later read gets the same bytes)."""
+        from launcher.render.files import render_source
+        from launcher.render.source import code_uri, tarball
+
+        files = render_source(self)
+        data = tarball(files)
+        return SourceBundle(files=MappingProxyType(files), tarball=data, digest=hashlib.sha256(data).hexdigest(),
+                            uri=code_uri(self.estimator.code_location, data))
+
+    @cached_property
+    def _predicted_request(self) -> dict[str, Any]:
+        from launcher.plan.request import predict_request
+        from launcher.spec.secrets import redact_request
+
+        return copy.deepcopy(redact_request(predict_request(self, self.source.uri, self.role_arn_placeholder)))
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The predicted CreateTrainingJob request as shown (a copy; secrets redacted, the role's placeholder)."""
+        return copy.deepcopy(self._predicted_request)
+
+    @property
+    def source_uri(self) -> str:
+        return self.source.uri
+
+    @property
+    def role_arn_placeholder(self) -> str:
+        """What the predicted request names as RoleArn before IAM is asked (the ARN itself if the spec gives one)."""
+        if not self.role:
+            return "<no role: set role or SMP_LAUNCH_ROLE>"
+        return self.role if self.role.startswith("arn:") else f"<ARN of role {self.role}>"
+
+    def request_for(self, role_arn: str) -> dict[str, Any]:
+        """The predicted request with the role's resolved ARN in place of the placeholder."""
+        return {**self.request, "RoleArn": role_arn}
+
+    def body_dict(self) -> dict[str, Any]:
+        """`to_dict` without the source bundle and the request (what plan.json in the tarball holds)."""
+        from launcher.spec.secrets import redact_env
+
+        estimator = self.estimator.to_dict()
+        estimator["environment"] = redact_env(estimator.get("environment", {}))
+        return copy.deepcopy({
+            "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
+            "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
+            "instance_type": self.instance_type, "instance_count": self.instance_count,
+            "gpus_per_instance": self.gpus_per_instance, "world_size": self.world_size,
+            "data_parallel_degree": self.data_parallel_degree,
+            "global_batch_sequences": self.global_batch_sequences,
+            "global_batch_tokens": self.global_batch_tokens, "model": self.model.to_dict(),
+            "framework": self.framework.to_dict(), "distribution": self.distribution,
+            "estimator": estimator, "secrets": self.secrets, "channels": self.channels,
+            "decisions": self.decisions.to_dict(), "advisories": [a.to_dict() for a in self.advisories],
+            "memory": self.memory.to_dict() if self.memory else None, "storage": self.storage.to_dict(),
+        })
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON `plan --output json` prints (a contract for pipelines): a deep copy, secrets redacted.
+
+        Secret-looking environment values are redacted (launcher.spec.secrets); the backend reads
+        `self.estimator`, which keeps them."""
+        return {**self.body_dict(), "source_uri": self.source_uri, "request": self.request}
+
+
+def build_plan(loaded: LoadedSpec, now: datetime | None = None,
+               env: Mapping[str, str] | None = None, region: str | None = None) -> Plan:
+    """Compute the frozen Plan for a validated spec: every decision, the Estimator's arguments, and
+    (on first read) the source dir rendered in memory and the request that names it.
+
+    Pure: no network, no files written. `region`, when given, is the one the caller already
+    resolved (resolve_region) and wins."""
+    env = os.environ if env is None else env
+    spec = loaded.spec
+    now = now or datetime.now(timezone.utc)
+    name = job_name(spec.name, now)
+    region = region or resolve_region(spec.cluster.region, env)
+    role = spec.role or env.get("SMP_LAUNCH_ROLE") or None
+    instance = INSTANCES[spec.cluster.instance_type]
+    topology = Topology.of(spec)
+    fw = FRAMEWORKS[spec.framework.pytorch_version]
+    image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
+    found, ctx = run_rules(spec, region, topology)
+    advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
+    digest = spec_hash(loaded)
+    dist = distribution(loaded)
+    return Plan(
+        spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
+        region=region, role=role, instance_type=instance.name, topology=topology,
+        model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
+        framework=FrameworkInfo(fw.pytorch, fw.python, fw.smp, image,
+                                requirements(fw.pytorch, spec.model.architecture().type)),
+        distribution=dist, estimator=estimator_args(loaded, name, role, digest, git_commit(loaded.file), dist),
+        decisions=ctx.decisions, advisories=advisories,
+        memory=ctx.memory if ctx.topology_ok else None,
+        storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
+        channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec,
+    )
+
+
+def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str, commit: str | None,
+                   dist: dict[str, Any]) -> EstimatorArgs:
+    """The Estimator's arguments for the spec; `digest` and `commit` become provenance tags."""
+    spec = loaded.spec
+    instance = INSTANCES[spec.cluster.instance_type]
+    fw = FRAMEWORKS[spec.framework.pytorch_version]
+    output = spec.output.path.rstrip("/")
+    tags = [{"Key": k, "Value": v} for k, v in spec.tags.items()] + [
+        {"Key": MANAGED_TAG, "Value": "true"},
+        {"Key": VERSION_TAG, "Value": __version__},
+        {"Key": SPEC_HASH_TAG, "Value": digest},
+    ]
+    if commit:
+        tags.append({"Key": GIT_COMMIT_TAG, "Value": commit})
+    cluster = spec.cluster
+    kms = cluster.kms_key_id
+    return EstimatorArgs(
+        entry_point=ENTRY_POINT, source_dir=None, role=role, framework_version=fw.pytorch, py_version=fw.python,
+        instance_type=instance.name, instance_count=cluster.instance_count, volume_size=cluster.volume_size_gb,
+        max_run=cluster.max_run, use_spot_instances=cluster.spot,
+        checkpoint_s3_uri=spec.output.checkpoint_path or f"{output}/checkpoints/{name}",
+        checkpoint_local_path=CHECKPOINT_LOCAL_PATH, output_path=output,
+        code_location=spec.output.code_path or f"{output}/code", base_job_name=spec.name,
+        distribution=dist, hyperparameters=dict(spec.hyperparameters),
+        environment=dict(spec.environment), metric_definitions=progress.metric_definitions(), tags=tags,
+        image_uri=spec.framework.image_uri or None,
+        max_wait=(cluster.max_wait or cluster.max_run) if cluster.spot else None,
+        subnets=list(cluster.subnets) if cluster.subnets else None,
+        security_group_ids=list(cluster.security_group_ids) if cluster.subnets else None,
+        # CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage (p4d, p4de, p5):
+        # their local volumes are encrypted by the instance's hardware; the key protects the S3 output.
+        output_kms_key=kms or None,
+        volume_kms_key=kms if kms and not instance.instance_storage_gb else None,
+        keep_alive_period_in_seconds=cluster.keep_alive or None,
+    )
+
+
+def storage(volume_size_gb: int, instance_type: str, instance_storage_gb: int) -> Storage:
+    """Where the job's local files live: SageMaker mounts NVMe instance storage instead of an EBS
+    volume on instances that have it, so VolumeSizeInGB provisions nothing there (API_ResourceConfig)."""
+    if instance_storage_gb:
+        return Storage("instance storage", instance_storage_gb, False,
+                       f"{instance_type} mounts its {instance_storage_gb:,} GB of NVMe instance storage; "
+                       f"volume_size_gb ({volume_size_gb}) provisions no EBS volume")
+    return Storage("EBS volume", volume_size_gb, True, "")
+
+
+def advisory_problems(plan: Plan) -> list[Problem]:
+    """The advisor's errors as spec problems, each pointing at the field (and file position) that caused it."""
+    return [Problem(a.mark or Mark(plan.spec_file, 1, 1), a.field, f"{a.rule} {a.message}") for a in plan.errors]
+
+
+def blocking_errors(plan: Plan) -> SpecError | None:
+    """The advisor's errors as one SpecError (exit 2), or None when nothing blocks submit."""
+    problems = advisory_problems(plan)
+    return SpecError(problems) if problems else None
+
+
+def require_region(plan: Plan) -> str:
+    if not plan.region:
+        raise UsageError("no AWS region: set cluster.region in the spec, or AWS_REGION, or a profile region")
+    return plan.region

@@ -1,0 +1,269 @@
+"""Many plans from one command: spec files times the cartesian product of `--sweep KEY=V1,V2,...` values.
+
+Every expansion is loaded, validated, planned and advised before anything is submitted (no AWS call
+here). An expansion that cannot work (a spec error, an advisor error, a step that does not fit in GPU
+memory) becomes a refused Candidate carrying its reasons, one `FILE:LINE:COL: path: message` line
+each; the rest are ranked: most tokens per step first (the global batch: what a step trains on),
+then most predicted memory headroom per GPU, then the order given.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from launcher.core.errors import LauncherError, Mark, Problem, SpecError, UsageError
+from launcher.core.sanitize import clean
+
+if TYPE_CHECKING:
+    from launcher.plan.build import Plan
+
+SWEEP = "--sweep"
+MAX_PLANS = 256  # a sweep larger than this is a typo in a value list, not an experiment
+_OPEN, _CLOSE, _QUOTES = "[{", "]}", "'\""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One `--sweep KEY=V1,V2` flag: its key, each value's YAML text and that text's column in the flag."""
+
+    position: int  # 1-based, among the --sweep flags
+    key: str
+    values: tuple[str, ...]
+    columns: tuple[int, ...]
+
+
+def _split_values(raw: str) -> list[tuple[int, str]]:
+    """(offset, text) of each comma-separated value; commas inside [] {} or quotes do not split."""
+    out, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(raw):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in _QUOTES:
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            out.append((start, raw[start:i]))
+            start = i + 1
+    out.append((start, raw[start:]))
+    return out
+
+
+def parse_sweep(expr: str, position: int) -> Sweep:
+    """`KEY=V1,V2,...` -> Sweep; a malformed flag is a UsageError (exit 2) naming it."""
+    key, eq, raw = expr.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not eq or not key or not all(parts):
+        raise UsageError(f"{SWEEP}:{position}:1: expected KEY.PATH=VALUE1,VALUE2,..., got {clean(expr, limit=80)!r}")
+    if parts[0] == "extends":
+        raise UsageError(f"{SWEEP}:{position}:1: extends cannot be swept: give the spec files instead")
+    values, columns = [], []
+    base = len(expr) - len(raw) + 1  # the 1-based column where the values begin
+    for offset, text in _split_values(raw):
+        if not text.strip():
+            raise UsageError(f"{SWEEP}:{position}:{base + offset}: {clean(key, limit=200)}: an empty value "
+                             f"(write VALUE1,VALUE2 with no empty item; '' for an empty string)")
+        values.append(text)
+        columns.append(base + offset)
+    return Sweep(position, key, tuple(values), tuple(columns))
+
+
+def parse_sweeps(exprs: Sequence[str], overrides: Sequence[str] = ()) -> list[Sweep]:
+    """Every --sweep flag; a key swept twice, or both swept and --set, is a UsageError."""
+    sweeps = [parse_sweep(e, i) for i, e in enumerate(exprs, start=1)]
+    seen: dict[str, int] = {}
+    for s in sweeps:
+        if s.key in seen:
+            raise UsageError(f"{SWEEP}:{s.position}:1: {clean(s.key, limit=200)} is swept twice "
+                             f"(also {SWEEP} {seen[s.key]}): give its values in one {SWEEP}")
+        seen[s.key] = s.position
+    set_keys = {o.partition("=")[0].strip() for o in overrides}
+    for s in sweeps:
+        if s.key in set_keys:
+            raise UsageError(f"{SWEEP}:{s.position}:1: {clean(s.key, limit=200)} is both swept and --set: "
+                             "--set applies to every plan, so give the key once")
+    total = 1
+    for s in sweeps:
+        total *= len(s.values)
+    if total > MAX_PLANS:
+        raise UsageError(f"the sweep expands to {total} plans; at most {MAX_PLANS} at once")
+    return sweeps
+
+
+def typed(text: str) -> Any:
+    """A --set/--sweep value as the spec loader types it (YAML 1.2); the text itself if it does not parse."""
+    from launcher.spec.yaml12 import Loader
+
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else loader.construct_document(node)
+    except Exception:  # noqa: BLE001 - the loader reports the real error with its position
+        return text
+    finally:
+        loader.dispose()
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One spec file with one choice of every swept value (as extra `--set` strings)."""
+
+    index: int
+    spec_file: str
+    sets: tuple[str, ...]  # the user's --set first, then the swept keys'
+    overrides: Mapping[str, Any]  # swept key -> typed value
+    origins: tuple[tuple[int, int], ...] = ()  # per swept set: (sweep position, value column)
+
+
+def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[Sweep] = ()) -> list[Expansion]:
+    """Each spec times the cartesian product of the sweeps' values, in the order given (last key fastest)."""
+    out = []
+    choices = [list(zip(s.values, s.columns, strict=True)) for s in sweeps]
+    for spec_file in specs:
+        for combo in itertools.product(*choices):
+            sets = tuple(f"{s.key}={value}" for s, (value, _) in zip(sweeps, combo, strict=True))
+            out.append(Expansion(
+                index=len(out), spec_file=str(spec_file), sets=(*overrides, *sets),
+                overrides={s.key: typed(value) for s, (value, _) in zip(sweeps, combo, strict=True)},
+                origins=tuple((s.position, col) for s, (_, col) in zip(sweeps, combo, strict=True))))
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One expanded plan: `ok` with its Plan and rank, or `refused` with its reasons (one line each)."""
+
+    index: int
+    spec_file: str
+    overrides: Mapping[str, Any]
+    plan: Plan | None
+    reasons: tuple[str, ...] = ()
+    rank: int | None = None
+    problems: tuple[Problem, ...] = field(default=(), repr=False)
+
+    @property
+    def status(self) -> str:
+        return "refused" if self.reasons else "ok"
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+    @property
+    def tokens_per_step(self) -> int | None:
+        """The global batch in tokens, where the layout divides the world (else no figure means anything)."""
+        return self.plan.global_batch_tokens if self.plan and self.plan.memory else None
+
+    @property
+    def headroom_gb(self) -> float | None:
+        """Predicted GPU memory left per GPU at the step's peak (negative: it does not fit)."""
+        mem = self.plan.memory if self.plan else None
+        return round(mem.capacity_gb - mem.per_gpu_gb, 2) if mem else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """`submit --dry-run --output json`'s object for this plan: for `ok`, the plan's own keys as well."""
+        head = {"index": self.index, "rank": self.rank, "spec_file": clean(self.spec_file, limit=200),
+                "overrides": dict(self.overrides), "status": self.status, "reasons": list(self.reasons),
+                "tokens_per_step": self.tokens_per_step, "headroom_gb": self.headroom_gb}
+        if self.ok and self.plan is not None:
+            return {**self.plan.to_dict(), **head}
+        return head
+
+
+def _sweep_mark(mark: Mark, expansion: Expansion, user_sets: int) -> Mark:
+    """A problem the loader placed on a synthesized `--set` points at the --sweep flag it came from."""
+    if mark.file != "--set" or mark.line <= user_sets:
+        return mark
+    position, column = expansion.origins[mark.line - user_sets - 1]
+    key_len = len(expansion.sets[mark.line - 1].partition("=")[0])
+    value_col = key_len + 2
+    return Mark(SWEEP, position, column + (mark.col - value_col) if mark.col >= value_col else mark.col)
+
+
+def prepare(expansion: Expansion, *, user_sets: int, region: str | None = None, profile: str | None = None,
+            env: Mapping[str, str] | None = None, now: datetime | None = None) -> Candidate:
+    """Load, validate, plan and advise one expansion (no AWS call); a refusal carries its reasons."""
+    import os
+
+    from launcher.plan.build import advisory_problems, build_plan, resolve_region
+    from launcher.spec.loader import load_spec
+
+    env = os.environ if env is None else env
+    try:
+        loaded = load_spec(expansion.spec_file, list(expansion.sets), env=env)
+        resolved = resolve_region(loaded.spec.cluster.region, env, flag=region, profile=profile)
+        plan = build_plan(loaded, now=now, env=env, region=resolved)
+    except SpecError as err:
+        problems = tuple(replace(p, mark=_sweep_mark(p.mark, expansion, user_sets)) for p in err.problems)
+        return Candidate(expansion.index, expansion.spec_file, expansion.overrides, None,
+                         tuple(str(p) for p in problems), problems=problems)
+    except LauncherError as err:
+        return Candidate(expansion.index, expansion.spec_file, expansion.overrides, None, (clean(str(err)),))
+    problems = tuple(replace(p, mark=_sweep_mark(p.mark, expansion, user_sets)) for p in advisory_problems(plan))
+    reasons = [str(p) for p in problems]
+    mem = plan.memory
+    if mem is not None and not mem.fits and not any("SMP060" in r for r in reasons):
+        reasons.append(f"{expansion.spec_file}: memory: predicted {mem.per_gpu_gb:.1f} GB per GPU does not fit "
+                       f"in {mem.capacity_gb:.0f} GB")
+    return Candidate(expansion.index, expansion.spec_file, expansion.overrides, plan, tuple(reasons),
+                     problems=problems)
+
+
+def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """`ok` candidates best first, numbered from 1: fits, then most tokens per step, then most headroom,
+    then the order given; the refused ones after them, in the order given (no rank)."""
+    ok = [c for c in candidates if c.ok]
+    ok.sort(key=lambda c: (not (c.plan and c.plan.memory and c.plan.memory.fits), -(c.tokens_per_step or 0),
+                           -(c.headroom_gb if c.headroom_gb is not None else float("-inf")), c.index))
+    refused = sorted((c for c in candidates if not c.ok), key=lambda c: c.index)
+    return [replace(c, rank=i) for i, c in enumerate(ok, start=1)] + refused
+
+
+def plan_sweep(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[str] = (), *,
+               region: str | None = None, profile: str | None = None, env: Mapping[str, str] | None = None,
+               now: datetime | None = None) -> list[Candidate]:
+    """Every plan of `specs` x the sweeps' cartesian product, built and advised, ranked (refused last).
+
+    Pure: no AWS call, nothing written. Each plan's job name is unique: the n-th expansion is
+    timestamped n milliseconds after `now`. Raises UsageError for a malformed --sweep."""
+    parsed = parse_sweeps(sweeps, overrides)
+    expansions = expand(specs, overrides, parsed)
+    if len(expansions) > MAX_PLANS:
+        raise UsageError(f"{len(expansions)} plans; at most {MAX_PLANS} at once")
+    now = now or datetime.now(timezone.utc)
+    return rank([prepare(e, user_sets=len(overrides), region=region, profile=profile, env=env,
+                         now=now + timedelta(milliseconds=e.index)) for e in expansions])
+
+
+# What a warm pool's next job must share with the one that kept it (train-warm-pools.html, "Matching
+# training jobs"): the role, the instances, the volume and its key, the VPC.
+_POOL_MATCH = (("role", lambda p: p.role), ("instance type", lambda p: p.estimator.instance_type),
+               ("instance count", lambda p: p.estimator.instance_count),
+               ("volume size", lambda p: p.estimator.volume_size),
+               ("volume KMS key", lambda p: p.estimator.volume_kms_key),
+               ("VPC", lambda p: (tuple(p.estimator.subnets or ()), tuple(p.estimator.security_group_ids or ()))))
+
+
+def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:
+    """Why plans that set cluster.keep_alive may not reuse each other's warm pool; empty when they can."""
+    pooled = [p for p in plans if p.estimator.keep_alive_period_in_seconds]
+    if not pooled:
+        return []
+    notes = []
+    if len(pooled) < len(plans):
+        notes.append(f"{len(plans) - len(pooled)} of {len(plans)} plans do not set cluster.keep_alive: a warm "
+                     "pool is reused only by a job that sets it too")
+    differ = [what for what, get in _POOL_MATCH if len({get(p) for p in pooled}) > 1]
+    if differ:
+        notes.append(f"the plans differ in {', '.join(differ)}: a warm pool is reused only by a job with the same "
+                     "role, instance type and count, volume size and KMS key, and VPC")
+    if len(pooled) > 1 and max_concurrent != 1:
+        notes.append("a warm pool serves one job at a time: --max-concurrent 1 lets each job reuse the last "
+                     "one's instances")
+    return notes

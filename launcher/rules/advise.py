@@ -1,0 +1,213 @@
+"""`smp-launch advise`: search SMP v2 layouts for a model and rank them the way AWS's SMP v2 best practices do.
+
+The order of AWS's best practices ("Starting points" in
+https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-best-practices-v2.html): the lowest
+sharding degree that fits, tensor parallelism only when needed, activation offloading before more
+sharding, checkpointing always.
+Every candidate is checked by the same rules `plan` runs, so advice never contradicts `validate`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from launcher.catalog.smp import INSTANCES
+from launcher.core.errors import UsageError
+from launcher.rules import run_rules
+from launcher.rules.checks import MAX_GLOBAL_TOKENS
+from launcher.rules.memory import Layout, MemoryEstimate, estimate
+from launcher.rules.topology import Topology
+from launcher.spec.models import JobSpec
+from launcher.spec.presets import PRESETS
+
+MAX_BATCH = 16
+TP_CHOICES = (1, 2, 4, 8)
+INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# The best practices' reference table: (preset, instances) -> (shard, tp, checkpointing, offloading, batch).
+SEED_REFERENCES = {
+    ("llama2-7b", 1): (8, 1, True, False, 4),
+    ("llama2-70b", 32): (256, 1, True, False, 2),
+    ("llama-175b", 64): (128, 4, True, True, 6),
+}
+
+
+def parse_tokens(text: str) -> int:
+    """`4M`, `4Mi`, `512K` or a plain number; M and K are binary (4M = 4,194,304, the best practices' limit)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMm]i?)?\s*", str(text))
+    if not m:
+        raise UsageError(f"--global-batch-tokens: {text!r} is not a token count such as 4M or 2097152")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20}[(m.group(2) or "")[:1].lower()]
+    return int(float(m.group(1)) * scale)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    instances: int
+    shard: int
+    tp: int
+    checkpointing: bool
+    offloading: bool
+    batch: int
+    memory: MemoryEstimate
+    global_tokens: int
+    reference: bool = False
+    warnings: tuple[str, ...] = ()
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple:
+        """Fewest warnings (the best practices' own advice, e.g. long context wants TP), checkpointing on, then
+        the least tensor parallelism, the lowest sharding degree, no offloading, the largest batch."""
+        return (len(self.warnings), not self.checkpointing, self.tp, self.shard, self.offloading, -self.batch)
+
+    def as_dict(self) -> dict:
+        return {
+            "instances": self.instances,
+            "smp": {"hybrid_shard_degree": self.shard, "tensor_parallel_degree": self.tp,
+                    "activation_checkpointing": self.checkpointing, "activation_offloading": self.offloading},
+            "training": {"batch_size": self.batch},
+            "memory": self.memory.to_dict(),
+            "global_batch_tokens": self.global_tokens,
+            "seed_reference": self.reference,
+            "warnings": list(self.warnings),
+            "reasons": list(self.reasons),
+        }
+
+
+def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict) -> JobSpec:
+    return JobSpec.model_validate({
+        "name": "advise", "model": {"preset": preset, "seq_length": seq},
+        "cluster": {"instance_type": instance_type, "instance_count": instances, "region": "us-west-2"},
+        "smp": {"hybrid_shard_degree": c["shard"], "tensor_parallel_degree": c["tp"],
+                "activation_checkpointing": c["ac"], "activation_offloading": c["offload"]},
+        "training": {"batch_size": c["batch"], "precision": precision},
+        "output": {"path": "s3://advise-bucket/smp"},
+    })
+
+
+def _search(preset: str, instance_type: str, instances: int, seq: int, precision: str,
+            target: int | None) -> list[Candidate]:
+    arch = PRESETS[preset].architecture
+    cluster = Topology(instances, INSTANCES[instance_type].gpus, seq_length=seq)
+    limit = target or MAX_GLOBAL_TOKENS
+    found = []
+    for tp in TP_CHOICES:
+        if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
+            continue
+        dp = replace(cluster, tensor_parallel=tp).data_parallel_degree
+        batches = [target // (dp * seq)] if target else range(1, MAX_BATCH + 1)
+        for batch in batches:
+            tokens = replace(cluster, tensor_parallel=tp, batch_size=batch).global_batch_tokens if batch >= 1 else 0
+            if batch < 1 or (target and tokens != target) or tokens > limit:
+                continue
+            for shard in (d for d in range(1, dp + 1) if dp % d == 0):
+                for ac, offload in ((True, False), (True, True), (False, False)):
+                    lay = Layout(instance_type, shard, tensor_parallel=tp, batch_size=batch, seq_length=seq,
+                                 activation_checkpointing=ac, activation_offloading=offload)
+                    mem = estimate(arch, lay)
+                    if not mem.fits:
+                        continue
+                    spec = _spec(preset, instance_type, instances, seq, precision,
+                                 {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch})
+                    advisories, _ = run_rules(spec, "us-west-2")
+                    if any(a.severity == "error" for a in advisories):
+                        continue
+                    ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
+                    warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity == "warning")
+                    found.append(Candidate(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns))
+    return _explain(sorted(found, key=lambda c: c.key))
+
+
+def _explain(ranked: list[Candidate]) -> list[Candidate]:
+    """Attach the best practices' reasons to each candidate, and say why the best differs from the reference."""
+    if not ranked:
+        return ranked
+    fewest = min(len(c.warnings) for c in ranked)
+    clean = [c for c in ranked if len(c.warnings) == fewest]
+    lowest_tp = min(c.tp for c in clean)
+    lowest_shard = {tp: min(c.shard for c in clean if c.tp == tp) for tp in {c.tp for c in clean}}
+    out = []
+    for c in ranked:
+        r = []
+        low = lowest_shard.get(c.tp)
+        if low is None or c.shard == low:
+            r.append(f"lowest sharding degree that fits ({c.shard}): the least all-gather traffic")
+        else:
+            r.append(f"sharding degree {c.shard} communicates more than {low}, which also fits")
+        if c.tp == 1:
+            r.append("no tensor parallelism needed")
+        elif c.tp == lowest_tp:
+            r.append(f"tensor parallelism {c.tp}: the least that fits without warnings")
+        else:
+            r.append(f"tensor parallelism {c.tp} is more than needed ({lowest_tp} suffices)")
+        if c.offloading:
+            r.append(f"activation offloading keeps the sharding degree at {c.shard}")
+        if not c.checkpointing:
+            r.append("no activation checkpointing: faster, but AWS's best practices enable it for every model size")
+        r.append(f"{c.memory.per_gpu_gb:.1f} of {c.memory.capacity_gb:.0f} GB per GPU; "
+                 f"{c.global_tokens:,} tokens per step")
+        r.extend(f"warning {w}" for w in c.warnings)
+        if c.reference:
+            r.append("AWS's reference configuration")
+        out.append(Candidate(**{**c.__dict__, "reasons": r}))
+    best, ref = out[0], next((c for c in out if c.reference), None)
+    if ref is not None and not best.reference:
+        why = []
+        if best.shard < ref.shard:
+            why.append(f"a sharding degree of {best.shard} instead of {ref.shard} communicates less")
+        if best.tp < ref.tp:
+            why.append(f"tensor parallelism {best.tp} instead of {ref.tp} avoids splitting layers")
+        if ref.offloading and not best.offloading:
+            why.append("it needs no activation offloading")
+        if best.batch != ref.batch:
+            why.append(f"batch {best.batch} per rank instead of {ref.batch}")
+        best.reasons.append(f"ranks above AWS's reference configuration (sharding {ref.shard}, tensor {ref.tp}, "
+                            f"batch {ref.batch}): " + "; ".join(why or ["the best practices' order prefers it"]))
+    return out
+
+
+def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
+           seq_length: int = 4096, global_batch_tokens: int | None = None,
+           precision: str = "bf16") -> list[Candidate]:
+    """Feasible configurations, best first. Without `instances`, the smallest cluster whose largest
+    fitting local batch reaches `global_batch_tokens` (the best practices' sharded-data-parallel step 2)."""
+    if preset not in PRESETS:
+        from launcher.spec.models import did_you_mean
+
+        raise UsageError(f"--model: unknown preset '{preset}'{did_you_mean(preset, PRESETS)}")
+    if instance_type not in INSTANCES:
+        raise UsageError(f"--instance-type: {instance_type} is not one of {', '.join(INSTANCES)}")
+    if instances is not None:
+        return _search(preset, instance_type, instances, seq_length, precision, global_batch_tokens)
+    if global_batch_tokens is None:
+        raise UsageError("give --instances, or --global-batch-tokens to derive the cluster size from it")
+    for n in INSTANCE_COUNTS:
+        found = _search(preset, instance_type, n, seq_length, precision, global_batch_tokens)
+        if found:
+            return found
+    raise UsageError(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches {global_batch_tokens:,} "
+                     "tokens per step with a batch that fits; lower --global-batch-tokens or --seq-length")
+
+
+def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: Candidate,
+              written_to: str | None = None) -> str:
+    """A ready job spec for the recommendation, with the schema modeline editors use (the jobs/*.yaml one:
+    the repository's schema file, relative to where the spec is written)."""
+    import yaml
+
+    from launcher.spec.schema import modeline
+
+    body = {
+        "name": re.sub(r"[^a-zA-Z0-9-]", "-", preset)[:47],
+        "model": {"preset": preset, "seq_length": seq_length},
+        "cluster": {"instance_type": instance_type, "instance_count": best.instances, "max_run": "1d"},
+        "smp": {"hybrid_shard_degree": best.shard, "tensor_parallel_degree": best.tp,
+                "activation_checkpointing": best.checkpointing, "activation_offloading": best.offloading,
+                "delayed_param_init": "auto", "backend": "auto"},
+        "training": {"batch_size": best.batch, "precision": precision},
+        "data": {"train": "synthetic"},
+        "output": {"path": "s3://${SMP_LAUNCH_BUCKET:-my-smp-bucket}/smp"},
+    }
+    header = modeline(written_to or "job.yaml") + "\n"
+    header += "# Written by `smp-launch advise`:\n" + "".join(f"#   - {r}\n" for r in best.reasons)
+    return header + yaml.safe_dump(body, sort_keys=False)

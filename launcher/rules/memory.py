@@ -1,0 +1,186 @@
+"""Predicted peak GPU memory per rank for an SMP v2 (FSDP + optional TP/CP/EP) training step.
+
+The model is analytic and deliberately simple; each term cites where it comes from:
+- Model states: mixed-precision AdamW keeps 16 bytes per parameter (bf16/fp16 weights and grads,
+  fp32 master weights, two fp32 moments): Rajbhandari et al. 2020, "ZeRO", section 3.1. FSDP shards
+  them over the sharding degree, tensor parallelism splits them over the TP degree, and expert
+  parallelism splits the experts over the EP degree.
+- FSDP gathered units: one decoder layer is all-gathered in 16-bit at a time, plus the prefetched
+  next one (forward_prefetch / BACKWARD_PRE with limit_all_gathers) and its unsharded gradient
+  before the reduce-scatter; the root unit (embeddings, LM head) stays gathered through the step.
+- Activations, Hugging Face layers (use_smp_implementation false): bytes per s*b*h per layer MEASURED on
+  CPU by tools/activation_measure.py, which counts the storages autograd saves for the real
+  transformers layer classes in bf16 with sdpa attention (the kernel family a GPU also uses: none of
+  them keeps the s x s scores); tests/test_memory.py re-measures them with the installed transformers.
+  RMSNorm's fp32 upcast and SwiGLU's three projections are why they exceed the textbook figure.
+- Activations, SMP's implementation (tsm.transform: Transformer Engine layers with flash attention) cannot
+  run on a CPU, so its figure is an ESTIMATE: Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", equation 1 without the 5*a*s/h score term, 34 bytes per
+  s*b*h, divided by t under tensor (sequence) parallelism; a mixture of experts adds the MLP's 19 for
+  each further expert a token is routed to.
+  With full activation checkpointing only each layer's input is kept (2 bytes per s*b*h, measured for
+  reentrant checkpointing), plus one layer recomputed at a time; with offloading only
+  `activation_loading_horizon` layer inputs stay on the GPU. Context parallelism splits the sequence,
+  so s becomes s/cp.
+- Logits and loss: b*s*V logits in 16-bit, their fp32 upcast for the loss, the fp32 log-softmax
+  saved for backward and the fp32 gradient: 14 bytes per logit, split over t and cp.
+- Optimizer step: PyTorch's multi-tensor (foreach) AdamW, the default on GPUs, allocates one fp32 temporary
+  per local parameter (the square root of the second moment, torch/optim/adam.py `_multi_tensor_adam`):
+  4 bytes per sharded parameter, an estimate. It happens after backward has freed the activations,
+  so the peak is the larger of the forward/backward transient and this one.
+- Framework: the CUDA context and NCCL/SMDDP buffers (about 1.1 GB measured on A100/H100 nodes by
+  PyTorch users; a constant here) and allocator fragmentation (10% of the peak phase's transient memory).
+Figures are GiB and are called GB in the output, like the GPUs' nominal "40 GB".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.catalog.architecture import Architecture
+from launcher.catalog.smp import INSTANCES
+
+GIB = float(1 << 30)
+BYTES_PER_PARAM_STATE = 16
+HALF = 2
+ACT_BYTES_PER_SBH = 34      # SMP implementation: Korthikanti et al. 2022, eq. 1 without the score term (estimate)
+MLP_BYTES_PER_SBH = 19      # the MLP's share of those 34 (its input, the 4h activation and its input, the mask);
+                            # a mixture of experts keeps it once per expert a token is routed to (estimate)
+# Hugging Face layers, bf16, sdpa attention, not checkpointed: measured on CPU with transformers 4.46.3 (the
+# `local` extra's pin, inside every SMP image's range) and torch 2.13.0 by `python tools/activation_measure.py`
+# (tests/test_memory.py re-measures them). transformers 5.24.0 gave mistral 49.09 and mixtral 85.55.
+HF_ACT_BYTES_PER_SBH = {"llama": 45.56, "mistral": 49.59, "mixtral": 89.97, "gpt_neox": 36.06}
+CKPT_BYTES_PER_SBH = 2      # a checkpointed layer's bf16 input: measured (reentrant checkpointing), every type
+ADAM_STEP_BYTES_PER_PARAM = 4  # foreach AdamW's fp32 temporary per local parameter (estimate)
+LOGIT_BYTES = 14            # 2 (bf16) + 4 (fp32 upcast) + 4 (log-softmax) + 4 (grad)
+CUDA_CONTEXT_GB = 1.1
+FRAGMENTATION = 0.10
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout and step shape the estimate is for."""
+
+    instance_type: str
+    shard_degree: int
+    tensor_parallel: int = 1
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    batch_size: int = 1
+    seq_length: int = 4096
+    activation_checkpointing: bool = True
+    activation_offloading: bool = False
+    loading_horizon: int = 2
+    smp_implementation: bool = True  # tsm.transform replaced the Hugging Face layers
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    per_gpu_gb: float
+    capacity_gb: float
+    breakdown: dict[str, float]
+    peak_phase: str = "forward/backward"
+    sources: dict[str, str] | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.per_gpu_gb <= self.capacity_gb
+
+    @property
+    def utilisation(self) -> float:
+        return self.per_gpu_gb / self.capacity_gb
+
+    def to_dict(self) -> dict:
+        return {"per_gpu_gb": round(self.per_gpu_gb, 2), "capacity_gb": self.capacity_gb, "fits": self.fits,
+                "peak_phase": self.peak_phase,
+                "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()},
+                "sources": dict(self.sources or {})}
+
+
+def model_states(arch: Architecture, lay: Layout) -> float:
+    """Sharded weights, gradients and AdamW moments, in bytes (ZeRO's 16 bytes per parameter)."""
+    expert = 0
+    if arch.num_experts > 1:
+        expert = arch.num_layers * (arch.layer_parameters() - arch.layer_parameters(experts=0))
+    dense = arch.parameters - expert
+    per_rank = dense / (lay.shard_degree * lay.tensor_parallel)
+    per_rank += expert / (lay.shard_degree * lay.tensor_parallel * lay.expert_parallel)
+    return BYTES_PER_PARAM_STATE * per_rank
+
+
+def gathered_units(arch: Architecture, lay: Layout) -> float:
+    """16-bit parameters FSDP holds unsharded: two layer units (current + prefetched), one unit's
+    unsharded gradient, and the root unit. Nothing is gathered when nothing is sharded."""
+    if lay.shard_degree <= 1:
+        return 0.0
+    experts_on_rank = max(1, arch.num_experts // lay.expert_parallel) if arch.num_experts > 1 else None
+    layer = arch.layer_parameters(experts=experts_on_rank) / lay.tensor_parallel
+    root = (arch.embedding_parameters + arch.hidden_width) / lay.tensor_parallel
+    return HALF * (3 * layer + root)
+
+
+def layer_bytes_per_sbh(arch: Architecture, lay: Layout) -> float:
+    """What one un-checkpointed layer keeps, per s*b*h: measured for HF layers, estimated for SMP's."""
+    if not lay.smp_implementation:
+        return HF_ACT_BYTES_PER_SBH[arch.type]
+    routed = arch.num_experts_per_tok if arch.num_experts > 1 else 1
+    return ACT_BYTES_PER_SBH + (routed - 1) * MLP_BYTES_PER_SBH
+
+
+def activations(arch: Architecture, lay: Layout) -> float:
+    s = lay.seq_length / lay.context_parallel
+    sbh = s * lay.batch_size * arch.hidden_width
+    full_layer = layer_bytes_per_sbh(arch, lay) * sbh / lay.tensor_parallel
+    if not lay.activation_checkpointing:
+        return arch.num_layers * full_layer
+    kept = min(arch.num_layers, lay.loading_horizon) if lay.activation_offloading else arch.num_layers
+    return kept * CKPT_BYTES_PER_SBH * sbh / lay.tensor_parallel + full_layer
+
+
+def logits(arch: Architecture, lay: Layout) -> float:
+    return LOGIT_BYTES * lay.batch_size * lay.seq_length * arch.vocab_size / (
+        lay.tensor_parallel * lay.context_parallel)
+
+
+def optimizer_step(arch: Architecture, lay: Layout) -> float:
+    """The AdamW step's temporary: 4 bytes per parameter this rank holds (a quarter of its model states)."""
+    return model_states(arch, lay) * ADAM_STEP_BYTES_PER_PARAM / BYTES_PER_PARAM_STATE
+
+
+def sources(lay: Layout) -> dict[str, str]:
+    """Which figures were measured on CPU and which are estimates, for `plan` to say."""
+    if lay.smp_implementation:
+        act = "estimate: Korthikanti et al. 2022 for SMP's Transformer Engine layers (not runnable on CPU)"
+    else:
+        act = "measured on CPU: autograd's saved tensors of the transformers layer class (bf16, sdpa)"
+    if lay.activation_checkpointing:
+        act += "; checkpointed layer inputs measured on CPU"
+    return {
+        "model_states": "estimate: 16 bytes per parameter (ZeRO, mixed-precision AdamW)",
+        "gathered_params": "estimate: FSDP holds two layers and one layer's gradient unsharded, plus the root",
+        "activations": act,
+        "logits_and_loss": "estimate: 14 bytes per logit",
+        "optimizer_step": "estimate: foreach AdamW's fp32 temporary, 4 bytes per local parameter",
+        "framework": "estimate: CUDA context and collectives 1.1 GB plus 10% fragmentation",
+    }
+
+
+def estimate(arch: Architecture, lay: Layout) -> MemoryEstimate:
+    """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
+
+    The peak is model states plus the larger of two phases' transients: forward/backward (gathered
+    parameters, activations, logits) or the optimizer step (AdamW's temporary), plus the framework.
+    """
+    parts = {
+        "model_states": model_states(arch, lay) / GIB,
+        "gathered_params": gathered_units(arch, lay) / GIB,
+        "activations": activations(arch, lay) / GIB,
+        "logits_and_loss": logits(arch, lay) / GIB,
+        "optimizer_step": optimizer_step(arch, lay) / GIB,
+    }
+    step = parts["gathered_params"] + parts["activations"] + parts["logits_and_loss"]
+    phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (
+        "optimizer step", parts["optimizer_step"])
+    parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
+    return MemoryEstimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
+                    capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
+                    peak_phase=phase, sources=sources(lay))

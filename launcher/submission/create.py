@@ -1,0 +1,309 @@
+"""Submitting a plan: check the account, upload, start. The only writer to AWS.
+
+Everything that only reads runs first (`check_account`, and all a dry run does); the writes are an
+idempotent content-addressed upload of the plan's source tarball and one CreateTrainingJob through
+the SDK. Nothing here prints: warnings and notes are in the Submission.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from launcher.core.aws import AwsError, Clients, explain
+from launcher.core.errors import Interrupted, LauncherError, UsageError
+from launcher.core.sanitize import clean
+from launcher.plan.build import Plan, blocking_errors, build_plan, require_region, resolve_region
+from launcher.render.source import split_s3, upload
+from launcher.spec.loader import LoadedSpec
+from launcher.submission.role import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
+
+
+@dataclass(frozen=True)
+class AccountCheck:
+    """What submit learned by reading the account: the role's ARN, the role check, what it could not tell."""
+
+    role_arn: str
+    role_check: RoleCheck | None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What submit did (or, with dry_run, would do); `to_dict()` is `submit --output json`.
+
+    `request` is the plan's predicted CreateTrainingJob request with the role's resolved ARN: what
+    the SDK sent (secret environment values redacted)."""
+
+    job_name: str
+    region: str
+    console_url: str
+    source_uri: str
+    uploaded: bool
+    dry_run: bool
+    aws_calls: tuple[str, ...]
+    role_check: RoleCheck | None  # None with skip_role_check
+    warnings: tuple[str, ...]
+    request: dict[str, Any]
+    remembered: bool = False  # recorded as `latest` in the state folder
+    notes: tuple[str, ...] = ()  # said after the job's name (e.g. `latest` not saved)
+
+    @property
+    def started(self) -> bool:
+        return not self.dry_run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_name": self.job_name, "region": self.region, "console_url": self.console_url,
+                "source_uri": self.source_uri, "uploaded": self.uploaded, "dry_run": self.dry_run,
+                "aws_calls": list(self.aws_calls),
+                "role": self.role_check.as_dict() if self.role_check else None,
+                "warnings": list(self.warnings), "request": copy.deepcopy(self.request),
+                "remembered": self.remembered, "notes": list(self.notes)}
+
+
+STARTED, NOT_STARTED, UNKNOWN_START = True, False, None
+
+
+def console_url(region: str, job: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}"
+
+
+def _check_bucket(s3: Any, uri: str, region: str, what: str) -> None:
+    from botocore.exceptions import ClientError
+
+    bucket, _ = split_s3(uri)
+    try:
+        location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint") or "us-east-1"
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "NoSuchBucket":
+            raise AwsError(f"{what} bucket {bucket} does not exist; create it in {region} "
+                           f"(`aws s3 mb s3://{bucket} --region {region}`) or change the spec") from None
+        raise explain(exc, f"checking bucket {bucket}") from None
+    if location == "EU":
+        location = "eu-west-1"
+    if location != region:
+        raise AwsError(f"{what} bucket {bucket} is in {location} but the job runs in {region}; SageMaker "
+                       f"needs them in one region: use a bucket in {region} or set cluster.region: {location}")
+
+
+def _role_arn(plan: Plan, clients: Clients) -> str:
+    if plan.role.startswith("arn:"):
+        return plan.role
+    try:
+        return clients.iam.get_role(RoleName=role_name(plan.role))["Role"]["Arn"]
+    except Exception as exc:
+        raise explain(exc, f"looking up role {plan.role}") from None
+
+
+def plan_for(loaded: LoadedSpec, clients: Clients, now: datetime | None = None) -> Plan:
+    """The plan for a CLI submit: the region decided once (--region as clients.region, else the spec's,
+    the environment's or the profile's), then set on the clients so every call uses it."""
+    clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
+                                    profile=clients.profile)
+    return build_plan(loaded, now=now, env=clients.env, region=clients.region)
+
+
+def _bind_region(plan: Plan, clients: Clients) -> str:
+    """The plan's region, which the clients must use too (a plan is for one region: its image, its URIs)."""
+    region = require_region(plan)
+    if clients.region and clients.region != region:
+        raise UsageError(f"the plan is for {region} but the clients are for {clients.region}; "
+                         f"build the plan with region={clients.region!r}")
+    clients.region = region
+    return region
+
+
+def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False) -> AccountCheck:
+    """Everything submit does that only reads AWS: the buckets' regions, the role check, the role's ARN.
+
+    Refuses (SpecError, exit 2) a plan whose advisor found errors, before any AWS call."""
+    refused = blocking_errors(plan)
+    if refused:
+        raise refused
+    region = _bind_region(plan, clients)
+    if not plan.role:
+        raise UsageError(f"{plan.spec_file}: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE "
+                         "(a role name or ARN)")
+    warnings: list[str] = []
+    check = None
+    try:
+        buckets = {"output": plan.estimator.output_path, "code": plan.estimator.code_location,
+                   **{f"input channel {name!r}": uri for name, uri in plan.channels.items()}}
+        seen = set()
+        for what, uri in buckets.items():
+            if split_s3(uri)[0] not in seen:
+                seen.add(split_s3(uri)[0])
+                _check_bucket(clients.s3, uri, region, what)
+        if skip_role_check:
+            role_arn = _role_arn(plan, clients)
+        else:
+            check = check_role(plan, clients.iam, clients.sts)
+            if check.verdict == FAIL:
+                raise RoleRefused("\n".join(check.lines()))
+            if check.verdict == UNKNOWN:
+                warnings += [f"role check: cannot tell: {u}" for u in check.unknowns]
+            role_arn = check.role_arn or _role_arn(plan, clients)
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc) from None
+    return AccountCheck(role_arn, check, tuple(warnings))
+
+
+def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
+           start: Callable[..., str] | None = None) -> Submission:
+    """Check the account, then (unless dry_run) upload the tarball if new and start the job.
+
+    Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
+    Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
+    """
+    calls: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        calls.append(f"{model.service_model.service_name}.{model.name}")
+
+    # clients made later copy the session's handlers; those made already (rerun reads first) need their own
+    for events in (clients.session.events, *(c.meta.events for c in clients._cache.values())):
+        events.register("before-call.*.*", note)
+    account = check_account(plan, clients, skip_role_check=skip_role_check)
+    source = plan.source
+    uploaded = remembered = False
+    notes: list[str] = []
+    if not dry_run:
+        try:
+            uploaded = upload(clients.s3, source.uri, source.tarball, plan.estimator.output_kms_key)
+        except Exception as exc:
+            raise explain(exc, "uploading the source tarball") from None
+        if start is None:
+            from launcher.submission import estimator as start_module
+
+            start = start_module.start
+        lost = _start(start, plan, account.role_arn, clients)
+        remembered, note = _remember(plan, clients)
+        notes += [n for n in (lost, note) if n]
+    region = plan.region or ""
+    return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
+                      source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
+                      role_check=account.role_check,
+                      warnings=account.warnings, request=plan.request_for(account.role_arn),
+                      remembered=remembered, notes=tuple(notes))
+
+
+def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Clients) -> str | None:
+    """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed), or when the answer was
+    lost on the way back, find out what exists. Returns a note to print after the job's name."""
+    name = plan.job_name
+    with _noting_sigint() as interrupted:
+        try:
+            start(plan, plan.source.uri, role_arn, clients.session, clients.sagemaker)
+        except KeyboardInterrupt:
+            interrupted.set()
+        except LauncherError:
+            raise
+        except Exception as exc:
+            if not type(exc).__module__.startswith("botocore"):
+                raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, 500)}") from None
+            error = explain(exc, "CreateTrainingJob")
+            if not _answer_may_be_lost(exc):
+                raise error from None
+            state = job_exists(clients, name)
+            if state is STARTED:  # a try timed out after SageMaker had created the job
+                return f"CreateTrainingJob's answer was lost ({error}), but SageMaker has {name}"
+            if state is UNKNOWN_START:
+                raise AwsError(f"{error}; cannot tell whether {name} was started: check with "
+                               f"`smp-launch status {name} --region {plan.region}` before submitting again") from None
+            raise error from None
+    if not interrupted.is_set():
+        return None
+    clients.cancel_waits()
+    state = job_exists(clients, name)
+    region = plan.region
+    if state is STARTED:
+        _remember(plan, clients)
+        message = (f"interrupted, but {name} was started in {region} and is running: follow it with "
+                   f"`smp-launch logs {name} --region {region}`, stop it with "
+                   f"`smp-launch stop {name} --region {region}`")
+    elif state is NOT_STARTED:
+        message = f"interrupted: {name} was not started (SageMaker has no such job in {region}); nothing is running"
+    else:
+        message = (f"interrupted: cannot tell whether {name} was started; check with "
+                   f"`smp-launch status {name} --region {region}` before submitting again")
+    raise Interrupted(message, name, state)
+
+
+@contextlib.contextmanager
+def _noting_sigint() -> Iterator[threading.Event]:
+    """Remember a Ctrl-C even if the code it interrupts swallows the KeyboardInterrupt.
+
+    The SDK's telemetry wrapper ends in `finally: return response`, which discards a KeyboardInterrupt
+    raised inside CreateTrainingJob; the flag set here survives that.
+    """
+    interrupted = threading.Event()
+    previous = None
+
+    def handler(signum, frame):
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: nothing to install, rely on the exception alone
+        previous = None
+    try:
+        yield interrupted
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _answer_may_be_lost(exc: BaseException) -> bool:
+    """A failure after which the job may exist all the same: a try that timed out or lost its
+    connection (botocore retried it), or a retry told that the name is already taken."""
+    from botocore import exceptions as bx
+
+    if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)):
+        return True
+    if isinstance(exc, bx.ClientError):
+        message = str(exc.response.get("Error", {}).get("Message", "")).lower()
+        return "already exists" in message or "must be unique" in message
+    return False
+
+
+def job_exists(clients: Clients, name: str) -> bool | None:
+    """DescribeTrainingJob by name: True exists, False SageMaker says there is no such job, None unknown."""
+    from botocore.exceptions import ClientError
+
+    try:
+        clients.sagemaker.describe_training_job(TrainingJobName=name)
+        return STARTED
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        code, message = str(err.get("Code", "")), str(err.get("Message", "")).lower()
+        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
+                code == "ValidationException" and ("not found" in message or "could not find" in message)):
+            return NOT_STARTED
+        return UNKNOWN_START
+    except (Exception, KeyboardInterrupt):  # unreachable, throttled, or a second Ctrl-C: cannot tell
+        return UNKNOWN_START
+    finally:
+        clients.cancel_waits()
+
+
+def _remember(plan: Plan, clients: Clients) -> tuple[bool, str | None]:
+    """Record the job as `latest`; a state folder that cannot be written is a warning, never a failure."""
+    from launcher.core import state
+
+    try:
+        state.record_submitted(plan.job_name, plan.region, clients.env)
+        return True, None
+    except OSError as exc:
+        folder = state.state_dir(clients.env)
+        why = exc.strerror or type(exc).__name__
+        return False, (f"{plan.job_name} is running, but it could not be remembered as `latest` ({folder}: {why}); "
+                       f"use its name in later commands")
