@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PIP) install -U pip
-	$(PIP) install -e '.[test,local]'
+	$(PIP) install -e '.[test,local,docs]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -57,8 +57,10 @@ emulator: venv
 schema: venv
 	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
 
+# The documentation site: docs/rules.md from the rule registry, then docs/ built by mkdocs.yml into build/site/.
 docs: venv
 	$(BIN)/smp-launch rules > docs/rules.md
+	$(BIN)/mkdocs build --strict -d build/site
 
 submit: venv
 	$(BIN)/smp-launch submit $(JOB)
