@@ -1,6 +1,5 @@
 """docs/api.md's pipeline example runs as written, against moto, so the documentation cannot rot;
 and the public API's promises: cheap import, typed errors, nothing printed, warnings returned."""
-import re
 import subprocess
 import sys
 
@@ -9,12 +8,9 @@ import pytest
 import launcher
 from launcher.spec.loader import _display as shown
 from tests.conftest import REPO
+from tests.doc_blocks import blocks
 
 API_DOC = REPO / "docs" / "api.md"
-
-
-def python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
 def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys):
@@ -23,7 +19,7 @@ def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys)
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")  # the example takes the role from the environment
     monkeypatch.setattr(launcher.jobs.status.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
-    (example,) = python_blocks(API_DOC.read_text())
+    (example,) = [b.text for b in blocks(API_DOC) if b.lang == "python" and b.heading == "A pipeline step"]
     namespace: dict = {}
     exec(compile(example, str(API_DOC), "exec"), namespace)
     out = capsys.readouterr().out

@@ -1,0 +1,368 @@
+"""Every example in README.md and docs/*.md runs as written, so the documentation cannot rot.
+
+- A shell line `.venv/bin/smp-launch ...` runs through the console script's entry point in this process
+  (run_as_written), its argv the page's words: the offline ones in a copy of jobs/, schema/ and docs/, the
+  ones that read AWS against the emulator in a moto server, with `JOB` an emulated job and `latest` the one
+  submitted, after the pages' `export` lines.
+- A `make TARGET ...` line is expanded with `make -n` and each command it runs is taken the same way;
+  MAKE_NOT_RUN names, with the reason, the targets that run the suite itself or a long measurement.
+- A python block is executed against moto in-process, on a virtual clock; a yaml block is validated as a spec.
+- A block opts out only with a first line `# not run: REASON` (tests/doc_blocks.py), and such blocks stay few.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import boto3
+import pytest
+
+import emulator
+from tests.aws_setup import REGION, TRUST_SAGEMAKER, job_policy
+from tests.conftest import REPO, call_main
+from tests.doc_blocks import all_blocks, shell_lines
+from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
+
+BLOCKS = all_blocks()
+LANGS = {"sh", "python", "yaml", "text", "json"}  # sh, python and yaml blocks are run; text and json are output
+MAX_NOT_RUN = 3
+
+PREFIX = ".venv/bin/smp-launch "
+MKDOCS = ".venv/bin/mkdocs "
+OFFLINE = {"validate", "plan", "schema", "advise", "render", "rules"}
+# Parsed here, run elsewhere: a minute of CPU each (tests/test_local_run.py runs `submit --local --tiny`).
+ELSEWHERE = ("--local",)
+# `make` targets expanded here (the target exists and runs these commands) but not run, and why.
+MAKE_NOT_RUN = {
+    "test": "the test suite itself: CI runs `make test`",
+    "bench": "minutes of measurement (docs/benchmarks.md)",
+    "reliability": "minutes of fault injection; tests/test_reliability_short.py runs a short version",
+    "mutation": "a 600 s mutation budget; tests/test_reliability_short.py runs a short version",
+    "emulator": "serves until Ctrl-C; tests/test_emulator.py starts `python -m emulator` and runs its hint",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command a page shows, as a shell would run it."""
+
+    where: str  # FILE:LINE of the block, and the make line it came from
+    text: str  # the command (for a make line, one command the target runs)
+    kind: str  # cli, mkdocs, export, make-not-run, unknown
+    reason: str = ""
+
+    @property
+    def verb(self) -> str:
+        return shlex.split(self.text)[1] if self.kind == "cli" else ""
+
+
+@cache
+def make_expansion(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The commands `make WORDS` runs, without running them (the venv counts as built)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    env["TEST_WORKERS"] = "1"  # given, so that make does not start a Python to count the CPUs
+    out = subprocess.run(["make", "-n", "-s", "--no-print-directory", "-o", ".venv/.installed", *words], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"make {' '.join(words)}: {out.stderr}"
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+
+
+def steps_of(line: str, where: str) -> list[Step]:
+    if line.startswith(PREFIX):
+        return [Step(where, line, "cli")]
+    if line.startswith(MKDOCS):
+        return [Step(where, line, "mkdocs")]
+    if line.startswith("export "):
+        return [Step(where, line, "export")]
+    if line.startswith("make "):
+        words = tuple(shlex.split(line)[1:])
+        target = next(w for w in words if "=" not in w)
+        expanded = make_expansion(words)
+        if target in MAKE_NOT_RUN:
+            return [Step(f"{where} ({line})", "\n".join(expanded), "make-not-run", MAKE_NOT_RUN[target])]
+        return [s for command in expanded for s in steps_of(command, f"{where} ({line})")]
+    return [Step(where, line, "unknown")]
+
+
+def all_steps() -> list[Step]:
+    return [s for b in BLOCKS if b.lang == "sh" and not b.not_run for line in shell_lines(b)
+            for s in steps_of(line, str(b))]
+
+
+STEPS = all_steps()
+CLI = list(dict.fromkeys(s.text for s in STEPS if s.kind == "cli"))  # each command once, in page order
+EXPORTS = [s.text for s in STEPS if s.kind == "export"]
+
+
+def verb(command: str) -> str:
+    return shlex.split(command)[1]
+
+
+def exported() -> dict[str, str]:
+    """The pages' `export NAME=VALUE` lines; a name exported twice must have one value."""
+    values: dict[str, str] = {}
+    for line in EXPORTS:
+        (assignment,) = shlex.split(line)[1:]
+        name, _, value = assignment.partition("=")
+        assert values.setdefault(name, value) == value, f"{name} is exported as {values[name]!r} and {value!r}"
+    return values
+
+
+def argv(command: str, cwd: Path, job: str = "JOB") -> tuple[list[str], str, str]:
+    """The command's arguments as a shell would pass them (globs expanded in cwd), what it pipes into, and the
+    file its stdout is redirected to."""
+    line, _, pipe = command.partition(" | ")
+    line, _, redirect = line.partition(" > ")
+    words = []
+    for word in shlex.split(line[len(PREFIX):]):
+        matches = sorted(glob.glob(word, root_dir=cwd)) if any(c in word for c in "*?[") else []
+        words += matches or [job if word == "JOB" else word]
+    return words, pipe.strip(), redirect.strip()
+
+
+@pytest.fixture
+def sandbox(tmp_path) -> Path:
+    """A working directory like the repository's: the example jobs, the schema they name, the docs site."""
+    for name in ("jobs", "schema", "docs"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "mkdocs.yml", tmp_path)
+    return tmp_path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SMP_LAUNCH_"))}
+    return {**env, "NO_COLOR": "1", **exported(), **extra}
+
+
+def run_as_written(args: list[str], env: dict[str, str], cwd: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`smp-launch ARGS` through the console script's entry point (`launcher.cli:main`, what
+    `.venv/bin/smp-launch` calls) in this process: exactly `env` as its environment, `cwd` as its working
+    directory, stdin not a terminal (as from a script). Returns (exit code, stdout, stderr).
+
+    In-process, not a subprocess: the words as written are what these tests check, and a subprocess per
+    command paid the interpreter and, for submit, rerun and pipeline, the SageMaker SDK's import (~2.5 CPU-s)
+    each time. Every one of these commands also runs as a fresh installed-CLI process in the e2e modules."""
+    import io
+
+    for k in [k for k in os.environ if k not in env]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    r = call_main(args, capsys)
+    return r.code, r.out, r.err
+
+
+# ---- what the pages hold
+
+
+def test_every_block_names_a_language_this_test_knows():
+    unknown = [f"{b} ```{b.lang}" for b in BLOCKS if b.lang not in LANGS]
+    assert not unknown, unknown
+
+
+def test_blocks_not_run_are_few_and_each_says_why():
+    not_run = [(str(b), b.not_run) for b in BLOCKS if b.not_run]
+    assert len(not_run) <= MAX_NOT_RUN, not_run
+    assert all(len(reason) > 10 for _, reason in not_run), not_run
+
+
+def test_every_shell_line_is_one_this_test_runs():
+    unknown = [f"{s.where}: {s.text}" for s in STEPS if s.kind == "unknown"]
+    assert not unknown, "no runner for these lines: add one, or mark the block `# not run: REASON`\n" + \
+        "\n".join(unknown)
+
+
+def test_the_pages_show_every_command():
+    from launcher.cli import cli
+
+    shown = {verb(c) for c in CLI}
+    assert set(cli.list_commands(None)) <= shown, set(cli.list_commands(None)) - shown
+    assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
+            "check-role", "submit"} <= shown, shown
+
+
+def test_the_pages_export_the_bucket_and_the_role():
+    assert {"SMP_LAUNCH_BUCKET", "SMP_LAUNCH_ROLE"} <= set(exported())
+
+
+def test_targets_not_run_are_real_targets_that_run_what_they_say():
+    not_run = {s.where.split("(make ", 1)[1].split()[0].rstrip(")"): s.text for s in STEPS
+               if s.kind == "make-not-run"}
+    assert "pytest" in not_run.get("test", "pytest"), not_run
+    assert all(text for text in not_run.values()), not_run  # `make -n` printed the commands: the target exists
+
+
+# ---- offline commands, the site
+
+
+@pytest.mark.parametrize("command", [c for c in CLI if verb(c) in OFFLINE])
+def test_an_offline_command_runs_as_written(command, sandbox, monkeypatch, capsys):
+    args, pipe, redirect = argv(command, sandbox)
+    code, out, err = run_as_written(args, _env(XDG_STATE_HOME=str(sandbox / "state")), sandbox, monkeypatch, capsys)
+    assert code == 0, f"{command}\n{err[-2000:]}"
+    if redirect:
+        (sandbox / redirect).write_text(out)
+    if args[-2:] == ["--output", "json"] or args == ["schema"]:
+        json.loads(out)
+
+
+@pytest.mark.parametrize("command", [c for c in CLI if ELSEWHERE[0] in c])
+def test_a_local_run_command_is_a_valid_invocation(command):
+    """Parsed by the CLI, not run: a minute of CPU (tests/test_local_run.py runs `submit --local --tiny`)."""
+    from launcher.cli import cli
+
+    args, _, _ = argv(command, REPO)
+    ctx = cli.get_command(None, args[0]).make_context(args[0], args[1:])
+    assert ctx.params["local"] is True
+
+def test_the_site_builds_strictly_and_offline(sandbox):
+    """`make docs` as the pages show it: docs/rules.md regenerated (above), then mkdocs --strict."""
+    (mkdocs,) = {s.text for s in STEPS if s.kind == "mkdocs"}
+    out = subprocess.run([sys.executable, "-m", "mkdocs", *shlex.split(mkdocs)[1:]], cwd=sandbox,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    site = sandbox / "build" / "site"
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
+    assert len(pages) == len(list((REPO / "docs").glob("*.md"))), pages  # every page built
+    remote = [(p, m) for p in site.rglob("*.html")
+              for m in re.findall(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//[^"]*"', p.read_text())]
+    assert not remote, remote[:5]  # nothing loaded from the network
+
+
+# ---- commands that talk to AWS
+
+
+@pytest.fixture
+def endpoint(moto_server):
+    return moto_server  # one server per test process (tests/conftest.py); each test resets it
+
+
+# How a job created without a script runs (emulator.set_default): short, with log lines on every host.
+QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2, "line_interval": 0.2,
+             "decoy": False}
+# `submit --retry` and `submit --wait` wait for their job's end (polling every 5 s, the default): a job already
+# Completed when it is created ends that wait at its first poll.
+ENDED_JOB = {"starting": 0, "downloading": 0, "training": 0, "uploading": 0, "decoy": False}
+
+
+def aws_order(commands: list[str]) -> list[str]:
+    """check-role and submit first (so `latest` names a job), then the pages' order, except that `logs latest`
+    and `wait JOB latest` come right after the commands on JOB (before `rerun` starts a newer `latest`): by
+    then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s for wait).
+    `stop` comes last, so that no command after it finds its job stopped."""
+    def rank(c: str) -> int:
+        words = shlex.split(c)
+        if verb(c) in ("check-role", "submit"):
+            return 0
+        if verb(c) == "stop":
+            return 4
+        if "latest" in words and verb(c) in ("logs", "wait"):
+            return 2
+        return 1 if "JOB" in words else 3
+    return sorted(commands, key=rank)
+
+
+def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
+    order = aws_order([c for c in CLI if verb(c) not in OFFLINE])
+    at = {c: i for i, c in enumerate(order)}
+    submits = [at[c] for c in order if verb(c) in ("check-role", "submit")]
+    on_latest = [at[c] for c in order if verb(c) in ("logs", "wait") and "latest" in shlex.split(c)]
+    on_job = [at[c] for c in order if "JOB" in shlex.split(c) and at[c] not in on_latest and verb(c) != "stop"]
+    reruns = [at[c] for c in order if verb(c) in ("rerun", "pipeline")]
+    stops = [at[c] for c in order if verb(c) == "stop"]
+    assert submits and on_latest and on_job and reruns and stops
+    assert max(submits) < min(on_job) and max(on_job) < min(on_latest) and max(on_latest) < min(reruns)
+    assert max(reruns) < min(stops)
+    assert sorted(order) == sorted(c for c in CLI if verb(c) not in OFFLINE)
+
+
+def docs_world(session, bucket: str, role: str) -> None:
+    """pipeline_world (tests/test_pipeline.py), plus the bucket and the job role the pages export."""
+    pipeline_world(session)
+    session.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    iam = session.client("iam")
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST_SAGEMAKER))
+    for name in (role, PIPELINE_ROLE):
+        iam.put_role_policy(RoleName=name, PolicyName="docs-bucket", PolicyDocument=json.dumps(job_policy(bucket)))
+
+
+def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
+    """Submit first (so `latest` names a job), then each command in the pages' order (see aws_order), each
+    through the CLI's entry point with the page's words as its argv (run_as_written)."""
+    emulator.reset_server(endpoint)
+    env = _env(**emulator.server_env(endpoint), XDG_STATE_HOME=str(sandbox / "state"),
+               AWS_EC2_METADATA_DISABLED="true")
+    for k, v in emulator.server_env(endpoint).items():
+        monkeypatch.setenv(k, v)
+    session = boto3.Session(region_name=REGION)
+    docs_world(session, env["SMP_LAUNCH_BUCKET"], env["SMP_LAUNCH_ROLE"])
+    job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
+                                                training=2, uploading=0.2, line_interval=0.25),
+                           session.client("sagemaker"))  # short: ended when `logs JOB` follows it
+    aws = [c for c in CLI if verb(c) not in OFFLINE and not any(e in c for e in ELSEWHERE)]
+    try:
+        for command in aws_order(aws):
+            args, pipe, _ = argv(command, sandbox, job.name)
+            emulator.set_default(ENDED_JOB if {"--retry", "--wait"} & set(args) else QUICK_JOB)
+            code, out, err = run_as_written(args, env, sandbox, monkeypatch, capsys)
+            if verb(command) == "stop":  # asks first: with no terminal, it says so; an ended job: nothing to stop
+                said = (code, "pass --yes" in err, "nothing to stop" in out + err)
+                assert said in ((2, True, False), (0, False, True)), f"{command}\n{out}{err[-2000:]}"
+                assert ("--yes" in args) == (said == (0, False, True)), f"{command}\n{out}{err[-2000:]}"
+                continue
+            assert code == 0, f"{command}\n{err[-2000:]}"
+            if "jq" in pipe:
+                records = [json.loads(line) for line in out.splitlines()]
+                assert any(r.get("type") == "log" for r in records)
+            elif args[-2:] == ["--output", "json"]:
+                json.loads(out)
+    finally:
+        emulator.set_default(None)
+
+
+# ---- python and yaml blocks
+
+# Run with its own assertions on what it printed and started.
+RUN_ELSEWHERE = {("docs/api.md", "A pipeline step"): "tests/test_api_docs.py"}
+PYTHON = [b for b in BLOCKS if b.lang == "python" and not b.not_run and (b.file, b.heading) not in RUN_ELSEWHERE]
+
+
+def test_the_blocks_run_elsewhere_exist():
+    assert {(b.file, b.heading) for b in BLOCKS if b.lang == "python"} >= set(RUN_ELSEWHERE)
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=str)
+def test_a_python_block_runs_against_moto(block, aws, clock, monkeypatch, capsys):
+    import launcher.jobs.status
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("SMP_LAUNCH_BUCKET", raising=False)  # the example jobs' default bucket, which `aws` holds
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
+    monkeypatch.setattr(launcher.jobs.status.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
+    exec(compile(block.text, str(block), "exec"), {"__name__": "__docs__"})
+    capsys.readouterr()
+
+
+YAML = [b for b in BLOCKS if b.lang == "yaml" and not b.not_run]
+
+
+@pytest.mark.parametrize("block", YAML, ids=str)
+def test_a_yaml_block_is_a_valid_spec_or_fragment(block, sandbox, monkeypatch, capsys):
+    """A whole spec (it has `name:`) is validated as it is; a fragment on top of jobs/llama7b.yaml."""
+    text = block.text if re.search(r"^name:", block.text, flags=re.M) else "extends: llama7b.yaml\n" + block.text
+    path = sandbox / "jobs" / "docs-example.yaml"
+    path.write_text(text)
+    code, out, err = run_as_written(["validate", str(path)], _env(XDG_STATE_HOME=str(sandbox / "state")), sandbox,
+                                    monkeypatch, capsys)
+    assert code == 0, f"{block}\n{text}\n{out}{err}"
