@@ -29,7 +29,7 @@ import pytest
 import emulator
 from tests.aws_setup import REGION, TRUST_SAGEMAKER, job_policy
 from tests.conftest import REPO, call_main
-from tests.doc_blocks import all_blocks, shell_lines
+from tests.doc_blocks import Block, all_blocks, shell_lines
 from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
 
 BLOCKS = all_blocks()
@@ -171,10 +171,23 @@ def test_every_block_names_a_language_this_test_knows():
     assert not unknown, unknown
 
 
+def test_every_json_block_parses():
+    for block in [b for b in BLOCKS if b.lang == "json"]:
+        json.loads(block.text)
+
+
 def test_blocks_not_run_are_few_and_each_says_why():
     not_run = [(str(b), b.not_run) for b in BLOCKS if b.not_run]
     assert len(not_run) <= MAX_NOT_RUN, not_run
     assert all(len(reason) > 10 for _, reason in not_run), not_run
+
+
+def test_a_block_opts_out_only_with_a_visible_reason_in_its_first_line():
+    assert Block("x.md", 1, "sh", "", "# not run: needs a real AWS account\nmake x\n").not_run == \
+        "needs a real AWS account"
+    assert Block("x.md", 1, "sh", "", "make x\n# not run: needs a real AWS account\n").not_run is None
+    assert Block("x.md", 1, "sh", "", "make x  # not run: at the end of a line\n").not_run is None
+    assert Block("x.md", 1, "sh", "", "# not run:\nmake x\n").not_run is None  # no reason given
 
 
 def test_every_shell_line_is_one_this_test_runs():
@@ -287,14 +300,31 @@ def test_aws_order_puts_submit_first_and_follows_latest_before_a_rerun():
     assert sorted(order) == sorted(c for c in CLI if verb(c) not in OFFLINE)
 
 
+def readme_policies() -> tuple[dict, dict]:
+    """The README's trust policy and permissions policy for the job role (its json blocks)."""
+    policies = [json.loads(b.text) for b in BLOCKS if b.file == "README.md" and b.lang == "json"]
+    (trust,) = [p for p in policies if "sts:AssumeRole" in json.dumps(p)]
+    (permissions,) = [p for p in policies if p is not trust]
+    return trust, permissions
+
+
 def docs_world(session, bucket: str, role: str) -> None:
-    """pipeline_world (tests/test_pipeline.py), plus the bucket and the job role the pages export."""
+    """pipeline_world (tests/test_pipeline.py), the bucket the pages export, and the job role they export, made
+    with the README's own policies: the role check passes on what the README tells a user to create."""
     pipeline_world(session)
     session.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    trust, permissions = readme_policies()
     iam = session.client("iam")
-    iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST_SAGEMAKER))
-    for name in (role, PIPELINE_ROLE):
-        iam.put_role_policy(RoleName=name, PolicyName="docs-bucket", PolicyDocument=json.dumps(job_policy(bucket)))
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(trust))
+    iam.put_role_policy(RoleName=role, PolicyName="job", PolicyDocument=json.dumps(permissions))
+    iam.put_role_policy(RoleName=PIPELINE_ROLE, PolicyName="docs-bucket",
+                        PolicyDocument=json.dumps(job_policy(bucket)))
+
+
+def test_the_readme_role_is_trusted_by_sagemaker_and_names_the_exported_bucket():
+    trust, permissions = readme_policies()
+    assert trust == TRUST_SAGEMAKER
+    assert f"arn:aws:s3:::{exported()['SMP_LAUNCH_BUCKET']}/*" in json.dumps(permissions)
 
 
 def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
@@ -327,6 +357,9 @@ def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatc
                 assert any(r.get("type") == "log" for r in records)
             elif args[-2:] == ["--output", "json"]:
                 json.loads(out)
+            if verb(command) == "check-role":  # `unknown` exits 0 too: the README's policies must pass
+                verdict = json.loads(out)["verdict"] if "json" in args else out
+                assert re.search(r"\bpass\b", verdict), f"{command}\n{out}{err[-2000:]}"
     finally:
         emulator.set_default(None)
 
