@@ -61,10 +61,6 @@ class Step:
     reason: str = ""
     target: str = ""  # the make target it came from
 
-    @property
-    def verb(self) -> str:
-        return shlex.split(self.text)[1] if self.kind == "cli" else ""
-
 
 @cache
 def make_expansion(words: tuple[str, ...]) -> tuple[str, ...]:
@@ -204,6 +200,21 @@ def test_the_pages_show_every_command():
     assert set(cli.list_commands(None)) <= shown, set(cli.list_commands(None)) - shown
     assert {"validate", "plan", "schema", "advise", "render", "logs", "status", "list", "stop", "metrics",
             "check-role", "submit"} <= shown, shown
+
+
+def test_the_options_table_names_exactly_the_commands_that_take_each_option():
+    from launcher.cli import cli
+
+    def takes(option: str) -> set[str]:
+        return {name for name, command in cli.commands.items() if any(option in p.opts for p in command.params)}
+
+    rows = {line.split("|")[1].strip(): line.split("|")[2] for line in
+            (REPO / "docs" / "commands.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `--")}
+    assert set(re.findall(r"`([a-z-]+)`", rows["`--profile NAME`, `--region REGION`"])) == takes("--profile") \
+        == takes("--region")
+    assert set(re.findall(r"`([a-z-]+)`", rows["`--set KEY.PATH=VALUE`"])) == takes("--set")
+    assert rows["`--output json`"].startswith(" every command but `schema` ")
+    assert set(cli.commands) - takes("--output") == {"schema"}
 
 
 def test_the_pages_export_the_bucket_and_the_role():
