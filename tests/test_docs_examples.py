@@ -6,7 +6,9 @@
   submitted, after the pages' `export` lines.
 - A `make TARGET ...` line is expanded with `make -n` and each command it runs is taken the same way;
   MAKE_NOT_RUN names, with the reason, the targets that run the suite itself or a long measurement.
-- A python block is executed against moto in-process, on a virtual clock; a yaml block is validated as a spec.
+- A python block is executed against moto in-process, on a virtual clock; a yaml block is validated as a spec;
+  a json block must parse, and the README's role policies are what the emulated job role is made of.
+- `make docs`'s mkdocs build runs --strict in a copy of the repository, and its site loads nothing remote.
 - A block opts out only with a first line `# not run: REASON` (tests/doc_blocks.py), and such blocks stay few.
 """
 from __future__ import annotations
