@@ -141,7 +141,7 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
 
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
                 wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
-                clients: Clients | Callable[[str], Clients] | None = None,
+                clients: Clients | Callable[[str | None], Clients] | None = None,
                 on_event: Callable[[Event], None] | None = None,
                 on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> list[PlanRun]:
     """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
