@@ -6,9 +6,8 @@ file cache and is dropped. `submit` and `submit --dry-run` run against the emula
 127.0.0.1 in this process) with an unchanged source: the tarball is uploaded once before timing, and
 every timed submit is checked to have started a job without uploading.
 
-Goals: `smp-launch --help` under 0.3 s; `plan` and `validate` under a quarter of the anchor (issue
-"1. Foundation"); `submit` within 1.25x of the anchor (issue "8. Performance at volume").
-`submit --dry-run` and `advise` are shown for reference.
+Goals: `smp-launch --help` under 0.3 s; `plan` and `validate` under a quarter of the anchor; `submit`
+within 1.25x of the anchor. `submit --dry-run` and `advise` are shown for reference.
 """
 from __future__ import annotations
 

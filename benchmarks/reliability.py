@@ -35,7 +35,7 @@ EXE = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-
 REPORT = REPO / "docs" / "reliability.md"
 MUTATION = REPO / "benchmarks" / "results" / "mutation.json"
 RESULTS = REPO / "benchmarks" / "results" / "reliability.json"
-GIVE_UP_S = 60.0      # issue 10: an endpoint that never answers fails with one line within 60 s
+GIVE_UP_S = 60.0      # an endpoint that never answers fails with one line within 60 s
 KILL_AFTER_S = 100.0  # our own bound on a run that does not give up
 QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1,
              "decoy": False}

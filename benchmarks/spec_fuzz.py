@@ -102,7 +102,7 @@ def inputs(paths: list[str]) -> st.SearchStrategy:
 
 
 def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
-    """Hand-written hostile inputs from issue 10: (label, spec bytes, --set list)."""
+    """Hand-written hostile inputs, one per way bad input has to be refused: (label, spec bytes, --set list)."""
     import yaml
 
     ok = yaml.safe_dump(BASE).encode()

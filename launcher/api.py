@@ -120,7 +120,7 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
 
 
-# -- many plans (issue 13: sweeps and a queue) ---------------------------------------------------------
+# -- many plans: sweeps and a queue ---------------------------------------------------------------------
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
@@ -141,7 +141,7 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
 
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
                 wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
-                clients: Clients | Callable[[str], Clients] | None = None,
+                clients: Clients | Callable[[str | None], Clients] | None = None,
                 on_event: Callable[[Event], None] | None = None,
                 on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> list[PlanRun]:
     """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
@@ -155,7 +155,7 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
 
 
-# issue 13 (13c): provenance and SageMaker Pipelines
+# -- a job's provenance (rerun, diff) and SageMaker Pipelines -------------------------------------------
 
 def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
           clients: Clients | None = None) -> Submission:

@@ -213,7 +213,7 @@ def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup`, where a module in ONE_WORKER_MODULES is one group: one worker runs all its tests.
 
     Done here, not by `xdist_group` marks: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2
-    no longer reads, so those marks group nothing (each worker then built the 4-rank fixture itself)."""
+    does not read, so those marks group nothing (each worker then built the 4-rank fixture itself)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling

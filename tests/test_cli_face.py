@@ -1,4 +1,5 @@
-"""What a new user tripped on, and the CLI's shape: each test here fails on the code before issue 12."""
+"""What a new user trips on first, and the CLI's shape: flags where a user looks for them, one-line errors,
+and start-up that loads only what a command needs."""
 import json
 import re
 import subprocess

@@ -1,7 +1,7 @@
 """Hostile specs and --set values: one line FILE:LINE:COL: path: message, exit 2, bounded, no AWS call.
 
-Each case here once gave a traceback, a hang, a multi-megabyte line, a silent wrong value, or let
-through a value SageMaker refuses (issue 10, "Bad input gets one line and exit 2, fast").
+Each case is one a loader easily gets wrong: a traceback, a hang, a multi-megabyte line, a silent wrong
+value, or a value SageMaker refuses let through.
 """
 import os
 import subprocess
@@ -99,7 +99,7 @@ def test_an_alias_bomb_is_refused_while_it_is_read(run_cli, write_spec):
 
 
 def test_a_small_bomb_that_once_gave_a_huge_line(run_cli, write_spec):
-    p = write_spec(MINIMAL + "tags:\n" + _bomb(5))  # 9**5 values: the old error line held them all
+    p = write_spec(MINIMAL + "tags:\n" + _bomb(5))  # 9**5 values: a line quoting them all would be megabytes
     m = bounded_error(run_cli("validate", str(p)))
     assert "alias" in m["msg"]
 
@@ -291,7 +291,7 @@ def test_the_memory_fix_up_bisects_a_huge_batch(write_spec, monkeypatch):
     monkeypatch.setattr(memory, "estimate", counting)
     plan = build_plan(load_spec(write_spec(MINIMAL), ["training.batch_size=1048576"]))
     assert _batch_fix(plan) is not None
-    assert len(calls) < 100  # one by one, it was a million estimates (34 s for 4194304)
+    assert len(calls) < 100  # a bisection: one estimate per batch size would be a million (tens of seconds)
 
 
 @pytest.mark.parametrize("batch", [7, 12, 33])

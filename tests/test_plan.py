@@ -192,7 +192,7 @@ def test_plan_json_shows_the_request_submit_will_send(run_cli, monkeypatch):
     assert req["ResourceConfig"]["InstanceCount"] == 1
 
 
-# ---- issue 9: the plan agrees with what SMP v2 and SageMaker really do ----
+# ---- the plan agrees with what SMP v2 and SageMaker really do ----
 
 def test_hybrid_shard_degree_0_with_tp_1_shards_within_a_node_as_native_fsdp_does():
     """Defect 2: 0 was read as world // (tp x ep): 28.6 GB and "fits" for 70B on 32 nodes."""

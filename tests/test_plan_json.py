@@ -1,8 +1,8 @@
 """`plan.to_dict()` is `plan --output json`, a contract pipelines read: pinned key for key, value for value.
 
-tests/fixtures/plan_json_pinned.json was captured from the code before the Plan became typed
-(Plan.as_dict plus request.stage's source URI and request, as `plan --output json` printed them),
-for the three example jobs and a variant with spot, KMS, a VPC, a role by name, a secret
+tests/fixtures/plan_json_pinned.json holds `plan --output json` (the plan's keys with its source URI and
+predicted request) as written down once, so any change to a key or value is deliberate: it covers
+the three example jobs and a variant with spot, KMS, a VPC, a role by name, a secret
 environment value, a Secrets Manager secret, a validation channel, an image and tensor parallelism.
 """
 import json

@@ -111,6 +111,7 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "launcher/templates/requirements.txt.j2" in names
     assert "launcher/cli/__init__.py" in names and "launcher/spec/loader.py" in names
+    assert "launcher/py.typed" in names, "the PEP 561 marker is missing, so type checkers ignore our hints"
     assert not [n for n in names if "activation_measure" in n], "a developer tool ships"
     assert not [n for n in names if n.startswith("emulator/") or "/emulator/" in n], "the test emulator ships"
     runtime = {f"launcher/runtime/{name}" for name in ("train_data.py", "train_checkpoint.py", "tsm_local.py")}

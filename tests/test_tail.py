@@ -159,12 +159,12 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
 
 
 def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
-    # 10 minutes of training: twice the 5-minute horizon, so ids kept for the horizon (the old way) would
-    # pile up to about 1,400 as they did over 30 minutes, far above the bound below.
+    # 10 minutes of training: twice the 5-minute horizon, so ids kept for the whole horizon would pile up
+    # to about 1,400, far above the bound below.
     job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), aws)
     result, out, _ = run("long", clock, interval=5.0)
     assert len(body_of(out)) == len(job.expected_messages()) == 4 * 600
-    # eventIds are kept for the overlap window and a poll (not the 5-minute horizon: about 1,400 here before)
+    # eventIds are kept for the overlap window and a poll, not the 5-minute horizon (about 1,400 here)
     assert result.stats.max_seen <= 4 * (2 + 5 + 2 * 2 + 5)
 
 

@@ -184,9 +184,9 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
     for line in lines:
         step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
         seen[(line.host - 1) * logs.count + step] += 1
-    assert lines.status == "Completed" and clock.t - end <= 15.0  # was 39 s: the final sweep re-read 5 minutes
+    assert lines.status == "Completed" and clock.t - end <= 15.0  # the final check reads only unchecked slices
     assert Counter(seen) == {1: logs.expected()}  # every line once
-    assert logs.served / logs.expected() <= 1.5  # was 2.3 to 2.8 with a sweep at the horizon
+    assert logs.served / logs.expected() <= 1.5  # a sweep at the horizon would read each line 2-3 times
     assert logs.calls / (clock.t - start) <= 2.0  # within --rate
 
 

@@ -1,6 +1,6 @@
 """Tensor parallelism on 4 gloo ranks (TP=2 emulated by launcher.runtime.tsm_local): the checkpoint gives each
 TP rank its own slices back, only replication-rank-0 ranks write, every rank clips by one total norm,
-and the exported full state dict is the unsplit model. Each fix is shown against the old way."""
+and the exported full state dict is the unsplit model. Each is shown against the naive way, which fails."""
 import copy
 import importlib.util
 import json
@@ -116,7 +116,7 @@ def _tensor_parallel_run(rank, tsm, ckpt, root):
     out["per_tp_rank_restores_own_slices"] = restored()
 
     _, set_state_dict = ckpt._state_dict_api()
-    whole = ckpt.state_dicts(model, optimizer)  # the old way: one DCP checkpoint over the whole world
+    whole = ckpt.state_dicts(model, optimizer)  # the naive way: one DCP checkpoint over the whole world
     dcp.save(whole, checkpoint_id=f"{root}/world")
     _perturb(model, optimizer)
     whole = ckpt.state_dicts(model, optimizer)

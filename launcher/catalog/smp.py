@@ -44,7 +44,6 @@ class FrameworkVersion:
     python: str
     smp: str
     cuda: str
-    min_sdk: str
     transformers: str = ">=4.40.1,<4.47"  # the entry script's requirements.txt pin for this image
     accelerate: str = ">=0.28.0,<2"
 
@@ -53,12 +52,12 @@ class FrameworkVersion:
 FRAMEWORKS: dict[str, FrameworkVersion] = {
     f.pytorch: f
     for f in (
-        FrameworkVersion("2.0.1", "py310", "2.0.0", "cu118", "2.207.0", transformers=">=4.36.0,<4.40"),
-        FrameworkVersion("2.1.2", "py310", "2.1.0", "cu121", "2.207.0", transformers=">=4.36.0,<4.40"),
-        FrameworkVersion("2.2.0", "py310", "2.3.1", "cu121", "2.214.4", transformers=">=4.40.1,<4.47"),
-        FrameworkVersion("2.3.1", "py311", "2.5.0", "cu121", "2.224.0", transformers=">=4.40.1,<4.47"),
-        FrameworkVersion("2.4.1", "py311", "2.7.0", "cu121", "2.237.0", transformers=">=4.40.1,<4.47"),
-        FrameworkVersion("2.5.1", "py311", "2.8.0", "cu124", "2.243.0", transformers=">=4.40.1,<4.50"),
+        FrameworkVersion("2.0.1", "py310", "2.0.0", "cu118", transformers=">=4.36.0,<4.40"),
+        FrameworkVersion("2.1.2", "py310", "2.1.0", "cu121", transformers=">=4.36.0,<4.40"),
+        FrameworkVersion("2.2.0", "py310", "2.3.1", "cu121", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.3.1", "py311", "2.5.0", "cu121", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.4.1", "py311", "2.7.0", "cu121", transformers=">=4.40.1,<4.47"),
+        FrameworkVersion("2.5.1", "py311", "2.8.0", "cu124", transformers=">=4.40.1,<4.50"),
     )
 }
 # Why these ranges: transformers added `attn_implementation` (the script asks for "sdpa") in 4.36; SMP 2.4.0

@@ -10,7 +10,7 @@ import sys
 import click
 
 from launcher import __version__
-from launcher.cli import jobs, role, spec, submit
+from launcher.cli import jobs, pipeline, provenance, role, spec, submit
 from launcher.cli import wait as wait_command
 
 
@@ -55,13 +55,8 @@ def cli() -> None:
     """
 
 
-for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS):
-    cli.add_command(_command)
-
-# issue 13 (13c): provenance and SageMaker Pipelines
-from launcher.cli import pipeline, provenance  # noqa: E402
-
-for _command in (*provenance.COMMANDS, *pipeline.COMMANDS):
+for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS,
+                 *provenance.COMMANDS, *pipeline.COMMANDS):
     cli.add_command(_command)
 
 

@@ -27,8 +27,8 @@ def label(line: LogLine, color: bool = False) -> str:
 
 def record(line: LogLine) -> dict[str, Any]:
     """The JSON-lines record of a log line (`late` only when it printed out of timestamp order)."""
-    out = {"type": "log", "timestamp": iso(line.timestamp / 1000), "host": line.label, "stream": line.stream,
-           "message": line.message, "event_id": line.event_id}
+    out: dict[str, Any] = {"type": "log", "timestamp": iso(line.timestamp / 1000), "host": line.label,
+                           "stream": line.stream, "message": line.message, "event_id": line.event_id}
     if line.late:
         out["late"] = True
     return out

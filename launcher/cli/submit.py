@@ -53,7 +53,7 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
     if wait and (dry_run or len(specs) != 1):
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
     loaded = [load_spec(path, overrides) for path in specs]
-    results = []
+    results: list[Any] = []
     for spec in loaded:
         clients = connect(profile=profile, region=region)  # submit resolves flag > spec > env > profile
         try:
@@ -153,10 +153,10 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             emit_json([safe_data({**c.to_dict(), "state": "not_started"}) for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
-    for note in warm_pool_notes([c.plan for c in ok], max_concurrent):
+    for note in warm_pool_notes([c.plan for c in ok if c.plan is not None], max_concurrent):
         warn(note)
 
-    def clients_for(plan_region: str) -> Any:
+    def clients_for(plan_region: str | None) -> Any:
         return connect(profile=profile, region=plan_region)
 
     def on_event(event: Any) -> None:
@@ -171,9 +171,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
 
     from launcher.orchestrate.retry import retrying
 
-    runs = submit_many([c.plan for c in ok], max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
-                       interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
-                       on_failure=retrying(retry) if retry else None)
+    runs = submit_many([c.plan for c in ok if c.plan is not None], max_concurrent=max_concurrent, dry_run=dry_run,
+                       wait=wait, interval=interval, skip_role_check=skip_role_check, clients=clients_for,
+                       on_event=on_event, on_failure=retrying(retry) if retry else None)
     by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
     for run in runs:
         for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
@@ -185,8 +185,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     if as_json:
         out = []
         for c in candidates:
-            run = by_index.get(c.index)
-            out.append(safe_data({**c.to_dict(), **(run.to_dict() if run else {"state": "not_started"})}))
+            started = by_index.get(c.index)
+            out.append(safe_data({**c.to_dict(), **(started.to_dict() if started else {"state": "not_started"})}))
         emit_json(out)
     elif dry_run:
         checked = sum(run.state == "dry_run" for run in runs)

@@ -17,8 +17,8 @@ from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
 from launcher.core.sanitize import clean
 
 # Per call: an endpoint that never answers costs at most TRIES x (CONNECT or READ timeout) plus the
-# standard mode's backoff (under 2 s for 3 tries): about 47 s, never the 6 minutes of the old
-# setting (botocore's `max_attempts` counts retries: 5 meant 6 tries of 60 s).
+# standard mode's backoff (under 2 s for 3 tries): about 47 s. Set as total tries, not botocore's
+# `max_attempts`, which counts retries (5 means 6 tries, of 60 s each by default: 6 minutes).
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 TRIES = 3  # in all, the first one included

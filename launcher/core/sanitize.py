@@ -8,6 +8,8 @@ encodable as UTF-8; JSON output goes through it too, so a pipeline reads the sam
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, overload
 
 # C0 controls but tab, DEL, C1 controls, bidi embeddings/overrides/isolates, and lone surrogates.
 _UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -32,6 +34,10 @@ def clean(text: object, limit: int | None = None) -> str:
     return s
 
 
+@overload
+def clean_data(value: Mapping[str, Any]) -> dict[str, Any]: ...
+@overload
+def clean_data(value: object) -> object: ...
 def clean_data(value: object) -> object:
     """`clean` applied to every string inside a JSON-able structure (keys too)."""
     if isinstance(value, str):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import overload
 
 from launcher.core.durations import seconds
 from launcher.core.errors import UsageError
@@ -15,6 +16,10 @@ def parse_since(text: str, flag: str = "--since") -> float:
         raise UsageError(f"{flag} {text!r}: {exc}") from None
 
 
+@overload
+def epoch(value: datetime) -> float: ...
+@overload
+def epoch(value: datetime | None) -> float | None: ...
 def epoch(value: datetime | None) -> float | None:
     """Seconds since the epoch of a boto3 datetime (naive values are UTC)."""
     if value is None:

@@ -104,7 +104,7 @@ def fetch(clients: Clients, job: str, since: float, now: float) -> JobMetrics:
     if end - start < 60:
         start = end - 60
     period = period_for(end - start)
-    queries = []
+    queries: list[dict[str, Any]] = []
     for host in range(1, count + 1):
         for k, (name, _label, _div) in enumerate(METRICS):
             queries.append({"Id": f"h{host}m{k}", "ReturnData": True, "MetricStat": {

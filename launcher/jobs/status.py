@@ -64,7 +64,7 @@ def describe(clients: Clients, job: str) -> dict[str, Any]:
         raise explain(exc, f"describing {job}") from None
 
 
-def instances(desc: dict[str, Any]) -> tuple[str, int]:
+def instances(desc: Mapping[str, Any]) -> tuple[str, int]:
     """(instance type, instance count), for plain and heterogeneous (InstanceGroups) clusters."""
     rc = desc.get("ResourceConfig") or {}
     if rc.get("InstanceCount"):

@@ -22,7 +22,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
@@ -207,8 +207,8 @@ class _LateKeys:
 
     def take(self, key: int, ts: int) -> bool:
         """True (and forget one) when the fresh read printed this line already."""
-        bucket = self._buckets.get(ts // BUCKET_MS)
-        n = bucket.get(key, 0) if bucket else 0
+        bucket = self._buckets.get(ts // BUCKET_MS, {})
+        n = bucket.get(key, 0)
         if not n:
             return False
         if n == 1:
@@ -375,7 +375,7 @@ class LogReader:
 
     # -- the fresh read ------------------------------------------------------------------------------
 
-    def _fresh(self, now_ms: int, drain: bool) -> Iterator[list[LogLine]]:
+    def _fresh(self, now_ms: int, drain: bool) -> Generator[list[LogLine], None, int]:
         params = self._fresh_resume
         if params is None:
             params = self._query(self._fresh_from, None)
@@ -529,6 +529,7 @@ class LogReader:
         check needs few. While following a slice spans at most `query_span_s`; at the end, what is left.
         """
         start = self._plan_from
+        assert start is not None, "_late plans slices only after the first read set _plan_from"
         if self._insights is False:
             end = min(due, start + self._sweep_span)
             return (end, 0) if final or end - start >= self._sweep_span else None
@@ -544,7 +545,7 @@ class LogReader:
             end = min(due, (end // BUCKET_MS + 1) * BUCKET_MS)
         return (end, keys) if final else None
 
-    def _check(self, sl: _Slice, final: bool) -> Iterator[list[LogLine]]:
+    def _check(self, sl: _Slice, final: bool) -> Generator[list[LogLine], None, int]:
         """One Logs Insights call for a slice: start its query, or read its results when it is done."""
         try:
             if sl.query_id is None:
@@ -613,7 +614,7 @@ class LogReader:
     def _rows(self, results: list[Any]) -> list[tuple[int, int, str, str, str]]:
         rows = []
         for result in results:
-            fields = {f.get("field"): f.get("value") for f in result if isinstance(f, dict)}
+            fields: dict[Any, Any] = {f.get("field"): f.get("value") for f in result if isinstance(f, dict)}
             try:
                 ts, ingested = int(float(fields["ts"])), int(float(fields["ingested"]))
             except (KeyError, TypeError, ValueError):
@@ -644,7 +645,7 @@ class LogReader:
                          "each minute of logs once more instead (about twice the reads; allow logs:StartQuery "
                          "and logs:GetQueryResults to avoid it)")
 
-    def _sweep(self, sl: _Slice, budget: int | None) -> Iterator[list[LogLine]]:
+    def _sweep(self, sl: _Slice, budget: int | None) -> Generator[list[LogLine], None, int]:
         """Re-read a slice with FilterLogEvents; keep only lines later than the fresh read could see."""
         params = sl.params or self._query(sl.start, sl.end - 1)  # endTime inclusive: nothing later returned
         pages = 0
@@ -903,7 +904,7 @@ class LogLines(Iterator[LogLine]):
     def close(self) -> None:
         self._gen.close()
 
-    def _run(self) -> Iterator[LogLine]:
+    def _run(self) -> Generator[LogLine, None, None]:
         reader, watcher = self.reader, self.watcher
         try:
             if not self._follow:

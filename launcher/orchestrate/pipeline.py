@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from launcher.core.aws import AwsError, Clients, explain
 from launcher.core.errors import LauncherError, UsageError
@@ -108,7 +108,8 @@ def _per_execution(plan: Plan) -> Plan:
     if plan.spec.output.checkpoint_path:
         return plan
     base = f"{plan.spec.output.path.rstrip('/')}/checkpoints/{plan.base_job_name}"
-    uri = Join(on="/", values=[base, ExecutionVariables.PIPELINE_EXECUTION_ID])
+    # A pipeline variable where the Estimator takes a str: the SDK accepts either, and renders it per execution.
+    uri = cast(str, Join(on="/", values=[base, ExecutionVariables.PIPELINE_EXECUTION_ID]))
     return dataclasses.replace(plan, estimator=dataclasses.replace(plan.estimator, checkpoint_s3_uri=uri))
 
 
@@ -261,7 +262,7 @@ def _upsert(pipeline: Any, role_arn: str, tags: list[dict[str, str]]) -> str:
     return str(response.get("PipelineArn", ""))
 
 
-def _pipeline_error(exc: Exception) -> AwsError:
+def _pipeline_error(exc: Exception) -> LauncherError:
     """A sentence for the failed upsert; an endpoint without the Pipelines API (a plain emulator) says so."""
     from botocore.exceptions import ClientError
     from botocore.parsers import ResponseParserError

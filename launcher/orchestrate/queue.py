@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from launcher.plan.build import Plan
     from launcher.submission.create import Submission
 
-ClientsFor = Union["Clients", Callable[[str], "Clients"], None]
+ClientsFor = Union["Clients", Callable[[str | None], "Clients"], None]
 OnFailure = Callable[["Plan", "JobStatus"], Union["Plan", None]]
 
 PLANNED, DRY_RUN, STARTED, NOT_STARTED, ERROR = "planned", "dry_run", "started", "not_started", "error"
@@ -79,7 +79,7 @@ class PlanRun:
                 "error": str(self.error) if self.error else None}
 
 
-def _clients_for(clients: ClientsFor) -> tuple[Callable[[str], Clients], Callable[[str], Clients]]:
+def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], Callable[[str | None], Clients]]:
     """(clients for one submit, clients for status polls) by region.
 
     Each submit gets its own clients from a factory: a Submission's `aws_calls` are recorded by a hook
@@ -91,12 +91,12 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str], Clients], Callabl
     if factory is None:
         from launcher.api import connect
 
-        def factory(region: str) -> Clients:
+        def factory(region: str | None) -> Clients:
             return connect(region=region)
 
-    polling: dict[str, Clients] = {}
+    polling: dict[str | None, Clients] = {}
 
-    def for_polls(region: str) -> Clients:
+    def for_polls(region: str | None) -> Clients:
         if region not in polling:
             polling[region] = factory(region)
         return polling[region]
@@ -136,9 +136,13 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     from launcher.jobs.status import job_status
 
     if submit is None:
-        from launcher.api import submit
+        from launcher.api import submit as api_submit
+
+        submit = api_submit
     if check is None:
-        from launcher.submission.create import check_account as check
+        from launcher.submission.create import check_account
+
+        check = check_account
     sleep = sleep or time.sleep
     emit = on_event or (lambda _event: None)
     client_of, poll_client = _clients_for(clients)

@@ -123,7 +123,7 @@ class Expansion:
 
 def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[Sweep] = ()) -> list[Expansion]:
     """Each spec times the cartesian product of the sweeps' values, in the order given (last key fastest)."""
-    out = []
+    out: list[Expansion] = []
     choices = [list(zip(s.values, s.columns, strict=True)) for s in sweeps]
     for spec_file in specs:
         for combo in itertools.product(*choices):

@@ -5,6 +5,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
@@ -86,18 +87,17 @@ class Context:
         self.shard = self.decisions.hybrid_shard_degree
         self.seq = spec.model.seq_length
 
-    def layout(self, **changes) -> Layout:
-        base = dict(instance_type=self.instance.name, shard_degree=self.shard,
-                    tensor_parallel=self.smp.tensor_parallel_degree,
-                    context_parallel=self.smp.context_parallel_degree,
-                    expert_parallel=self.smp.expert_parallel_degree,
-                    batch_size=self.spec.training.batch_size, seq_length=self.seq,
-                    activation_checkpointing=self.smp.activation_checkpointing,
-                    activation_offloading=self.smp.activation_offloading,
-                    loading_horizon=self.smp.activation_loading_horizon,
-                    smp_implementation=self.decisions.transform)
-        base.update(changes)
-        return Layout(**base)
+    def layout(self, **changes: Any) -> Layout:
+        base = Layout(instance_type=self.instance.name, shard_degree=self.shard,
+                      tensor_parallel=self.smp.tensor_parallel_degree,
+                      context_parallel=self.smp.context_parallel_degree,
+                      expert_parallel=self.smp.expert_parallel_degree,
+                      batch_size=self.spec.training.batch_size, seq_length=self.seq,
+                      activation_checkpointing=self.smp.activation_checkpointing,
+                      activation_offloading=self.smp.activation_offloading,
+                      loading_horizon=self.smp.activation_loading_horizon,
+                      smp_implementation=self.decisions.transform)
+        return dataclasses.replace(base, **changes)
 
     @cached_property
     def memory(self) -> MemoryEstimate:

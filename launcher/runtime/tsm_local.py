@@ -79,7 +79,7 @@ class Ranker:
 
     def get_rep_groups(self):
         """The ranks holding the same shard of the same TP slice."""
-        groups = {}
+        groups: dict[tuple[int, int], list[int]] = {}
         for rank in range(self.world):
             key = (self.get_tp_rank(rank), self.get_dp_rank(rank) % self.shard if self.shard > 1 else rank)
             groups.setdefault(key, []).append(rank)

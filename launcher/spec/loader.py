@@ -267,9 +267,11 @@ def _load_file(path: Path) -> tuple[_Doc, list[str]]:
         except (OSError, RuntimeError, ValueError):
             real = path.absolute()
         if real in chain:
+            assert via is not None, "only a file named by extends can close a cycle"
             names = " -> ".join(clean(f, limit=200) for f in files + [file])
             raise SpecError([Problem(via, "extends", f"extends forms a cycle: {names}")])
         if len(chain) >= MAX_EXTENDS:
+            assert via is not None, "only a file named by extends can make the chain too long"
             raise SpecError([Problem(via, "extends", f"an extends chain may have at most {MAX_EXTENDS} files")])
         doc = _parse(_read(path, file, via), file)
         docs.append(doc)
@@ -307,8 +309,9 @@ def _apply_set(doc: _Doc, overrides: Sequence[str]) -> None:
                                      "extends cannot be set with --set: write `extends:` in the spec file")])
         value, is_plain = None, True
         if raw.strip():
-            node, value = _compose(raw, lambda m, i=i, col=where.col: Mark("--set", i, col + (m.column if m else 0)),
-                                   dotted)
+            def at(m: Any, i: int = i, col: int = where.col) -> Mark:
+                return Mark("--set", i, col + (m.column if m else 0))
+            node, value = _compose(raw, at, dotted)
             if node is None:
                 value = None
             is_plain = isinstance(node, yaml.ScalarNode) and node.style is None
@@ -402,10 +405,10 @@ def _data_path(data: Any, loc: Path_) -> Path_:
 
 def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
     grouped: dict[Path_, list[dict]] = {}
-    for err in exc.errors(include_url=False):
-        loc = tuple(str(x) for x in err["loc"] if x != "[key]")
-        path = loc if err["type"] in ("missing", "extra_forbidden") else _data_path(doc.data, loc)
-        grouped.setdefault(path, []).append({**err, "loc": loc})
+    for detail in exc.errors(include_url=False):
+        loc = tuple(str(x) for x in detail["loc"] if x != "[key]")
+        path = loc if detail["type"] in ("missing", "extra_forbidden") else _data_path(doc.data, loc)
+        grouped.setdefault(path, []).append({**detail, "loc": loc})
     problems = []
     for path, errs in grouped.items():
         err = errs[0]

@@ -10,7 +10,7 @@ import json
 import math
 import re
 import unicodedata
-from typing import Annotated, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
     AfterValidator,
@@ -33,6 +33,15 @@ from launcher.catalog.smp import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.core.durations import parse_duration
 from launcher.spec.presets import PRESETS
 from launcher.spec.secrets import SECRET_ARN_PATTERN
+
+if TYPE_CHECKING:  # the choices come from the catalog when the module loads; a type checker sees strings
+    _ModelType = str
+    _InstanceType = str
+    _PyTorchVersion = str
+else:
+    _ModelType = Literal[MODEL_TYPES]
+    _InstanceType = Literal[tuple(INSTANCES)]
+    _PyTorchVersion = Literal[tuple(FRAMEWORKS)]
 
 Duration = Annotated[
     int,
@@ -160,7 +169,7 @@ class ModelSpec(_Section):
     """The model: a named preset, or an architecture type with its dimensions. Explicit keys override the preset."""
 
     preset: Optional[str] = Field(None, description="One of: " + ", ".join(PRESETS))
-    type: Optional[Literal[MODEL_TYPES]] = Field(None, description="Architecture type when no preset is used.")
+    type: Optional[_ModelType] = Field(None, description="Architecture type when no preset is used.")
     # Upper bounds are far past any published model; they keep arithmetic on the spec bounded.
     seq_length: Count = Field(4096, le=2**24, description="Training sequence length in tokens.")
     num_layers: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
@@ -208,7 +217,7 @@ class ModelSpec(_Section):
 
     def architecture(self) -> Architecture:
         base = PRESETS[self.preset].architecture if self.preset else None
-        dims = {}
+        dims: dict[str, Any] = {}
         for key in ("num_layers", "hidden_width", "num_heads", "num_key_value_heads",
                     "intermediate_size", "vocab_size", "num_experts", "num_experts_per_tok"):
             value = getattr(self, key)
@@ -219,13 +228,15 @@ class ModelSpec(_Section):
             dims["num_experts"] = 1
         if dims["num_experts_per_tok"] is None:
             dims["num_experts_per_tok"] = min(2, dims["num_experts"])
-        return Architecture(type=base.type if base else self.type, **dims)
+        kind = base.type if base else self.type
+        assert kind is not None, "_resolvable refuses a model with neither a preset nor a type"
+        return Architecture(type=kind, **dims)
 
 
 class ClusterSpec(_Section):
     """Where the job runs."""
 
-    instance_type: Literal[tuple(INSTANCES)] = Field("ml.p4d.24xlarge", description="SMP v2 supports P4d, P4de and P5.")
+    instance_type: _InstanceType = Field("ml.p4d.24xlarge", description="SMP v2 supports P4d, P4de and P5.")
     instance_count: Count = Field(1, le=1024)
     volume_size_gb: Count = Field(400, le=16384)
     max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days).")
@@ -258,7 +269,7 @@ class ClusterSpec(_Section):
 
 
 class FrameworkSpec(_Section):
-    pytorch_version: Literal[tuple(FRAMEWORKS)] = Field(
+    pytorch_version: _PyTorchVersion = Field(
         DEFAULT_PYTORCH, description="PyTorch version of the SMP image; the Python version follows from it.")
     image_uri: Optional[Annotated[str, Field(pattern=IMAGE_PATTERN)]] = Field(
         None, description="Pin an exact training image instead of the SDK's SMP image for this PyTorch version.")

@@ -93,6 +93,7 @@ def _check_bucket(s3: Any, uri: str, region: str, what: str) -> None:
 
 
 def _role_arn(plan: Plan, clients: Clients) -> str:
+    assert plan.role, "check_account refuses a plan without a role before asking for its ARN"
     if plan.role.startswith("arn:"):
         return plan.role
     try:
@@ -185,8 +186,8 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
 
             start = start_module.start
         lost = _start(start, plan, account.role_arn, clients)
-        remembered, note = _remember(plan, clients)
-        notes += [n for n in (lost, note) if n]
+        remembered, not_remembered = _remember(plan, clients)
+        notes += [n for n in (lost, not_remembered) if n]
     region = plan.region or ""
     return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
                       source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),

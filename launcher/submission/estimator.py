@@ -158,8 +158,11 @@ def session(boto_session: Any, sagemaker_client: Any = None, *, pipeline: bool =
     """The SDK Session a job is built under, without the user's SDK defaults; with `pipeline`, a
     PipelineSession (fit then records the request as a pipeline step's arguments instead of starting a job)."""
     sagemaker, _ = import_sdk()
+    factory: Any  # either SDK Session class; the extra clients below go only to the plain one
     if pipeline:
-        from sagemaker.workflow.pipeline_context import PipelineSession as factory
+        from sagemaker.workflow.pipeline_context import PipelineSession
+
+        factory = PipelineSession
     else:
         factory = sagemaker.Session
     with _no_sdk_defaults():

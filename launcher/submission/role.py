@@ -205,8 +205,8 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
 
 def _check_read_role(plan: Plan, role: dict[str, Any], check: RoleCheck, iam: Any, sts: Any) -> RoleCheck:
     check.role_arn = role["Arn"]
-    if plan.role.startswith("arn:") and plan.role != role["Arn"]:
-        check.problems.append(f"the spec names {plan.role} but the role's ARN is {role['Arn']}")
+    if check.role.startswith("arn:") and check.role != role["Arn"]:
+        check.problems.append(f"the spec names {check.role} but the role's ARN is {role['Arn']}")
     if not _trusts_sagemaker(role.get("AssumeRolePolicyDocument", {})):
         check.problems.append(f"the trust policy does not let {SAGEMAKER_PRINCIPAL} call sts:AssumeRole; "
                               "add it to the role's trust relationships")
