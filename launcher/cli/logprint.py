@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from launcher.cli.present import host_colour
 from launcher.cli.present import safe as clean
@@ -27,6 +27,15 @@ CLI_WORDS = {
     "final_unchecked": "warning: could not finish checking {job} for lines that reached CloudWatch late ({left_s:.0f}s "
                        "of timestamps left after {after_s:.0f}s); `smp-launch logs {job}` again later shows them",
 }
+
+
+class Hooks(TypedDict):
+    """The follower's callbacks, as launcher.api.follow takes them."""
+
+    on_line: Callable[[LogLine], None]
+    on_status: Callable[[StatusChange], None]
+    on_note: Callable[[LogNote], None]
+    on_idle: Callable[[], None]
 
 
 def worded(note: LogNote | str) -> str:
@@ -70,9 +79,9 @@ class Printer:
         self.color = wants_colour(self.out, as_json) if color is None else color
         self._labels: dict[tuple[int | None, str], str] = {}
 
-    def hooks(self) -> dict[str, Callable[..., None]]:
-        """The follower's callbacks (`on_line`, `on_status`, `on_note`, `on_idle`) that print here."""
-        return {"on_line": self.line, "on_status": self.status, "on_note": self.note, "on_idle": self.flush}
+    def hooks(self) -> Hooks:
+        """The follower's callbacks that print here."""
+        return Hooks(on_line=self.line, on_status=self.status, on_note=self.note, on_idle=self.flush)
 
     def line(self, line: LogLine) -> None:
         if self.as_json:
