@@ -1,7 +1,7 @@
 """How a followed job looks on a terminal or in JSON lines: log lines with their `[algo-N]` label (coloured by
 host on a terminal), status changes and notes on stderr, and the job's end.
 
-The follower (launcher.jobs.logs) hands over typed, already sanitised records through the callbacks of
+The follower (launcher.api.follow) hands over typed, already sanitised records through the callbacks of
 `Printer.hooks()`, so printing is a format and one write per line: at 10,000 lines a second the printer
 must cost less than reading does. Notes that name a command or a flag are worded here, for a shell.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from launcher.cli.present import host_colour
-from launcher.cli.present import safe as clean
+from launcher.core.sanitize import clean
 from launcher.core.timeutil import clock_time, iso
 
 if TYPE_CHECKING:
