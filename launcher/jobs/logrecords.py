@@ -72,6 +72,9 @@ class NoteKind(str, Enum):
     NO_SUCH_HOST = "no_such_host"  # a host asked for that the job does not have
     NO_LINES_YET = "no_lines_yet"  # the job has written nothing yet
 
+    def __str__(self) -> str:
+        return self.value
+
 
 @dataclass(frozen=True)
 class LogNote:
@@ -110,6 +113,9 @@ class LateCheckMode(str, Enum):
 
     INSIGHTS = "insights"  # one Logs Insights query per slice returns exactly the late lines
     SWEEP = "sweep"  # Insights is missing or refused: each slice is read again with FilterLogEvents
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
