@@ -101,10 +101,14 @@ def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = No
     `since` is seconds back from now. Once a followed job's lines are exhausted, the iterator holds its
     `status` and `exit_code`. Nothing is printed: notes (throttling, late lines, no lines yet) go to `on_note`
     (default: the `launcher.logs` logger), status changes to `on_status`."""
-    from launcher.jobs.logs import iter_lines
+    from launcher.jobs.logs import iter_lines, waiting_notes
 
-    return iter_lines(name, clients or connect(), until_end=until_end, since=since, hosts=hosts, grep=grep,
-                      on_note=on_note, on_status=on_status)
+    if clients is None:
+        clients = connect()
+        if on_note is not None:
+            clients.notify = waiting_notes(on_note)  # "waiting for ..." is a note like the others
+    return iter_lines(name, clients, until_end=until_end, since=since, hosts=hosts, grep=grep, on_note=on_note,
+                      on_status=on_status)
 
 
 def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = None, since: float | None = None,
@@ -117,11 +121,16 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
     At most `rate` CloudWatch Logs calls a second (shared by every read in this process), a poll every
     `interval` seconds. The result holds the job's status and the documented exit code (0 Completed,
     1 Failed, 5 Stopped; 130 when Ctrl-C ended the follow, which leaves the job running). Nothing is
-    printed: notes go to `on_note`, status changes to `on_status`; `on_idle` runs before each wait."""
-    from launcher.jobs.logs import Polling
+    printed: notes go to `on_note` (with clients made here, the "waiting for" notices of slow AWS calls too),
+    status changes to `on_status`; `on_idle` runs before each wait."""
+    from launcher.jobs.logs import Polling, waiting_notes
     from launcher.jobs.logs import follow as _follow
 
-    return _follow(name, clients or connect(), until_end=until_end, since=since, hosts=hosts, grep=grep,
+    if clients is None:
+        clients = connect()
+        if on_note is not None:
+            clients.notify = waiting_notes(on_note)  # "waiting for ..." is a note like the others
+    return _follow(name, clients, until_end=until_end, since=since, hosts=hosts, grep=grep,
                    polling=Polling(rate=rate, interval=interval), on_line=on_line, on_note=on_note,
                    on_status=on_status, on_idle=on_idle)
 

@@ -282,3 +282,25 @@ def test_the_api_follow_hands_lines_and_status_to_callbacks(sm, clock, capsys):
     assert result.exit_code == 0 and not result.to_end and not result.interrupted
     assert changes == []  # without until_end the status is not watched
     assert capsys.readouterr() == ("", "")
+
+
+def test_the_waiting_notices_of_clients_the_api_makes_are_notes_too(sm, clock, monkeypatch, capsys):
+    import launcher.api
+    from launcher.jobs.logrecords import NoteKind
+
+    made = []
+
+    def connect(profile=None, region=None):
+        made.append(Clients(region="us-west-2"))
+        return made[-1]
+
+    monkeypatch.setattr(launcher.api, "connect", connect)
+    emulator.add_job(emulator.EmulatedJob("slow", hosts=1, training=3, decoy=False), sm)
+    clock.t += 30
+    notes = []
+    launcher.follow("slow", until_end=False, on_note=notes.append)
+    made[-1].notify("waiting for logs.us-west-2…")  # what the client factory says when a call hangs
+    assert [(n.kind, n.message) for n in notes] == [(NoteKind.WAITING, "waiting for logs.us-west-2…")]
+    list(launcher.logs("slow"))
+    assert made[-1].notify is None  # no callback given: the client factory's own default is left alone
+    assert capsys.readouterr() == ("", "")

@@ -84,10 +84,11 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     host_list = parse_hosts(hosts)
     since_s = parse_since(since) if since else None
     name, region = resolve_job(job, region)
+    printer = Printer(as_json=output == "json")
     clients = job_clients(profile, region)
+    clients.notify = printer.note  # "waiting for ..." notices of slow AWS calls print with the follower's notes
     if host_list:
         require_hosts(clients, name, host_list)
-    printer = Printer(as_json=output == "json")
     result = follow_job(name, until_end=follow, since=since_s, hosts=host_list, grep=grep, rate=rate,
                         interval=interval, clients=clients, **printer.hooks())
     printer.finish(result)

@@ -78,6 +78,7 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
 
         clients = connect(profile=profile, region=results[0].region)
         printer = Printer(as_json=output == "json")
+        clients.notify = printer.note
         followed = follow(results[0].job_name, interval=interval, clients=clients, **printer.hooks())
         printer.finish(followed)
         return followed.exit_code

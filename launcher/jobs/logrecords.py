@@ -71,6 +71,7 @@ class NoteKind(str, Enum):
     OUT_OF_ORDER = "out_of_order"  # late lines came out after newer ones
     NO_SUCH_HOST = "no_such_host"  # a host asked for that the job does not have
     NO_LINES_YET = "no_lines_yet"  # the job has written nothing yet
+    WAITING = "waiting"  # an AWS call has had no answer for a few seconds
 
     def __str__(self) -> str:
         return self.value
@@ -86,6 +87,11 @@ class LogNote:
 
     def __str__(self) -> str:
         return self.message
+
+
+def waiting_notes(on_note: Callable[[LogNote], None]) -> Callable[[str], None]:
+    """A `Clients.notify` that hands the client factory's "waiting for ..." notices on as WAITING notes."""
+    return lambda message: on_note(LogNote(NoteKind.WAITING, message))
 
 
 class Notes:

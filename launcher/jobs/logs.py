@@ -18,7 +18,7 @@ from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_OK
 from launcher.core.names import TERMINAL
 from launcher.core.timeutil import epoch
-from launcher.jobs.logrecords import HORIZON_S, LogLine, LogNote, NoteKind, Stats, StatusChange
+from launcher.jobs.logrecords import HORIZON_S, LogLine, LogNote, NoteKind, Stats, StatusChange, waiting_notes
 from launcher.jobs.ratelimit import RateLimiter, shared_limiter
 from launcher.jobs.reader import LogReader
 from launcher.jobs.status import describe, exit_code_for
@@ -26,7 +26,8 @@ from launcher.jobs.status import describe, exit_code_for
 _log = logging.getLogger("launcher.logs")
 _log.addHandler(logging.NullHandler())  # notes reach a handler the application set up, never stderr by default
 
-__all__ = ["FollowResult", "LogLine", "LogLines", "LogNote", "Polling", "StatusChange", "follow", "iter_lines"]
+__all__ = ["FollowResult", "LogLine", "LogLines", "LogNote", "NoteKind", "Polling", "StatusChange", "follow",
+           "iter_lines", "waiting_notes"]
 
 
 def _to_logger(note: LogNote) -> None:
