@@ -39,6 +39,7 @@ _EXPORTS = {
     "JobSummary": "launcher.jobs.status",
     "LogLine": "launcher.jobs.logs",
     "LogNote": "launcher.jobs.logs",
+    "NoteKind": "launcher.jobs.logs",
     "StatusChange": "launcher.jobs.logs",
     "FollowResult": "launcher.jobs.logs",
     "Failure": "launcher.jobs.failures",
