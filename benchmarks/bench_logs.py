@@ -5,8 +5,8 @@ Part 1, volume (the tailer alone, each scenario in its own process so its peak R
 or 1 MB, timestamp order, a resumable nextToken) for hosts that each write a fixed number of lines a
 second, every line reaching CloudWatch after a long-tailed lag (median 0.4 s, 97% under 2 s, 1% from
 2 s to 2 minutes), nothing after the hosts stop. `smp-launch logs` follows it with its real code
-(`launcher.jobs.tail.follow`) until the job ends. Reported: Logs calls per poll and per second against
-the --rate budget, events fetched per line, lines lost / duplicated / printed out of order, how far
+(`launcher.jobs.logs.follow` with the CLI's printer) until the job ends. Reported: Logs calls per poll and
+per second against the --rate budget, events fetched per line, lines lost / duplicated / printed out of order, how far
 printing ran behind real time, peak RSS (and its growth over the interpreter with boto3 loaded), CPU
 per 100k lines, how long after the job's end the command returned, and the resident memory every 5
 simulated minutes (the curve, not only its peak). Late lines come from Logs Insights queries, served by
@@ -155,7 +155,9 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     import boto3  # noqa: F401  (loaded before the baseline RSS, as in the CLI)
 
     from emulator.logs import SyntheticLogs
-    from launcher.jobs.tail import Polling, RateLimiter, follow
+    from launcher.cli.logprint import Printer
+    from launcher.jobs.logs import Polling, follow
+    from launcher.jobs.ratelimit import RateLimiter
 
     gc.collect()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -165,20 +167,23 @@ def volume_run(hosts: int, per_host: float, minutes: float, rate: float) -> dict
     clients = types.SimpleNamespace(logs=logs, sagemaker=FakeSageMaker("vol", hosts, START + 5 + duration, clock))
     sink = CountingSink(logs, clock)
     err = io.StringIO()
-    import launcher.jobs.tail as tail
+    import launcher.jobs.reader as reader
 
-    original_finish = tail.LogReader.finish_pages
+    original_finish = reader.LogReader.finish_pages
 
     def finish_pages(self):
         sink.flush()
         sink.final = True  # lines the end-of-job check prints are not "behind" real time
         yield from original_finish(self)
 
-    tail.LogReader.finish_pages = finish_pages
+    reader.LogReader.finish_pages = finish_pages
     cpu = time.process_time()
-    result = follow("vol", clients, out=sink, err=err, color=False,
-                    polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep, rng=random.Random(0),
-                                    limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep)))
+    printer = Printer(sink, err, color=False)
+    result = follow("vol", clients, polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep,
+                                                    rng=random.Random(0),
+                                                    limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep)),
+                    **printer.hooks())
+    printer.finish(result)
     cpu = time.process_time() - cpu - sink.cpu - logs.cpu  # the tailer's own: not the fake service's, not ours
     lines = logs.expected()
     counts = Counter(sink.counts)
@@ -288,8 +293,10 @@ def tally(expected: list[str], printed: list[str]) -> tuple[int, int]:
 
 def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> dict:
     import emulator
+    from launcher.cli.logprint import Printer
     from launcher.core.aws import Clients
-    from launcher.jobs.tail import Polling, RateLimiter, follow
+    from launcher.jobs.logs import Polling, follow
+    from launcher.jobs.ratelimit import RateLimiter
 
     job = start_job(endpoint, hosts, clock)
     clients = Clients(region="us-west-2")
@@ -298,9 +305,12 @@ def run_ours(endpoint: str, hosts: int, clock: VirtualClock, budget: float) -> d
     out = io.StringIO()
     gc.collect()
     cpu = time.thread_time()
-    result = follow(job.name, clients, out=out, err=io.StringIO(), color=False,
-                    polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep, rng=random.Random(0),
-                                    limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    printer = Printer(out, io.StringIO(), color=False)
+    result = follow(job.name, clients, polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep,
+                                                       rng=random.Random(0),
+                                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)),
+                    **printer.hooks())
+    printer.finish(result)
     cpu = time.thread_time() - cpu
     printed = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     lost, dup = tally(job.expected_messages(), printed)

@@ -95,14 +95,20 @@ TESTS: dict[str, list[str]] = {
         *(f"tests/test_secrets.py::test_{name}" for name in (
             "the_role_check_asks_for_get_secret_value_on_each_arn",
             "a_role_without_get_secret_value_fails_the_check"))],
-    "launcher/jobs/tail.py": ["tests/test_tail.py", "tests/test_mutation_gaps_spec.py", *gaps(
-                                                 "colour_is_for_a_terminal_and_never_for_json_lines",
-                                                 "an_unthrottled_poll_leaves_the_interval_alone",
-                                                 "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
-                                                 "a_rate_limit_of_zero_is_refused",
-                                                 "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval"),
-                         "-k",
-                         "not bounded and not 64"],
+    "launcher/jobs/ratelimit.py": ["tests/test_logs_read.py", *gaps(
+        "a_rate_limit_of_zero_is_refused", "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval",
+        "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry"), "-k", "not bounded and not 64"],
+    "launcher/jobs/fresh_read.py": ["tests/test_logs_read.py", "tests/test_mutation_gaps_spec.py",
+                                    "tests/test_logs_late.py", "-k", "not bounded and not 64"],
+    "launcher/jobs/late_check.py": ["tests/test_logs_late.py", "tests/test_logs_cli.py", "-k", "not 64"],
+    "launcher/jobs/shaping.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "tests/test_logs_late.py",
+                                 "-k", "not bounded and not 64"],
+    "launcher/jobs/reader.py": ["tests/test_logs_read.py", *gaps(
+        "an_unthrottled_poll_leaves_the_interval_alone",
+        "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
+        "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval"), "-k", "not bounded and not 64"],
+    "launcher/jobs/logs.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "-k", "not bounded and not 64"],
+    "launcher/cli/logprint.py": ["tests/test_logs_cli.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines")],
 }
 
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
@@ -134,8 +140,6 @@ EQUIVALENT = {
     ("launcher/spec/loader.py",
      "elif isinstance(node, list) and part.isdigit() and int(part) < len(node):", "< -> <="):
         "pydantic reports only list indices it visited, so an index never equals the list's length",
-    ("launcher/jobs/tail.py", "self._sweep(int(self._clock() * 1000), None, True, sink)", "1000 -> 1001"):
-        "the final sweep (final=True) never reads now_ms",
     ("launcher/spec/loader.py", 'fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))', "0 -> 1"):
         "the default is for platforms without O_NONBLOCK; every POSIX system has it",
     ("launcher/rules/memory.py",

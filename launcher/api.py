@@ -13,8 +13,12 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from launcher.core.aws import Clients
+    from launcher.jobs.logs import FollowResult as FollowResult
+    from launcher.jobs.logs import LogLine as LogLine
+    from launcher.jobs.logs import LogLines as LogLines
+    from launcher.jobs.logs import LogNote as LogNote
+    from launcher.jobs.logs import StatusChange as StatusChange
     from launcher.jobs.status import JobStatus, JobSummary
-    from launcher.jobs.tail import LogLines
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change
     from launcher.orchestrate.queue import Event, PlanRun
@@ -89,15 +93,46 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
     return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
 
 
-def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
-         grep: str | None = None, clients: Clients | None = None) -> LogLines:
-    """The job's log lines from every host (algo-N), typed and sanitised; with `follow`, until the job ends.
+def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
+         grep: str | None = None, clients: Clients | None = None, on_note: Callable[[LogNote], None] | None = None,
+         on_status: Callable[[StatusChange], None] | None = None) -> LogLines:
+    """The job's log lines from every host (algo-N), typed and sanitised; with `until_end`, until the job ends.
 
     `since` is seconds back from now. Once a followed job's lines are exhausted, the iterator holds its
-    `status` and `exit_code`; notes (throttling, late lines) go to the `launcher.logs` logger, never to stdout."""
-    from launcher.jobs.tail import iter_lines
+    `status` and `exit_code`. Nothing is printed: notes (throttling, late lines, no lines yet) go to `on_note`
+    (default: the `launcher.logs` logger), status changes to `on_status`."""
+    from launcher.jobs.logs import iter_lines, waiting_notes
 
-    return iter_lines(name, clients or connect(), follow=follow, since=since, hosts=hosts, grep=grep)
+    if clients is None:
+        clients = connect()
+        if on_note is not None:
+            clients.notify = waiting_notes(on_note)  # "waiting for ..." is a note like the others
+    return iter_lines(name, clients, until_end=until_end, since=since, hosts=hosts, grep=grep, on_note=on_note,
+                      on_status=on_status)
+
+
+def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = None, since: float | None = None,
+           grep: str | None = None, rate: float = 2.0, interval: float = 5.0, clients: Clients | None = None,
+           on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
+           on_status: Callable[[StatusChange], None] | None = None,
+           on_idle: Callable[[], None] | None = None) -> FollowResult:
+    """Hand the job's log lines to `on_line` until it ends (what exists now, without `until_end`); its outcome.
+
+    At most `rate` CloudWatch Logs calls a second (shared by every read in this process), a poll every
+    `interval` seconds. The result holds the job's status and the documented exit code (0 Completed,
+    1 Failed, 5 Stopped; 130 when Ctrl-C ended the follow, which leaves the job running). Nothing is
+    printed: notes go to `on_note` (with clients made here, the "waiting for" notices of slow AWS calls too),
+    status changes to `on_status`; `on_idle` runs before each wait."""
+    from launcher.jobs.logs import Polling, waiting_notes
+    from launcher.jobs.logs import follow as _follow
+
+    if clients is None:
+        clients = connect()
+        if on_note is not None:
+            clients.notify = waiting_notes(on_note)  # "waiting for ..." is a note like the others
+    return _follow(name, clients, until_end=until_end, since=since, hosts=hosts, grep=grep,
+                   polling=Polling(rate=rate, interval=interval), on_line=on_line, on_note=on_note,
+                   on_status=on_status, on_idle=on_idle)
 
 
 def stop(name: str, *, clients: Clients | None = None) -> JobStatus:

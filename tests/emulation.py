@@ -1,7 +1,9 @@
 """Helpers shared by the tests that follow emulated jobs (the emulator package over moto)."""
 from __future__ import annotations
 
+import io
 from collections import Counter
+from typing import Any, TextIO
 
 
 class VirtualClock:
@@ -29,3 +31,17 @@ def lost_and_duplicated(expected: list[str], printed: list[str]) -> tuple[int, i
     lost = sum((want - got).values())
     duplicated = sum(n - 1 for n in got.values() if n > 1)
     return lost, duplicated
+
+
+def printed_follow(job: str, clients: Any, *, polling: Any, as_json: bool = False, color: bool | None = None,
+                   out: TextIO | None = None, err: TextIO | None = None, **kw: Any) -> Any:
+    """Follow `job` as `smp-launch logs` does, the follower's records through the CLI's printer, into `out` and
+    `err` (new StringIOs when not given); returns the FollowResult."""
+    from launcher.cli.logprint import Printer
+    from launcher.jobs.logs import follow
+
+    printer = Printer(out if out is not None else io.StringIO(), err if err is not None else io.StringIO(), as_json,
+                      color)
+    result = follow(job, clients, polling=polling, **kw, **printer.hooks())
+    printer.finish(result)
+    return result

@@ -4,12 +4,7 @@ import json
 import re
 import subprocess
 import sys
-import time
 
-import boto3
-import pytest
-
-import emulator
 from launcher.spec.loader import _display as shown
 from tests.conftest import JOBS, MINIMAL, REPO
 
@@ -68,56 +63,6 @@ def test_the_advise_note_names_the_rules_that_warn(run_cli):
     warned = next(c for c in ranked if c.warnings)
     note = advice_note(warned, ranked[0])
     assert all(w.split(":")[0] in note for w in warned.warnings) and note.split(", ")[0].startswith("SMP")
-
-
-# -- logs --host beyond the job's hosts -------------------------------------------------------------------
-
-@pytest.fixture
-def jobs_world():
-    with emulator.mocked():
-        sm = boto3.client("sagemaker", region_name="us-west-2")
-        emulator.set_clock(lambda: time.time() - 3600)
-        try:
-            emulator.add_job(emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False), sm)
-        finally:
-            emulator.set_clock(None)
-        yield sm
-    emulator.set_clock(None)
-
-
-def test_logs_for_hosts_the_job_does_not_have_is_refused(jobs_world, run_cli):
-    for args in (["--no-follow"], ["--interval", "0.05"]):
-        r = run_cli("logs", "eight", "--host", "9", *args)
-        assert (r.code, r.out) == (2, ""), r.err
-        assert r.err.strip() == "--host 9: eight has 8 hosts, algo-1 to algo-8"
-    some = run_cli("logs", "eight", "--host", "8,9", "--no-follow")
-    assert some.code == 0 and "nothing will print for algo-9" in some.err
-    assert some.out and all(ln.startswith("[algo-8]") for ln in some.out.splitlines())
-
-
-# -- submit --wait --interval -----------------------------------------------------------------------------
-
-def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch):
-    from types import SimpleNamespace
-
-    import launcher.jobs.tail
-    from launcher.cli import submit
-
-    started = SimpleNamespace(job_name="fake-1", region="us-west-2", source_uri="s3://b/k", uploaded=True,
-                              console_url="https://console", role_check=None, aws_calls=["sagemaker.CreateTrainingJob"],
-                              notes=[], warnings=[], to_dict=lambda: {"job_name": "fake-1"})
-    monkeypatch.setattr(submit, "start_job", lambda *a, **k: started)
-    followed = {}
-
-    def follow(name, clients, *, polling, **kw):
-        followed.update(kw, name=name, region=clients.region, interval=polling.interval)
-        return SimpleNamespace(exit_code=5)
-
-    monkeypatch.setattr(launcher.jobs.tail, "follow", follow)
-    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--wait", "--interval", "0.25")
-    assert r.code == 5 and "started fake-1 in us-west-2" in r.out, r.err
-    assert followed == {"name": "fake-1", "region": "us-west-2", "as_json": False, "interval": 0.25}
-    assert run_cli("submit", str(JOBS / "llama7b.yaml"), "--wait").code == 5 and followed["interval"] == 5.0
 
 
 # -- validate and plan: problems, structured and printed one way ------------------------------------------

@@ -12,7 +12,7 @@ def fake_item(module: str, fixtures=(), marks=()):
 def test_a_test_gets_its_kind_from_its_mark_its_module_or_its_fixtures():
     assert kind_of(fake_item("test_plan")) == "unit"  # no rule matches: unit, unmarked by anyone
     assert kind_of(fake_item("test_plan", fixtures=["aws", "tmp_path"])) == "unit"
-    assert kind_of(fake_item("test_follow_e2e")) == "e2e"
+    assert kind_of(fake_item("test_logs_e2e")) == "e2e"
     assert kind_of(fake_item("test_reliability_short")) == "e2e"
     assert kind_of(fake_item("test_someone_adds", fixtures=["moto_server"])) == "e2e"
     assert kind_of(fake_item("test_local_preflight")) == "local"

@@ -139,26 +139,6 @@ def test_sparkline_scale_and_width():
     assert len(metrics.sparkline(list(range(100)), width=40)) == 40
 
 
-def test_logs_cli_no_follow_and_follow(aws, run_cli):
-    job = started_ago(aws, AGO, emulator.EmulatedJob("logged", hosts=2, training=30, outcome="Failed"))
-    r = run_cli("logs", "logged", "--no-follow")
-    assert r.code == 0 and len([ln for ln in r.out.splitlines() if ln.startswith("[algo-")]) == 60
-    followed = run_cli("logs", "logged", "--interval", "0.05")
-    assert followed.code == 1 and "logged Failed: AlgorithmError" in followed.err
-    assert followed.out == r.out  # an ended job: everything once, then the exit code
-    one = run_cli("logs", "logged", "--no-follow", "--host", "algo-2", "--grep", "step=1[0-9] ", "--output", "json")
-    records = [json.loads(line) for line in one.out.splitlines()]
-    assert [x["message"] for x in records] == [job.line(2, i, False) for i in range(10, 20)]
-
-
-@pytest.mark.parametrize("args,message", [
-    (["--host", "x"], "--host 'x'"), (["--since", "soon"], "--since 'soon'"), (["--grep", "("], "--grep '('"),
-])
-def test_logs_rejects_bad_flags(aws, run_cli, args, message):
-    r = run_cli("logs", "any-job", "--no-follow", *args)
-    assert r.code == 2 and message in r.err
-
-
 def test_flag_parsers():
     assert parse_hosts("1,3, 5-7,algo-2") == [1, 2, 3, 5, 6, 7] and parse_hosts(None) is None
     assert parse_since("1h30m") == 5400 and parse_since("90") == 90 and parse_since("0.5s") == 0.5

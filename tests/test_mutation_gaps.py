@@ -202,9 +202,10 @@ class _Terminal(io.StringIO):
 
 
 def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
-    """Kills tail: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
-    from launcher.jobs.tail import Polling, RateLimiter, follow
-    from tests.emulation import VirtualClock
+    """Kills logprint: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
+    from launcher.jobs.logs import Polling
+    from launcher.jobs.ratelimit import RateLimiter
+    from tests.emulation import VirtualClock, printed_follow
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     clock = VirtualClock()
@@ -217,8 +218,8 @@ def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
 
             def printed(out, **kw):
                 limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
-                follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), follow=False, **kw,
-                       polling=Polling(clock=clock, sleep=clock.sleep, limiter=limiter))
+                printed_follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), until_end=False, **kw,
+                               polling=Polling(clock=clock, sleep=clock.sleep, limiter=limiter))
                 return out.getvalue()
 
             assert "\x1b[36m[algo-1]" in printed(_Terminal())
@@ -429,8 +430,9 @@ def test_the_template_list_and_a_nested_output_folder(tmp_path):
 
 
 def test_an_unthrottled_poll_leaves_the_interval_alone(monkeypatch):
-    """Kills tail: the poll interval doubled after a poll with no throttling or retry."""
-    from launcher.jobs.tail import LogReader, RateLimiter
+    """Kills reader: the poll interval doubled after a poll with no throttling or retry."""
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()
@@ -516,8 +518,9 @@ class _QuietLogs:
 
 
 def test_calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry():
-    """Kills tail: the slowdown eased by a third instead of half; a missing RetryAttempts counted as one."""
-    from launcher.jobs.tail import LogReader, RateLimiter
+    """Kills reader: the slowdown eased by a third instead of half; a missing RetryAttempts counted as one."""
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()
@@ -568,8 +571,8 @@ def test_tensor_parallelism_of_two_without_sharding_uses_nccl(write_spec):
 
 
 def test_a_rate_limit_of_zero_is_refused():
-    """Kills tail: a zero rate accepted (every call would then wait forever)."""
-    from launcher.jobs.tail import RateLimiter
+    """Kills ratelimit: a zero rate accepted (every call would then wait forever)."""
+    from launcher.jobs.ratelimit import RateLimiter
 
     with pytest.raises(ValueError):
         RateLimiter(0)
@@ -602,26 +605,28 @@ class _ThrottledOnce:
 
 
 def test_a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval():
-    """Kills tail: the first backoff's base or the interval's doubling changed."""
+    """Kills ratelimit: the first backoff's base or the interval's doubling changed."""
     import random
 
-    from launcher.jobs.tail import LogReader, RateLimiter
+    from launcher.jobs.logrecords import LogNote
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
     from tests.emulation import VirtualClock
 
     clock = VirtualClock()
     slept: list[float] = []
-    notes: list[str] = []
+    notes: list[LogNote] = []
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
         clock.sleep(seconds)
 
     reader = LogReader("busy", _ThrottledOnce(), RateLimiter(1000.0, clock=clock, sleep=clock.sleep), clock=clock,
-                       sleep=sleep, rng=random.Random(3), notify=notes.append)
+                       sleep=sleep, rng=random.Random(3), on_note=notes.append)
     reader.poll()
     assert reader.stats.throttled == 1 and reader.slowdown == 2.0
     backoffs = [s for s in slept if s >= 0.5]
-    assert len(backoffs) == 1 and 1.0 <= backoffs[0] <= 2.0 and any("throttling" in n for n in notes)
+    assert len(backoffs) == 1 and 1.0 <= backoffs[0] <= 2.0 and any("throttling" in n.message for n in notes)
 
 
 def test_a_global_batch_fix_of_exactly_one_sequence_is_offered(write_spec, monkeypatch):

@@ -8,7 +8,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from launcher.core.errors import SpecError
-from launcher.jobs.tail import LogReader, RateLimiter
+from launcher.jobs.ratelimit import RateLimiter
+from launcher.jobs.reader import LogReader
 from launcher.spec import load_spec
 from launcher.spec.loader import MAX_BYTES
 from launcher.submission.role import FAIL, UNKNOWN, RoleCheck, check_role
@@ -110,7 +111,7 @@ class _Logs:
 
 
 def test_the_dedup_memory_statistic_is_the_most_ids_held():
-    """Kills tail: stats.max_seen never rising (the dedup memory's peak, which bench_logs reports)."""
+    """Kills fresh_read: stats.max_seen never rising (the dedup memory's peak, which bench_logs reports)."""
     now = 1_700_000_000.0
     ts = int(now * 1000)
     events = [{"logStreamName": f"job/algo-{h}-1", "eventId": f"id-{h}-{i}", "timestamp": ts - 3000 + i,

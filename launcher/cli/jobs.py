@@ -1,6 +1,6 @@
 """`logs`, `status`, `list`, `stop`, `metrics`: jobs already launched, through boto3 only.
 
-None of these may import the SageMaker SDK (tests/test_follow_e2e.py checks it).
+None of these may import the SageMaker SDK (tests/test_logs_e2e.py checks it).
 """
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def parse_hosts(text: str | None) -> list[int] | None:
 
 def require_hosts(clients, job: str, hosts: list[int]) -> None:
     """Refuse (exit 2) a --host list of which no host exists: it would print nothing and say nothing useful.
-    Some hosts missing is a warning from the tailer; none at all is a mistake."""
+    Some hosts missing is a warning from the follower; none at all is a mistake."""
+    from launcher.api import status
     from launcher.core.errors import UsageError
-    from launcher.jobs.status import job_status
 
-    count = job_status(clients, job).instance_count
+    count = status(job, clients=clients, diagnose=False).instance_count
     if count and min(hosts) > count:
         raise UsageError(f"--host {','.join(map(str, hosts[:5]))}{',...' if len(hosts) > 5 else ''}: {job} has "
                          f"{count} host{'s' if count > 1 else ''}, algo-1 to algo-{count}")
@@ -70,11 +70,11 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     """
     import re
 
+    from launcher.api import follow as follow_job
+    from launcher.cli.logprint import Printer
     from launcher.core.errors import UsageError
     from launcher.core.state import resolve_job
     from launcher.core.timeutil import parse_since
-    from launcher.jobs.tail import Polling
-    from launcher.jobs.tail import follow as follow_job
 
     if grep:
         try:
@@ -84,11 +84,14 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     host_list = parse_hosts(hosts)
     since_s = parse_since(since) if since else None
     name, region = resolve_job(job, region)
+    printer = Printer(as_json=output == "json")
     clients = job_clients(profile, region)
+    clients.notify = printer.note  # "waiting for ..." notices of slow AWS calls print with the follower's notes
     if host_list:
         require_hosts(clients, name, host_list)
-    result = follow_job(name, clients, follow=follow, since=since_s, hosts=host_list, grep=grep,
-                        as_json=output == "json", polling=Polling(rate=rate, interval=interval))
+    result = follow_job(name, until_end=follow, since=since_s, hosts=host_list, grep=grep, rate=rate,
+                        interval=interval, clients=clients, **printer.hooks())
+    printer.finish(result)
     sys.exit(result.exit_code)
 
 

@@ -1,21 +1,50 @@
-"""How a log line looks on a terminal or in JSON: its label and record shape, with the colours and the
-sanitising of launcher.cli.present (the one presentation layer).
+"""How a followed job looks on a terminal or in JSON lines: log lines with their `[algo-N]` label (coloured by
+host on a terminal), status changes and notes on stderr, and the job's end.
 
-Lines reach here already sanitised (`launcher.jobs.tail` passes every string from CloudWatch through
-`sanitize.clean` once, when it reads it), so printing is a format and one write per line: at
-10,000 lines a second the printer must cost less than reading does.
+The follower (launcher.api.follow) hands over typed, already sanitised records through the callbacks of
+`Printer.hooks()`, so printing is a format and one write per line: at 10,000 lines a second the printer
+must cost less than reading does. Notes that name a command or a flag are worded here, for a shell.
 """
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from launcher.cli.present import host_colour
-from launcher.cli.present import safe as clean
-from launcher.core.timeutil import clock_time, epoch, iso
+from launcher.core.sanitize import clean
+from launcher.core.timeutil import clock_time, iso
 
 if TYPE_CHECKING:
-    from launcher.jobs.tail import LogLine
+    from launcher.api import FollowResult, LogLine, LogNote, StatusChange
+
+# Notes the CLI words itself (by kind), from the figures the note carries: the library speaks of arguments.
+CLI_WORDS = {
+    "check_behind": "the late-line check is {behind_s:.0f}s behind (reads limited by --rate); lines more than "
+                    "{horizon_s:.0f}s late may be missed",
+    "final_unchecked": "warning: could not finish checking {job} for lines that reached CloudWatch late ({left_s:.0f}s "
+                       "of timestamps left after {after_s:.0f}s); `smp-launch logs {job}` again later shows them",
+}
+
+
+class Hooks(TypedDict):
+    """The follower's callbacks, as launcher.api.follow takes them."""
+
+    on_line: Callable[[LogLine], None]
+    on_status: Callable[[StatusChange], None]
+    on_note: Callable[[LogNote], None]
+    on_idle: Callable[[], None]
+
+
+def worded(note: LogNote | str) -> str:
+    """The note as the CLI says it."""
+    if isinstance(note, str):
+        return note
+    template = CLI_WORDS.get(note.kind.value)
+    return template.format(**note.args) if template else note.message
+
 
 def label(line: LogLine, color: bool = False) -> str:
     """`[algo-N]`, coloured by N on a terminal (by host number, so a host keeps its colour)."""
@@ -34,12 +63,25 @@ def record(line: LogLine) -> dict[str, Any]:
     return out
 
 
+def wants_colour(out: TextIO, as_json: bool) -> bool:
+    """Colour for a terminal, never for JSON lines, and not where NO_COLOR is set."""
+    return bool(getattr(out, "isatty", lambda: False)()) and not as_json and "NO_COLOR" not in os.environ
+
+
 class Printer:
     """Log lines to `out` (text or JSON lines), notes and status changes to `err`, one write per line."""
 
-    def __init__(self, out: TextIO, err: TextIO, as_json: bool = False, color: bool = False):
-        self.out, self.err, self.as_json, self.color = out, err, as_json, color
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None, as_json: bool = False,
+                 color: bool | None = None):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.as_json = as_json
+        self.color = wants_colour(self.out, as_json) if color is None else color
         self._labels: dict[tuple[int | None, str], str] = {}
+
+    def hooks(self) -> Hooks:
+        """The follower's callbacks that print here."""
+        return Hooks(on_line=self.line, on_status=self.status, on_note=self.note, on_idle=self.flush)
 
     def line(self, line: LogLine) -> None:
         if self.as_json:
@@ -54,15 +96,26 @@ class Printer:
     def flush(self) -> None:
         self.out.flush()
 
-    def status(self, transition: dict[str, Any]) -> None:
+    def status(self, change: StatusChange) -> None:
         if self.as_json:
-            self.out.write(json.dumps({"type": "status", "status": clean(transition["Status"]),
-                                       "time": iso(epoch(transition.get("StartTime")) or 0),
-                                       "message": clean(transition.get("StatusMessage", ""))}) + "\n")
+            self.out.write(json.dumps({"type": "status", "status": change.status, "time": iso(change.time or 0),
+                                       "message": change.message}) + "\n")
             self.out.flush()
         else:
-            self.note(f"{clock_time(transition.get('StartTime'))} {clean(transition['Status'])} - "
-                      f"{clean(transition.get('StatusMessage', ''))}".rstrip(" -"))
+            self.note(f"{clock_time(change.time)} {change.status} - {change.message}".rstrip(" -"))
+
+    def note(self, note: LogNote | str) -> None:
+        self.err.write(worded(note) + "\n")
+        self.err.flush()
+
+    def finish(self, result: FollowResult) -> None:
+        """What a follow ends with: the interruption notice, or the job's outcome once it ended."""
+        if result.interrupted:
+            self.flush()
+            self.note(f"stopped following {result.job}; the job keeps running "
+                      f"(`smp-launch stop {result.job}` stops it, `smp-launch logs {result.job}` follows again)")
+        elif result.to_end:
+            self.end(result.job, result.status, result.exit_code, result.failure_reason, result.billable_seconds)
 
     def end(self, job: str, status: str | None, exit_code: int, failure_reason: str | None, billable: Any) -> None:
         if self.as_json:
@@ -76,7 +129,3 @@ class Printer:
         else:
             extra = f" (billable seconds: {billable})" if billable is not None else ""
             self.note(f"{job} {status}{extra}")
-
-    def note(self, message: str) -> None:
-        self.err.write(message + "\n")
-        self.err.flush()

@@ -73,11 +73,15 @@ def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_r
         for note in (n for r in results for n in r.notes):
             warn(note)
     if wait:
-        from launcher.jobs.tail import Polling, follow
+        from launcher.api import follow
+        from launcher.cli.logprint import Printer
 
         clients = connect(profile=profile, region=results[0].region)
-        return follow(results[0].job_name, clients, as_json=output == "json",
-                      polling=Polling(interval=interval)).exit_code
+        printer = Printer(as_json=output == "json")
+        clients.notify = printer.note
+        followed = follow(results[0].job_name, interval=interval, clients=clients, **printer.hooks())
+        printer.finish(followed)
+        return followed.exit_code
     return EXIT_OK
 
 

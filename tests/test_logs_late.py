@@ -1,6 +1,8 @@
-"""Late lines through Logs Insights: what it costs, and what happens where Insights is missing or slow."""
+"""Lines that reach CloudWatch late: found through Logs Insights, what that costs at volume, and what happens
+where Insights is missing, refused, cut at its row limit or slow."""
 import dataclasses
 import io
+import json
 import random
 import types
 from collections import Counter
@@ -13,31 +15,35 @@ from botocore.exceptions import ClientError
 import emulator
 from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_OK
-from launcher.jobs.tail import LogLine, Polling, RateLimiter, follow, iter_lines
-from tests.emulation import VirtualClock, body_of, lost_and_duplicated
+from launcher.jobs.logs import Polling, iter_lines
+from launcher.jobs.ratelimit import RateLimiter
+from tests.emulation import VirtualClock, body_of, lost_and_duplicated, printed_follow
 
 POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
 
 
 @pytest.fixture
-def aws(clock):
+def sm(clock):
+    """A SageMaker client of moto in-process, the emulated jobs on the virtual clock."""
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
 
 
-def late_job(aws, name, **kw):
+def late_job(sm, name, **kw):
     """Two hosts, a line a second; every 3rd line of host 1 reaches CloudWatch 40 s late."""
     late = {(1, i): 40.0 for i in range(0, 120, 3)}
-    return emulator.add_job(emulator.EmulatedJob(name, hosts=2, training=120, decoy=False, late_lines=late, **kw), aws)
+    return emulator.add_job(emulator.EmulatedJob(name, hosts=2, training=120, decoy=False, late_lines=late, **kw), sm)
 
 
-def run(job, clock, clients, **kw):
+def run(job, clock, clients=None, **kw):
+    """Follow `job` as `smp-launch logs` does (printed): (result, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
+    clients = clients or Clients()
     knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
     knobs.setdefault("interval", 5.0)
     knobs.setdefault("limiter", RateLimiter(2.0, clock=clock, sleep=clock.sleep))
-    result = follow(job, clients, out=out, err=err, **kw,
-                    polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
+    result = printed_follow(job, clients, out=out, err=err, **kw,
+                            polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
     return result, out.getvalue(), err.getvalue()
 
 
@@ -56,8 +62,8 @@ def _refused(**_kw):
                        "ResponseMetadata": {"HTTPStatusCode": 400}}, "StartQuery")
 
 
-def test_late_lines_come_from_insights_not_a_second_read(aws, clock):
-    job = late_job(aws, "ins")
+def test_late_lines_come_from_insights_not_a_second_read(sm, clock):
+    job = late_job(sm, "ins")
     result, out, err = run("ins", clock, Clients())
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
     assert result.stats.late_check == "insights" and result.stats.queries > 0 and result.stats.sweep_calls == 0
@@ -65,8 +71,8 @@ def test_late_lines_come_from_insights_not_a_second_read(aws, clock):
     assert "printed out of order" in err
 
 
-def test_insights_refused_falls_back_to_re_reading_without_loss(aws, clock):
-    job = late_job(aws, "deny")
+def test_insights_refused_falls_back_to_re_reading_without_loss(sm, clock):
+    job = late_job(sm, "deny")
     clients = Clients()
     clients._cache["logs"] = _Wrapped(clients.logs, start_query=_refused)
     result, out, err = run("deny", clock, clients)
@@ -76,9 +82,9 @@ def test_insights_refused_falls_back_to_re_reading_without_loss(aws, clock):
     assert err.count("Logs Insights is not available") == 1 and "AccessDeniedException" in err
 
 
-def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
+def test_results_without_the_computed_fields_are_not_trusted(sm, clock):
     # A plain moto answers any query with every event and only the fields it knows: that is not the late lines.
-    job = late_job(aws, "plain")
+    job = late_job(sm, "plain")
     clients = Clients()
     real = clients.logs
 
@@ -92,10 +98,10 @@ def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
     assert result.stats.late_check == "sweep" and "results lack the computed fields" in err
 
 
-def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monkeypatch):
-    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT", 8)
-    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT_FINAL", 8)
-    job = late_job(aws, "cut")
+def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(sm, clock, monkeypatch):
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 8)
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT_FINAL", 8)
+    job = late_job(sm, "cut")
     calls = Counter()
     clients = Clients()
     real = clients.logs
@@ -111,41 +117,57 @@ def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monke
     assert result.stats.sweep_calls == 0 and calls["start"] >= 40 / 8  # several queries, none cut short
 
 
-def test_an_unfinished_final_check_says_so_and_still_returns(aws, clock, monkeypatch):
-    monkeypatch.setattr("launcher.jobs.tail.FINAL_CHECK_S", 20.0)
-    emulator.add_job(emulator.EmulatedJob("slowq", hosts=2, training=30, decoy=False), aws)
+def test_an_unfinished_final_check_says_so_and_still_returns(sm, clock, monkeypatch):
+    monkeypatch.setattr("launcher.jobs.late_check.FINAL_CHECK_S", 20.0)
+    emulator.add_job(emulator.EmulatedJob("slowq", hosts=2, training=30, decoy=False), sm)
     clients = Clients()
     clients._cache["logs"] = _Wrapped(clients.logs, get_query_results=lambda **_kw: {"status": "Running"})
     result, _, err = run("slowq", clock, clients)
-    end = aws.describe_training_job(TrainingJobName="slowq")["TrainingEndTime"].timestamp()
+    end = sm.describe_training_job(TrainingJobName="slowq")["TrainingEndTime"].timestamp()
     assert result.exit_code == EXIT_OK and clock.t - end <= 5 + 20 + 5
     assert "warning: could not finish checking slowq for lines that reached CloudWatch late" in err
     assert result.stats.unchecked_s > 0
 
 
-def test_iter_lines_yields_typed_sanitised_lines_and_prints_nothing(aws, clock, capsys):
-    job = emulator.add_job(emulator.EmulatedJob("api", hosts=2, training=10, decoy=False), aws)
-    notes = []
-    lines = iter_lines("api", Clients(), follow=True, notify=notes.append,
-                       polling=Polling(interval=1.0, clock=clock, sleep=clock.sleep,
-                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
-    got = list(lines)
-    assert all(isinstance(ln, LogLine) for ln in got) and {ln.host for ln in got} == {1, 2}
-    assert [ln.message for ln in got if ln.host == 1] == [m for m in job.expected_messages() if "algo-1]" in m]
-    assert all(ln.event_id and ln.stream.startswith("api/algo-") for ln in got)
-    assert lines.status == "Completed" and lines.exit_code == EXIT_OK
-    assert capsys.readouterr() == ("", "")  # nothing printed: the API hands lines over
+def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_before(sm, clock):
+    # One line 300 s late and one 60 s late, in a job where every other line arrives at once.
+    job = emulator.add_job(emulator.EmulatedJob("tardy", hosts=2, training=420, decoy=False,
+                                                late_lines={(1, 20): 299.0, (2, 100): 60.0}), sm)
+    result, out, err = run("tardy", clock, interval=5.0)
+    printed = body_of(out)
+    assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
+    assert printed.index(job.line(1, 20, False)) > printed.index(job.line(1, 300, False))  # printed when it came
+    assert result.stats.late == 2 and "reached CloudWatch late and printed out of order (up to" in err
 
 
-def test_iter_lines_sanitises_what_cloudwatch_returns(clock, monkeypatch):
-    event = {"logStreamName": "evil/algo-1-1", "eventId": "1\x1b[2J", "timestamp": 1_800_000_000_000,
-             "ingestionTime": 1_800_000_000_000, "message": "a \x1b]0;pwned\x07 \u202eb"}
-    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_p: {"events": [event]}))
-    monkeypatch.setattr("launcher.jobs.tail.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
-    (line,) = list(iter_lines("evil", clients,
-                              polling=Polling(clock=clock, sleep=clock.sleep,
-                                              limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))))
-    assert line.message == "a \\x1b]0;pwned\\x07 \\u202eb" and line.event_id == "1\\x1b[2J" and line.host == 1
+def test_every_line_of_a_job_whose_lines_turn_90s_late_prints_once(sm, clock):
+    # After 12 s of training half the hosts' lines start reaching CloudWatch 90 s after their timestamps.
+    late = {(h, i): 90.0 for h in range(1, 9) for i in range(12, 200)}
+    job = emulator.add_job(emulator.EmulatedJob("drift", hosts=16, training=200, decoy=False, late_lines=late), sm)
+    result, out, _ = run("drift", clock, interval=5.0)
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+    assert result.stats.max_late_s == 90.0 and result.stats.late > 0
+
+
+def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("tail", hosts=4, training=600, decoy=False, line_interval=0.5,
+                                                lag=emulator.LagModel(tail=0.02, tail_max=240.0)), sm)
+    result, out, _ = run("tail", clock, interval=5.0)
+    lines = len(job.expected_messages())
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+    assert result.stats.late > 0
+    # a fresh read re-reads 2 s of a 5 s poll; Logs Insights returns only the lines later than that (a few
+    # percent), where re-reading every slice at the horizon would fetch each event about 2.4 times
+    assert result.stats.queries > 0 and result.stats.sweep_calls == 0
+    assert result.stats.fetched / lines <= 1.5
+
+
+def test_json_marks_lines_printed_out_of_order(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("jlate", hosts=2, training=60, decoy=False, late_lines={(1, 5): 20.0}), sm)
+    _, out, _ = run("jlate", clock, as_json=True, interval=5.0)
+    logs = [json.loads(line) for line in out.splitlines() if '"type": "log"' in line]
+    late = [r for r in logs if r.get("late")]
+    assert len(logs) == 120 and [r["host"] for r in late] == ["algo-1"]
 
 
 class _FakeSageMaker:
@@ -172,7 +194,7 @@ def _six_minutes(job, hosts, rate):
     logs = SyntheticLogs(job, hosts, 20.0, start, minutes * 60, clock, seed=hosts)
     end = start + minutes * 60 + 10
     clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker(job, hosts, end, clock))
-    lines = iter_lines(job, clients, follow=True, notify=lambda _m: None,
+    lines = iter_lines(job, clients, until_end=True, on_note=lambda _m: None,
                        polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
                                        limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep)))
     return logs, start, end, lines, clock
@@ -191,8 +213,8 @@ def test_64_hosts_at_20_lines_a_second_read_each_line_under_1_5_times_and_exit_w
 
 
 def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
-    # 160 lines/s served 100 to a page at --rate 4: each poll's read takes about 3 s of token waits. A floor
-    # taken from when the read began re-read those 3 s as well as the 2 s overlap (about 2x in all).
+    # 160 lines/s served 100 to a page at 4 calls a second: each poll's read takes about 3 s of token waits. A
+    # floor taken from when the read began would re-read those 3 s as well as the 2 s overlap (about 2x in all).
     logs, _, _, lines, _ = _six_minutes("paged", 8, 4.0)
     lines.reader.page_size = 100
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
@@ -205,19 +227,19 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
     # results once read, as a caller must assume.
-    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT", 150)
-    monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT_FINAL", 150)
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 150)
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT_FINAL", 150)
     logs, _, _, lines, _ = _six_minutes("cut2", 16, 5.0)
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
 
 
-def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(aws, clock):
-    late_job(aws, "emu")
+def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(sm, clock):
+    late_job(sm, "emu")
     clock.t += 200  # training done, every late line arrived
     logs = boto3.client("logs", region_name="us-west-2")
-    start = int(aws.describe_training_job(TrainingJobName="emu")["TrainingStartTime"].timestamp())
+    start = int(sm.describe_training_job(TrainingJobName="emu")["TrainingStartTime"].timestamp())
     query = ("fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
              " | filter @logStream like /^emu\\// and toMillis(@ingestionTime) - toMillis(@timestamp) > 2000"
              " | limit 5")

@@ -1,0 +1,318 @@
+"""The follower's reads against emulated jobs in-process: one call per poll whatever the host count, no line lost
+or repeated, filters, exit codes, backoff when CloudWatch throttles or fails, and the one rate limiter."""
+import dataclasses
+import io
+import random
+import types
+
+import boto3
+import botocore.endpoint
+import pytest
+
+import emulator
+from launcher.core.aws import Clients
+from launcher.core.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
+from launcher.jobs.logs import LogLine, Polling, iter_lines
+from launcher.jobs.ratelimit import RateLimiter
+from tests.emulation import VirtualClock, body_of, lost_and_duplicated, printed_follow
+
+POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
+
+
+@pytest.fixture
+def sm(clock):
+    """A SageMaker client of moto in-process, the emulated jobs on the virtual clock."""
+    with emulator.mocked():
+        yield boto3.client("sagemaker", region_name="us-west-2")
+
+
+def count_calls(clients: Clients) -> dict:
+    """Count every Logs API call the follower makes, by operation."""
+    seen: dict = {}
+
+    def hook(model, **_kw):
+        seen[model.name] = seen.get(model.name, 0) + 1
+
+    clients.logs.meta.events.register("before-call.cloudwatch-logs", hook)
+    return seen
+
+
+def run(job, clock, clients=None, **kw):
+    """Follow `job` as `smp-launch logs` does (printed): (result, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    clients = clients or Clients()
+    knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
+    knobs.setdefault("interval", 1.0)
+    knobs["limiter"] = knobs.get("limiter") or RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    result = printed_follow(job, clients, out=out, err=err, **kw,
+                            polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("hosts", [1, 64])
+def test_one_filter_call_per_poll_whatever_the_host_count(sm, clock, hosts):
+    job = emulator.add_job(emulator.EmulatedJob("cost-job", hosts=hosts, training=20, late_hosts={hosts: 4.0}), sm)
+    clients = Clients()
+    calls = count_calls(clients)
+    result, out, _ = run("cost-job", clock, clients)
+    assert result.exit_code == EXIT_OK and result.status == "Completed"
+    # never GetLogEvents or DescribeLogStreams per host; late lines come from Logs Insights
+    assert set(calls) <= {"FilterLogEvents", "StartQuery", "GetQueryResults"}, calls
+    assert calls["FilterLogEvents"] == result.stats.polls and result.stats.sweep_calls == 0  # one read a poll
+    assert calls.get("StartQuery", 0) == result.stats.queries <= 1  # the job's end: one query for late lines
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_late_streams_backdated_lines_and_decoys(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("job-a", hosts=4, training=30, late_hosts={3: 7.0, 4: 12.5},
+                                                backdate_every=3, backdate_seconds=4.0), sm)
+    result, out, _ = run("job-a", clock)
+    printed = body_of(out)
+    assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
+    assert {ln.split("]", 1)[0] for ln in out.splitlines() if ln.startswith("[")} == {
+        "[algo-1", "[algo-2", "[algo-3", "[algo-4"}
+    assert "decoy" not in out and result.stats.foreign > 0  # moto ignores the prefix; we re-check it
+    assert result.stats.duplicates > 0  # the overlap window re-read lines and eventIds dropped them
+
+
+def test_exit_codes_and_failure_reason(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("ok", training=4), sm)
+    emulator.add_job(emulator.EmulatedJob("bad", training=4, outcome="Failed"), sm)
+    emulator.add_job(emulator.EmulatedJob("halted", training=60, stop_after=6.0), sm)
+    ok, _, ok_err = run("ok", clock)
+    bad, bad_out, bad_err = run("bad", clock)
+    halted, _, _ = run("halted", clock)
+    assert (ok.exit_code, bad.exit_code, halted.exit_code) == (EXIT_OK, EXIT_JOB_FAILED, EXIT_STOPPED)
+    assert halted.status == "Stopped"
+    assert "bad Failed: AlgorithmError: ExecuteUserScriptError" in bad_err
+    assert "RuntimeError: CUDA out of memory" in bad_out  # the last line, caught by the final flush
+    assert "billable seconds:" in ok_err
+
+
+def test_host_and_grep_filters(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("filt", hosts=4, training=10), sm)
+    _, out, _ = run("filt", clock, hosts=[2, 4], grep=r"step=[0-9]\b")
+    labels = {ln.split("]", 1)[0] for ln in out.splitlines()}
+    assert labels == {"[algo-2", "[algo-4"}
+    assert all("step=" in ln for ln in out.splitlines()) and len(out.splitlines()) == 2 * 9
+
+
+def test_no_follow_prints_what_exists_and_returns(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("running", hosts=2, training=600), sm)
+    clock.t += 3 + 20.5  # 20 s into training
+    result, out, err = run("running", clock, until_end=False)
+    assert result.exit_code == EXIT_OK and len(body_of(out)) == 2 * 21
+    assert body_of(out)[0] == job.line(1, 0, False)
+    emulator.add_job(emulator.EmulatedJob("fresh"), sm)
+    result, out, err = run("fresh", clock, until_end=False)
+    assert out == "" and "no log lines yet for fresh (InProgress, Starting)" in err
+
+
+def test_since_skips_older_lines(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("recent", hosts=1, training=600), sm)
+    clock.t += 3 + 100.5
+    _, out, _ = run("recent", clock, until_end=False, since=10)
+    assert len(body_of(out)) == 10  # one line a second, the newest 0.5 s old
+
+
+def test_a_host_beyond_the_jobs_count_is_warned_about(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("two", hosts=2, training=5), sm)
+    clock.t += 20
+    _, out, err = run("two", clock, until_end=False, hosts=[2, 9])
+    assert "warning: two has 2 host(s), algo-1 to algo-2; nothing will print for algo-9" in err
+    assert out and all(ln.startswith("[algo-2]") for ln in out.splitlines())
+
+
+def test_paging_resumes_next_poll_without_loss(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), sm)
+    clients = Clients()
+    out, err = io.StringIO(), io.StringIO()
+    from launcher.cli.logprint import Printer
+
+    printer = Printer(out, err)
+    polling = Polling(interval=1.0, settle=4.0, limiter=RateLimiter(100, clock=clock, sleep=clock.sleep),
+                      clock=clock, sleep=clock.sleep, rng=random.Random(0))
+    lines = iter_lines("paged", clients, until_end=True, on_note=printer.note, polling=polling)
+    reader = lines.reader
+    reader.page_size, reader.max_pages = 7, 2
+    for line in lines:
+        printer.line(line)
+    assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
+    assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
+
+
+def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
+    # 10 minutes of training: twice the 5-minute horizon, so ids kept for the whole horizon would pile up
+    # to about 1,400, far above the bound below.
+    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), aws)
+    result, out, _ = run("long", clock, interval=5.0)
+    assert len(body_of(out)) == len(job.expected_messages()) == 4 * 600
+    # eventIds are kept for the overlap window and a poll, not the 5-minute horizon (about 1,400 here)
+    assert result.stats.max_seen <= 4 * (2 + 5 + 2 * 2 + 5)
+
+
+def test_seen_ids_and_late_keys_forget_whole_buckets():
+    from launcher.jobs.fresh_read import LateKeys, SeenIds
+    from launcher.jobs.logrecords import BUCKET_MS
+
+    ids = SeenIds()
+    assert ids.add("a", 5) and ids.add("b", BUCKET_MS + 5) and not ids.add("a", 5)
+    ids.forget_below(BUCKET_MS)
+    assert ids.size == 1 and ids.add("a", 5)  # forgotten with its bucket; bucket 1 kept
+    assert not ids.add("b", BUCKET_MS + 5)
+    keys = LateKeys()
+    k = LateKeys.key("j/algo-1-1", 5, "same line")
+    keys.add(k, 5)
+    keys.add(k, 5)  # the same text twice in one millisecond: two lines
+    assert keys.take(k, 5) and keys.take(k, 5) and not keys.take(k, 5) and keys.size == 0
+    keys.add(k, 5)
+    keys.forget_below(BUCKET_MS)
+    assert keys.size == 0 and not keys.take(k, 5)
+
+
+def test_returns_within_15s_of_the_job_ending(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("quick-end", hosts=4, training=120, uploading=3.0,
+                                          lag=emulator.LagModel()), sm)
+    result, _, _ = run("quick-end", clock, interval=5.0)
+    end = sm.describe_training_job(TrainingJobName="quick-end")["TrainingEndTime"].timestamp()
+    assert result.status == "Completed" and clock.t - end <= 15.0
+
+
+def test_own_backoff_on_throttling_with_a_hint(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("thr", hosts=3, training=20), sm)
+    clients = Clients(max_attempts=0)  # no botocore retries: every throttle reaches the follower
+    policy = emulator.attach(clients.logs, emulator.Throttle(0.3, seed=4))
+    result, out, err = run("thr", clock, clients)
+    assert policy.throttled > 0 and result.stats.throttled == policy.throttled
+    assert "CloudWatch Logs is throttling reads" in err and "retrying in" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_botocore_retries_absorb_throttling(sm, clock, monkeypatch):
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=clock.sleep))
+    job = emulator.add_job(emulator.EmulatedJob("retry", hosts=3, training=20), sm)
+    clients = Clients(max_attempts=4)
+    policy = emulator.attach(clients.logs, emulator.Throttle(0.2, seed=7))
+    result, out, err = run("retry", clock, clients)
+    assert policy.throttled > 0 and result.stats.retried == policy.throttled and result.stats.throttled == 0
+    assert "retried; polling more slowly" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_server_side_throttling_in_process(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("srv", hosts=2, training=10), sm)
+    policy = emulator.Throttle(0.5, seed=2)
+    emulator.serve(policy)
+    try:
+        result, out, _ = run("srv", clock, Clients(max_attempts=0))
+    finally:
+        emulator.serve(None)
+    assert policy.throttled > 0 and result.stats.throttled == policy.throttled
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+class _Flaky:
+    """A Logs client whose first reads fail the way a proxy or CloudWatch does after botocore gave up."""
+
+    def __init__(self, real, failures):
+        self.real, self.failures = real, list(failures)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def filter_log_events(self, **params):
+        from botocore.exceptions import ClientError, ConnectionClosedError
+
+        if self.failures:
+            kind = self.failures.pop(0)
+            if kind == "reset":
+                raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
+            raise ClientError({"Error": {"Code": "InternalFailure", "Message": "internal error"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500, "RetryAttempts": 2}}, "FilterLogEvents")
+        return self.real.filter_log_events(**params)
+
+
+@pytest.mark.parametrize("failures", [["5xx", "5xx", "5xx"], ["reset", "5xx", "reset"]])
+def test_server_errors_and_dropped_connections_are_retried_not_fatal(sm, clock, failures):
+    job = emulator.add_job(emulator.EmulatedJob("flaky", hosts=2, training=20), sm)
+    clients = Clients()
+    clients._cache["logs"] = _Flaky(clients.logs, failures)
+    result, out, err = run("flaky", clock, clients)
+    assert result.exit_code == EXIT_OK
+    assert "CloudWatch Logs failed a read" in err and "retrying in" in err
+    assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
+
+
+def test_server_errors_past_the_retry_budget_end_in_one_line(sm, clock):
+    from launcher.core.errors import LauncherError
+
+    emulator.add_job(emulator.EmulatedJob("down", hosts=1, training=20), sm)
+    clients = Clients()
+    clients._cache["logs"] = _Flaky(clients.logs, ["5xx"] * 10)
+    with pytest.raises(LauncherError) as err:
+        run("down", clock, clients)
+    assert "FilterLogEvents failed" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_ctrl_c_leaves_the_job_running(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("intr", training=600), sm)
+    polls = []
+
+    def sleep(seconds):
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise KeyboardInterrupt
+        clock.sleep(seconds)
+
+    out, err = io.StringIO(), io.StringIO()
+    polling = Polling(clock=clock, sleep=sleep, interval=1.0, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    result = printed_follow("intr", Clients(), out=out, err=err, polling=polling)
+    assert result.exit_code == EXIT_INTERRUPTED and result.interrupted
+    assert "stopped following intr; the job keeps running" in err.getvalue()
+    assert sm.describe_training_job(TrainingJobName="intr")["TrainingJobStatus"] == "InProgress"
+
+
+def test_rate_limiter_spaces_calls():
+    clock = VirtualClock()
+    limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    for _ in range(11):
+        limiter.acquire()
+    assert clock.slept == pytest.approx(5.0)  # one token up front, then 2 a second
+    clock.t += 100  # a long idle refills to the burst (2), not more
+    waits = [limiter.acquire() for _ in range(3)]
+    assert waits[:2] == [0.0, 0.0] and waits[2] == pytest.approx(0.5)
+
+
+def test_one_limiter_is_shared_by_every_logs_read(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("s1", training=10), sm)
+    emulator.add_job(emulator.EmulatedJob("s2", training=10), sm)
+    limiter = RateLimiter(1.0, clock=clock, sleep=clock.sleep)
+    clock.t += 20
+    for name in ("s1", "s2"):
+        run(name, clock, until_end=False, limiter=limiter)
+    assert clock.slept == pytest.approx(1.0)  # the second job's read waited for the first's token
+
+
+def test_iter_lines_yields_typed_sanitised_lines_and_prints_nothing(sm, clock, capsys):
+    job = emulator.add_job(emulator.EmulatedJob("api", hosts=2, training=10, decoy=False), sm)
+    notes = []
+    lines = iter_lines("api", Clients(), until_end=True, on_note=notes.append,
+                       polling=Polling(interval=1.0, clock=clock, sleep=clock.sleep,
+                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    got = list(lines)
+    assert all(isinstance(ln, LogLine) for ln in got) and {ln.host for ln in got} == {1, 2}
+    assert [ln.message for ln in got if ln.host == 1] == [m for m in job.expected_messages() if "algo-1]" in m]
+    assert all(ln.event_id and ln.stream.startswith("api/algo-") for ln in got)
+    assert lines.status == "Completed" and lines.exit_code == EXIT_OK
+    assert capsys.readouterr() == ("", "")  # nothing printed: the API hands lines over
+
+
+def test_iter_lines_sanitises_what_cloudwatch_returns(clock, monkeypatch):
+    event = {"logStreamName": "evil/algo-1-1", "eventId": "1\x1b[2J", "timestamp": 1_800_000_000_000,
+             "ingestionTime": 1_800_000_000_000, "message": "a \x1b]0;pwned\x07 \u202eb"}
+    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_p: {"events": [event]}))
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    (line,) = list(iter_lines("evil", clients,
+                              polling=Polling(clock=clock, sleep=clock.sleep,
+                                              limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))))
+    assert line.message == "a \\x1b]0;pwned\\x07 \\u202eb" and line.event_id == "1\\x1b[2J" and line.host == 1
