@@ -17,7 +17,7 @@ from launcher.plan.build import build_plan
 from launcher.rules.memory import Layout, activations, logits
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
-from launcher.submission.role import FAIL, check_role
+from launcher.submission.role import RoleVerdict, check_role
 from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
 from tests.doubles import one_page_paginator
@@ -158,7 +158,7 @@ def test_a_role_arn_from_another_account_fails(aws, simulate):
     clients = Clients(region="us-west-2")
     iam = clients.iam if simulate else _NoSimulation(clients.iam)
     check = check_role(plan, iam, clients.sts)
-    assert check.verdict == FAIL
+    assert check.verdict == RoleVerdict.FAIL
     assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
 
 
