@@ -35,7 +35,7 @@ class FrozenDict(dict[K, V], Generic[K, V]):
         raise TypeError(f"{type(self).__name__} is read-only")
 
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
-    __ior__ = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(self.items()))

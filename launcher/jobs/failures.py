@@ -58,11 +58,6 @@ class Failure:
         object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
         object.__setattr__(self, "evidence", tuple(self.evidence))
 
-    @property
-    def retryable(self) -> bool:
-        """Whether resubmitting the same plan can succeed without changing anything (capacity, spot)."""
-        return self.failure_class in (FailureClass.CAPACITY, FailureClass.SPOT_INTERRUPTION)
-
     def to_dict(self) -> dict[str, Any]:
         return {"failure_class": self.failure_class.value, "failure_reason": self.reason, "remedy": self.remedy,
                 "evidence": list(self.evidence)}
@@ -329,8 +324,8 @@ def diagnose(clients: Any, desc: Mapping[str, Any], *, tail_lines: int = 100) ->
                    for t in (desc.get("SecondaryStatusTransitions") or [])]
     name = str(desc.get("TrainingJobName", ""))
     tail = log_tail(clients, name, tail_lines) if status == "Failed" and name else []
-    args = dict(failure_reason=desc.get("FailureReason"), transitions=transitions, log_tail=tail,
-                secondary_status=desc.get("SecondaryStatus"))
+    args: dict[str, Any] = dict(failure_reason=desc.get("FailureReason"), transitions=transitions, log_tail=tail,
+                                secondary_status=desc.get("SecondaryStatus"))
     found = classify(status, **args)
     if found is not None and found.failure_class == FailureClass.OUT_OF_MEMORY:
         plan = job_plan(clients, desc)

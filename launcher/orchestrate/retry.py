@@ -58,7 +58,7 @@ class RetryPolicy:
                 continue
             name = ALIASES.get(raw, raw)
             if name not in tuple(FailureClass):
-                known = [*FailureClass, *ALIASES]
+                known = [*(c.value for c in FailureClass), *ALIASES]
                 close = difflib.get_close_matches(raw, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; choose from {', '.join(known)}"
                 raise UsageError(f"--retry {text[:80]!r}: {raw[:40]!r} is not a failure class{hint}")

@@ -104,17 +104,16 @@ class Context:
         self.seq = spec.model.seq_length
 
     def layout(self, **changes: Any) -> ParallelLayout:
-        base = dict(instance_type=self.instance.name, shard_degree=self.shard,
-                    tensor_parallel=self.smp.tensor_parallel_degree,
-                    context_parallel=self.smp.context_parallel_degree,
-                    expert_parallel=self.smp.expert_parallel_degree,
-                    batch_size=self.spec.training.batch_size, seq_length=self.seq,
-                    activation_checkpointing=self.smp.activation_checkpointing,
-                    activation_offloading=self.smp.activation_offloading,
-                    loading_horizon=self.smp.activation_loading_horizon,
-                    smp_implementation=self.decisions.transform)
-        base.update(changes)
-        return ParallelLayout(**base)
+        base = ParallelLayout(instance_type=self.instance.name, shard_degree=self.shard,
+                              tensor_parallel=self.smp.tensor_parallel_degree,
+                              context_parallel=self.smp.context_parallel_degree,
+                              expert_parallel=self.smp.expert_parallel_degree,
+                              batch_size=self.spec.training.batch_size, seq_length=self.seq,
+                              activation_checkpointing=self.smp.activation_checkpointing,
+                              activation_offloading=self.smp.activation_offloading,
+                              loading_horizon=self.smp.activation_loading_horizon,
+                              smp_implementation=self.decisions.transform)
+        return dataclasses.replace(base, **changes)
 
     @cached_property
     def memory(self) -> MemoryEstimate:

@@ -232,7 +232,7 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
         check.unknowns.append(f"cannot read the role ({_why(exc)}); the job may still work")
         return check.result(RoleVerdict.UNKNOWN)
     try:
-        _check_read_role(plan.role, plan, role, check, iam, sts)
+        _check_read_role(plan, role, check, iam, sts)
     except Exception as exc:
         if _definite(exc):
             raise
@@ -241,10 +241,10 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
     return check.result()
 
 
-def _check_read_role(named: str, plan: Plan, role: dict[str, Any], check: _Findings, iam: Any, sts: Any) -> None:
+def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: Any, sts: Any) -> None:
     check.role_arn = role["Arn"]
-    if named.startswith("arn:") and named != role["Arn"]:
-        check.problems.append(f"the spec names {named} but the role's ARN is {role['Arn']}")
+    if check.role.startswith("arn:") and check.role != role["Arn"]:
+        check.problems.append(f"the spec names {check.role} but the role's ARN is {role['Arn']}")
     if not _trusts_sagemaker(role.get("AssumeRolePolicyDocument", {})):
         check.problems.append(f"the trust policy does not let {SAGEMAKER_PRINCIPAL} call sts:AssumeRole; "
                               "add it to the role's trust relationships")
