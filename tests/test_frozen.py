@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.jobs.failures import FailureClass, classify
 from launcher.plan.build import SourceBundle, build_plan
-from launcher.plan.sweep import plan_sweep
+from launcher.plan.sweep import expand, parse_sweeps, plan_sweep
 from launcher.rules.advise import advise
 from launcher.spec import load_spec
 from launcher.submission.role import RoleCheck, RoleVerdict
@@ -158,6 +158,7 @@ def test_the_request_and_the_json_are_copies_a_caller_may_change(plan):
     request["RoleArn"] = "changed"
     body["distribution"]["torch_distributed"]["enabled"] = False
     body["estimator"]["tags"].append({"Key": "x", "Value": "y"})
+    assert type(request["Tags"]) is list and type(request["VpcConfig"]["Subnets"]) is list
     assert plan.request["RoleArn"] != "changed"
     assert plan.to_dict()["distribution"]["torch_distributed"]["enabled"] is True
     assert {"Key": "x", "Value": "y"} not in plan.to_dict()["estimator"]["tags"]
@@ -188,6 +189,15 @@ def test_with_source_gives_a_new_plan_running_that_bundle(plan):
     assert bundle.tarball_sha256 == hashlib.sha256(b"stored tarball").hexdigest()
     assert dataclasses.replace(other, job_name="x").source is bundle  # a variant keeps the bundle it runs
     assert_frozen(other, "other")
+
+
+def test_sweep_expansions_are_frozen():
+    sweeps = parse_sweeps(["smp.random_seed=[1, 2],{a: 1}"])
+    expansions = expand([str(JOBS / "llama7b.yaml")], ("training.batch_size=2",), sweeps)
+    assert [thaw(e.overrides) for e in expansions] == [{"smp.random_seed": [1, 2]}, {"smp.random_seed": {"a": 1}}]
+    for e in expansions:
+        assert_frozen(e, f"expansion[{e.index}]")
+    assert_frozen(sweeps[0], "sweep")
 
 
 def test_sweep_plans_are_frozen():
