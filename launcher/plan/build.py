@@ -264,7 +264,7 @@ class Plan:
     topology: Topology
     model: ModelInfo
     framework: FrameworkInfo
-    distribution: dict[str, Any]
+    distribution: Mapping[str, Any]
     estimator: EstimatorArgs
     decisions: Decisions
     advisories: tuple[Advisory, ...]
