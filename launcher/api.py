@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from launcher.orchestrate.provenance import Change
     from launcher.orchestrate.queue import Event, PlanRun
     from launcher.plan.build import Plan
-    from launcher.plan.sweep import Candidate
+    from launcher.plan.sweep import SweepPlan
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.create import Submission
 
@@ -159,9 +159,9 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
-               env: Mapping[str, str] | None = None, now: datetime | None = None) -> list[Candidate]:
+               env: Mapping[str, str] | None = None, now: datetime | None = None) -> list[SweepPlan]:
     """Every spec times the cartesian product of `sweeps` (`"KEY=V1,V2"` strings, or KEY -> values),
-    each loaded, planned and advised (no AWS call): ranked `ok` Candidates first, then the refused ones
+    each loaded, planned and advised (no AWS call): ranked `ok` SweepPlans first, then the refused ones
     with their reasons. `overrides` apply to every plan. Raises UsageError for a malformed sweep."""
     import json
 

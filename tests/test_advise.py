@@ -46,7 +46,7 @@ def test_long_context_prefers_tensor_parallelism():
 def test_world_size_is_derived_from_the_largest_batch_and_the_global_batch():
     ranked = advise("llama2-7b", global_batch_tokens=4 * 2**20)
     best = ranked[0]
-    assert best.global_tokens == 4 * 2**20
+    assert best.global_batch_tokens == 4 * 2**20
     world = best.instances * 8
     assert world // best.tp * best.batch * 4096 == 4 * 2**20
     assert not advise("llama2-7b", instances=best.instances // 2, global_batch_tokens=4 * 2**20)
@@ -54,7 +54,7 @@ def test_world_size_is_derived_from_the_largest_batch_and_the_global_batch():
 
 def test_every_candidate_fits_and_passes_the_rules():
     for c in advise("llama2-70b", instances=32):
-        assert c.memory.fits and c.global_tokens <= 4 * 2**20
+        assert c.memory.fits and c.global_batch_tokens <= 4 * 2**20
 
 
 def test_json_output_has_the_spec_keys(run_cli):

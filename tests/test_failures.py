@@ -23,7 +23,7 @@ def _classify(case: dict, **kw):
 
 def test_every_class_has_a_fixture_from_a_public_source():
     cases = [_load(p) for p in FIXTURES]
-    assert {c["expected"] for c in cases} == set(failures.CLASSES) - {failures.UNKNOWN}
+    assert {c["expected"] for c in cases} == set(failures.FailureClass) - {failures.FailureClass.UNKNOWN}
     for case in cases:
         assert case["source"].startswith("https://"), case
 
@@ -105,14 +105,14 @@ def test_oom_remedy_names_a_layout_the_memory_model_gives_room():
                      plan=plan)
     assert found.failure_class == "out_of_memory"
     assert "smp.tensor_parallel_degree: 2" in found.remedy and "29.7 of 40 GB" in found.remedy
-    assert found.remedy != failures.REMEDIES["out_of_memory"]
+    assert found.remedy != failures.REMEDIES[failures.FailureClass.OUT_OF_MEMORY]
 
 
 def test_oom_remedy_degrades_to_the_generic_one_without_a_usable_plan():
     tail = ["torch.OutOfMemoryError: CUDA out of memory"]
     for plan in ({}, {"model": {"type": "llama"}}, {"model": None}):
         found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail, plan=plan)
-        assert found.remedy == failures.REMEDIES["out_of_memory"]
+        assert found.remedy == failures.REMEDIES[failures.FailureClass.OUT_OF_MEMORY]
 
 
 class _Body:

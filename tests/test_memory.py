@@ -6,7 +6,7 @@ from launcher.rules.memory import (
     CKPT_BYTES_PER_SBH,
     GIB,
     HF_ACT_BYTES_PER_SBH,
-    Layout,
+    ParallelLayout,
     activations,
     estimate,
     gathered_units,
@@ -23,45 +23,45 @@ P4D = "ml.p4d.24xlarge"
 
 
 def test_model_states_are_16_bytes_per_parameter_sharded_over_shard_and_tp():
-    assert model_states(L7, Layout(P4D, 1)) == 16 * L7.parameters
-    assert model_states(L7, Layout(P4D, 8)) == pytest.approx(16 * L7.parameters / 8)
-    assert model_states(L7, Layout(P4D, 4, tensor_parallel=2)) == pytest.approx(16 * L7.parameters / 8)
+    assert model_states(L7, ParallelLayout(P4D, 1)) == 16 * L7.parameters
+    assert model_states(L7, ParallelLayout(P4D, 8)) == pytest.approx(16 * L7.parameters / 8)
+    assert model_states(L7, ParallelLayout(P4D, 4, tensor_parallel=2)) == pytest.approx(16 * L7.parameters / 8)
 
 
 def test_expert_parallelism_splits_only_the_experts():
     mix = PRESETS["mixtral-8x7b"].architecture
-    plain, ep = model_states(mix, Layout(P4D, 8)), model_states(mix, Layout(P4D, 8, expert_parallel=2))
+    plain, ep = model_states(mix, ParallelLayout(P4D, 8)), model_states(mix, ParallelLayout(P4D, 8, expert_parallel=2))
     assert plain / 2 < ep < plain
 
 
 def test_gathered_units_are_two_layers_one_gradient_and_the_root_in_16_bit():
-    lay = Layout(P4D, 8)
+    lay = ParallelLayout(P4D, 8)
     expected = 2 * (3 * L7.layer_parameters() + L7.embedding_parameters + L7.hidden_width)
     assert gathered_units(L7, lay) == pytest.approx(expected)
-    assert gathered_units(L7, Layout(P4D, 1)) == 0
-    assert gathered_units(L7, Layout(P4D, 4, tensor_parallel=2)) == pytest.approx(expected / 2)
+    assert gathered_units(L7, ParallelLayout(P4D, 1)) == 0
+    assert gathered_units(L7, ParallelLayout(P4D, 4, tensor_parallel=2)) == pytest.approx(expected / 2)
 
 
 def test_activations_follow_korthikanti_with_and_without_checkpointing():
     s, b, h, n = 4096, 4, L7.hidden_width, L7.num_layers
     sbh = s * b * h
-    full = activations(L7, Layout(P4D, 8, batch_size=b, activation_checkpointing=False))
+    full = activations(L7, ParallelLayout(P4D, 8, batch_size=b, activation_checkpointing=False))
     assert full == pytest.approx(n * 34 * sbh)
-    ckpt = activations(L7, Layout(P4D, 8, batch_size=b))
+    ckpt = activations(L7, ParallelLayout(P4D, 8, batch_size=b))
     assert ckpt == pytest.approx(n * 2 * sbh + 34 * sbh)
-    offload = activations(L7, Layout(P4D, 8, batch_size=b, activation_offloading=True, loading_horizon=2))
+    offload = activations(L7, ParallelLayout(P4D, 8, batch_size=b, activation_offloading=True, loading_horizon=2))
     assert offload == pytest.approx(2 * 2 * sbh + 34 * sbh)
-    tp_cp = activations(L7, Layout(P4D, 2, tensor_parallel=2, context_parallel=2, batch_size=b))
+    tp_cp = activations(L7, ParallelLayout(P4D, 2, tensor_parallel=2, context_parallel=2, batch_size=b))
     assert tp_cp == pytest.approx(ckpt / 4)
 
 
 def test_logits_are_14_bytes_each_split_over_tp_and_cp():
-    assert logits(L7, Layout(P4D, 8, batch_size=2)) == 14 * 2 * 4096 * 32000
-    assert logits(L7, Layout(P4D, 8, batch_size=2, tensor_parallel=2)) == 14 * 2 * 4096 * 32000 / 2
+    assert logits(L7, ParallelLayout(P4D, 8, batch_size=2)) == 14 * 2 * 4096 * 32000
+    assert logits(L7, ParallelLayout(P4D, 8, batch_size=2, tensor_parallel=2)) == 14 * 2 * 4096 * 32000 / 2
 
 
 def test_framework_overhead_is_context_plus_fragmentation():
-    e = estimate(L7, Layout(P4D, 8, batch_size=4))
+    e = estimate(L7, ParallelLayout(P4D, 8, batch_size=4))
     transient = e.breakdown["gathered_params"] + e.breakdown["activations"] + e.breakdown["logits_and_loss"]
     assert e.peak_phase == "forward/backward" and transient > e.breakdown["optimizer_step"]
     assert e.breakdown["framework"] == pytest.approx(1.1 + 0.1 * transient)
@@ -72,7 +72,7 @@ def test_framework_overhead_is_context_plus_fragmentation():
 def test_the_optimizer_step_needs_one_fp32_temporary_per_local_parameter():
     """Defect: the step's transient was missing. With few shards it is the peak (70B over 8 GPUs)."""
     l70 = PRESETS["llama2-70b"].architecture
-    lay = Layout(P4D, 8, batch_size=2)
+    lay = ParallelLayout(P4D, 8, batch_size=2)
     assert optimizer_step(l70, lay) == pytest.approx(4 * l70.parameters / 8)
     e = estimate(l70, lay)
     assert e.peak_phase == "optimizer step"
@@ -83,19 +83,19 @@ def test_the_optimizer_step_needs_one_fp32_temporary_per_local_parameter():
 
 def test_hugging_face_layers_use_the_measured_constants_and_smp_layers_the_estimate():
     s, b, h, n = 4096, 4, L7.hidden_width, L7.num_layers
-    hf = activations(L7, Layout(P4D, 8, batch_size=b, activation_checkpointing=False, smp_implementation=False))
+    hf = activations(L7, ParallelLayout(P4D, 8, batch_size=b, activation_checkpointing=False, smp_implementation=False))
     assert hf == pytest.approx(n * HF_ACT_BYTES_PER_SBH["llama"] * s * b * h)
-    smp = activations(L7, Layout(P4D, 8, batch_size=b, activation_checkpointing=False))
+    smp = activations(L7, ParallelLayout(P4D, 8, batch_size=b, activation_checkpointing=False))
     assert smp == pytest.approx(n * 34 * s * b * h)
-    sources = estimate(L7, Layout(P4D, 8, smp_implementation=False)).to_dict()["sources"]
+    sources = estimate(L7, ParallelLayout(P4D, 8, smp_implementation=False)).to_dict()["sources"]
     assert sources["activations"].startswith("measured on CPU")
-    assert estimate(L7, Layout(P4D, 8)).to_dict()["sources"]["activations"].startswith("estimate")
+    assert estimate(L7, ParallelLayout(P4D, 8)).to_dict()["sources"]["activations"].startswith("estimate")
     assert all(v.startswith("estimate") for k, v in sources.items() if k != "activations")
 
 
 def test_a_mixture_of_experts_keeps_the_mlp_activations_once_per_routed_expert():
     mix = PRESETS["mixtral-8x7b"].architecture
-    lay = Layout(P4D, 8, batch_size=1, activation_checkpointing=False)
+    lay = ParallelLayout(P4D, 8, batch_size=1, activation_checkpointing=False)
     sbh = 4096 * mix.hidden_width
     assert activations(mix, lay) == pytest.approx(mix.num_layers * (34 + (mix.num_experts_per_tok - 1) * 19) * sbh)
 
@@ -105,7 +105,7 @@ def test_two_experts_both_routed_keep_the_mlp_activations_twice():
     import dataclasses
 
     two = dataclasses.replace(PRESETS["mixtral-8x7b"].architecture, num_experts=2, num_experts_per_tok=2)
-    lay = Layout(P4D, 8, batch_size=1, activation_checkpointing=False)
+    lay = ParallelLayout(P4D, 8, batch_size=1, activation_checkpointing=False)
     assert activations(two, lay) == pytest.approx(two.num_layers * (34 + 19) * 4096 * two.hidden_width)
 
 
@@ -148,15 +148,15 @@ def test_the_seeds_reference_configurations_fit_on_p4d(job):
 
 
 def test_70b_on_one_p4d_does_not_fit():
-    e = estimate(PRESETS["llama2-70b"].architecture, Layout(P4D, 8, batch_size=1))
+    e = estimate(PRESETS["llama2-70b"].architecture, ParallelLayout(P4D, 8, batch_size=1))
     assert not e.fits and e.breakdown["model_states"] > 100
 
 
 def test_7b_at_batch_64_without_checkpointing_does_not_fit():
-    e = estimate(L7, Layout(P4D, 8, batch_size=64, activation_checkpointing=False))
+    e = estimate(L7, ParallelLayout(P4D, 8, batch_size=64, activation_checkpointing=False))
     assert not e.fits and e.breakdown["activations"] > 500
 
 
 def test_80gb_instances_have_twice_the_room():
-    assert estimate(L7, Layout("ml.p4de.24xlarge", 8)).capacity_gb == 80
-    assert estimate(L7, Layout("ml.p5.48xlarge", 8)).capacity_gb == 80
+    assert estimate(L7, ParallelLayout("ml.p4de.24xlarge", 8)).capacity_gb == 80
+    assert estimate(L7, ParallelLayout("ml.p5.48xlarge", 8)).capacity_gb == 80

@@ -14,10 +14,10 @@ import emulator
 from launcher.core.aws import Clients
 from launcher.core.errors import SpecError
 from launcher.plan.build import build_plan
-from launcher.rules.memory import Layout, activations, logits
+from launcher.rules.memory import ParallelLayout, activations, logits
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
-from launcher.submission.role import FAIL, check_role
+from launcher.submission.role import RoleVerdict, check_role
 from tests.aws_setup import ACCOUNT
 from tests.conftest import JOBS, MINIMAL
 from tests.doubles import one_page_paginator
@@ -68,10 +68,11 @@ def test_smddp_on_a_tensor_parallel_only_p4d_job_is_refused(write_spec, monkeypa
 
 def test_context_parallelism_splits_the_logits_too():
     """Kills: context parallelism dropped from the logits term (TP alone was checked)."""
-    whole = logits(L7, Layout(P4D, 8, batch_size=2))
+    whole = logits(L7, ParallelLayout(P4D, 8, batch_size=2))
     assert whole == 14 * 2 * 4096 * 32000
-    assert logits(L7, Layout(P4D, 4, batch_size=2, context_parallel=2)) == pytest.approx(whole / 2)
-    assert logits(L7, Layout(P4D, 2, batch_size=2, tensor_parallel=2, context_parallel=2)) == pytest.approx(whole / 4)
+    assert logits(L7, ParallelLayout(P4D, 4, batch_size=2, context_parallel=2)) == pytest.approx(whole / 2)
+    quarter = ParallelLayout(P4D, 2, batch_size=2, tensor_parallel=2, context_parallel=2)
+    assert logits(L7, quarter) == pytest.approx(whole / 4)
 
 
 HOSTILE_TRAIN = [
@@ -158,7 +159,7 @@ def test_a_role_arn_from_another_account_fails(aws, simulate):
     clients = Clients(region="us-west-2")
     iam = clients.iam if simulate else _NoSimulation(clients.iam)
     check = check_role(plan, iam, clients.sts)
-    assert check.verdict == FAIL
+    assert check.verdict == RoleVerdict.FAIL
     assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
 
 
@@ -176,7 +177,7 @@ def test_a_generic_type_error_is_one_lowercase_sentence_with_the_value(write_spe
 def test_offloading_keeps_two_layer_inputs_by_default():
     """Kills memory: the default activation_loading_horizon (2, SMP v2's default) changed."""
     sbh = 4096 * 4 * L7.hidden_width
-    offload = Layout(P4D, 8, batch_size=4, activation_offloading=True)
+    offload = ParallelLayout(P4D, 8, batch_size=4, activation_offloading=True)
     assert activations(L7, offload) == pytest.approx(2 * 2 * sbh + 34 * sbh)
 
 
@@ -265,7 +266,7 @@ def test_gathered_layers_hold_only_the_experts_on_this_rank():
     from launcher.rules.memory import gathered_units
 
     mix = PRESETS["mixtral-8x7b"].architecture
-    lay = Layout(P4D, 4, expert_parallel=2)
+    lay = ParallelLayout(P4D, 4, expert_parallel=2)
     root = mix.embedding_parameters + mix.hidden_width
     assert gathered_units(mix, lay) == pytest.approx(2 * (3 * mix.layer_parameters(experts=4) + root))
 
@@ -328,8 +329,8 @@ def test_decisions_layouts_and_estimates_are_frozen():
     from launcher.rules.memory import estimate
 
     spec = load_spec(JOBS / "llama7b.yaml").spec
-    for value, field in ((decide(spec), "backend"), (Layout(P4D, 8), "batch_size"),
-                         (estimate(L7, Layout(P4D, 8)), "per_gpu_gb"), (Finding("m", "f"), "message")):
+    for value, field in ((decide(spec), "backend"), (ParallelLayout(P4D, 8), "batch_size"),
+                         (estimate(L7, ParallelLayout(P4D, 8)), "per_gpu_gb"), (Finding("m", "f"), "message")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, 1)
 
@@ -390,7 +391,7 @@ def test_expert_parallelism_changes_nothing_for_a_dense_model():
     """Kills memory: a dense model's expert parameter count starting from 1, not 0."""
     from launcher.rules.memory import model_states
 
-    assert model_states(L7, Layout(P4D, 8, expert_parallel=2)) == 16 * L7.parameters / 8
+    assert model_states(L7, ParallelLayout(P4D, 8, expert_parallel=2)) == 16 * L7.parameters / 8
 
 
 def test_a_refused_simulation_names_the_error_code(aws):

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from launcher.plan.build import build_plan
-from launcher.rules.memory import Layout, gathered_units, model_states
+from launcher.rules.memory import ParallelLayout, gathered_units, model_states
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.conftest import MINIMAL
@@ -118,13 +118,13 @@ def test_sharding_over_2_gpus_still_gathers_layer_units(write_spec):
                  for hsd in (1, 2, 4)}
     assert by_degree[1] == 0.0
     assert by_degree[2] == by_degree[4] > 0
-    assert gathered_units(MIXTRAL, Layout(P4D, 2)) == gathered_units(MIXTRAL, Layout(P4D, 8)) > 0
+    assert gathered_units(MIXTRAL, ParallelLayout(P4D, 2)) == gathered_units(MIXTRAL, ParallelLayout(P4D, 8)) > 0
 
 
 def test_mixture_of_experts_states_count_each_parameter_once():
     """Kills memory.py model_states: dense parameters taken as all plus the experts (`+`), double-counting them."""
-    assert model_states(MIXTRAL, Layout(P4D, 1)) == 16 * MIXTRAL.parameters
-    assert model_states(MIXTRAL, Layout(P4D, 8)) == pytest.approx(16 * MIXTRAL.parameters / 8)
+    assert model_states(MIXTRAL, ParallelLayout(P4D, 1)) == 16 * MIXTRAL.parameters
+    assert model_states(MIXTRAL, ParallelLayout(P4D, 8)) == pytest.approx(16 * MIXTRAL.parameters / 8)
     expert = MIXTRAL.num_layers * 8 * 3 * MIXTRAL.hidden_width * MIXTRAL.intermediate_size
-    halved = model_states(MIXTRAL, Layout(P4D, 1, expert_parallel=2))
+    halved = model_states(MIXTRAL, ParallelLayout(P4D, 1, expert_parallel=2))
     assert halved == pytest.approx(16 * (MIXTRAL.parameters - expert / 2))

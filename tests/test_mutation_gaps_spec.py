@@ -12,7 +12,7 @@ from launcher.jobs.ratelimit import RateLimiter
 from launcher.jobs.reader import LogReader
 from launcher.spec import load_spec
 from launcher.spec.loader import MAX_BYTES
-from launcher.submission.role import FAIL, UNKNOWN, RoleCheck, check_role
+from launcher.submission.role import RoleCheck, RoleVerdict, check_role
 from tests.conftest import MINIMAL
 
 
@@ -72,7 +72,7 @@ def test_a_control_character_in_a_set_value_points_at_its_column(override, col, 
 
 def test_the_role_check_prints_one_safe_line_for_each_finding():
     """Kills iam: RoleCheck.lines() returning nothing, so `check-role` could not print its verdict."""
-    check = RoleCheck(role="Good", role_arn="arn:aws:iam::123456789012:role/Good", verdict=FAIL,
+    check = RoleCheck(role="Good", role_arn="arn:aws:iam::123456789012:role/Good", verdict=RoleVerdict.FAIL,
                       missing=[{"action": "s3:GetObject", "resource": "arn:aws:s3:::b/\x1b[2Jk/*",
                                 "decision": "implicitDeny"}],
                       problems=["the trust policy does not let sagemaker.amazonaws.com call sts:AssumeRole"],
@@ -95,9 +95,9 @@ class _RoleUnreadable:
 def test_a_role_the_caller_may_not_read_is_cannot_tell():
     """Kills iam: the check returning no verdict at all when iam:GetRole is denied."""
     check = check_role(SimpleNamespace(role="Good"), _RoleUnreadable(), sts=None)
-    assert check.verdict == UNKNOWN and not check.missing and not check.problems
-    assert check.unknowns == ["cannot read the role (AccessDenied); the job may still work"]
-    assert check.as_dict()["verdict"] == UNKNOWN
+    assert check.verdict == RoleVerdict.UNKNOWN and not check.missing and not check.problems
+    assert check.unknowns == ("cannot read the role (AccessDenied); the job may still work",)
+    assert check.as_dict()["verdict"] == RoleVerdict.UNKNOWN
 
 
 class _Logs:

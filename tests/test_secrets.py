@@ -113,11 +113,11 @@ def test_the_role_check_asks_for_get_secret_value_on_each_arn():
 
 
 def test_a_role_without_get_secret_value_fails_the_check(aws):
-    from launcher.submission.role import FAIL, check_role
+    from launcher.submission.role import RoleVerdict, check_role
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"secrets.WANDB_API_KEY={ARN}"]))
     check = check_role(plan, boto3.client("iam"), boto3.client("sts"))
-    assert check.verdict == FAIL
+    assert check.verdict == RoleVerdict.FAIL
     assert {(m["action"], m["resource"]) for m in check.missing} == {("secretsmanager:GetSecretValue", ARN)}
 
 

@@ -15,7 +15,7 @@ from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
-from launcher.submission.role import FAIL, PASS, UNKNOWN, RoleRefused, check_role
+from launcher.submission.role import RoleRefused, RoleVerdict, check_role
 from tests.aws_setup import BUCKET, create_world
 from tests.conftest import JOBS
 from tests.doubles import one_page_paginator
@@ -106,7 +106,7 @@ def test_dry_run_writes_nothing(aws):
     result, sent = run(spec(), dry_run=True)
     assert not sent and not result.uploaded
     assert not any(c in result.aws_calls for c in ("s3.PutObject", "sagemaker.CreateTrainingJob"))
-    assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role_check.verdict == PASS
+    assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role_check.verdict == RoleVerdict.PASS
     assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
     assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
@@ -119,17 +119,17 @@ def role_check(role, *overrides):
 
 def test_a_good_role_passes(aws):
     check = role_check("Good")
-    assert check.verdict == PASS and check.role_arn == aws.arns["Good"] and check.checked >= 10
+    assert check.verdict == RoleVerdict.PASS and check.role_arn == aws.arns["Good"] and check.checked >= 10
 
 
 def test_a_role_sagemaker_cannot_assume_fails(aws):
     check = role_check("NoTrust")
-    assert check.verdict == FAIL and any("trust policy" in p for p in check.problems)
+    assert check.verdict == RoleVerdict.FAIL and any("trust policy" in p for p in check.problems)
 
 
 def test_missing_permissions_are_listed_with_their_resources(aws):
     check = role_check(aws.arns["NoPerms"])
-    assert check.verdict == FAIL
+    assert check.verdict == RoleVerdict.FAIL
     missing = {(m["action"], m["resource"]) for m in check.missing}
     assert ("ecr:BatchGetImage",
             "arn:aws:ecr:us-west-2:658645717510:repository/smdistributed-modelparallel") in missing
@@ -140,19 +140,19 @@ def test_missing_permissions_are_listed_with_their_resources(aws):
 def test_kms_and_vpc_actions_are_checked_when_configured(aws):
     check = role_check("Good", *VARIANTS["spot-kms-vpc-channels"])
     actions = {m["action"] for m in check.missing}
-    assert check.verdict == FAIL and {"kms:Decrypt", "ec2:CreateNetworkInterface"} <= actions
-    assert role_check("Good").verdict == PASS
+    assert check.verdict == RoleVerdict.FAIL and {"kms:Decrypt", "ec2:CreateNetworkInterface"} <= actions
+    assert role_check("Good").verdict == RoleVerdict.PASS
 
 
 def test_a_missing_role_fails(aws):
     check = role_check("Nope")
-    assert check.verdict == FAIL and "does not exist" in check.problems[0]
+    assert check.verdict == RoleVerdict.FAIL and "does not exist" in check.problems[0]
 
 
 def test_a_caller_without_pass_role_fails(aws):
     aws.session.client("iam").delete_user_policy(UserName="moto", PolicyName="pass")
     check = role_check("Good")
-    assert check.verdict == FAIL and check.missing[0]["action"] == "iam:PassRole (caller)"
+    assert check.verdict == RoleVerdict.FAIL and check.missing[0]["action"] == "iam:PassRole (caller)"
 
 
 class DenySimulation:
@@ -175,7 +175,7 @@ def test_cannot_tell_when_the_caller_may_not_simulate(aws):
     plan = build_plan(spec())
     clients = Clients(region="us-west-2")
     check = check_role(plan, DenySimulation(clients.iam), clients.sts)
-    assert check.verdict == UNKNOWN and check.unknowns and not check.missing
+    assert check.verdict == RoleVerdict.UNKNOWN and check.unknowns and not check.missing
 
 
 def test_submit_goes_on_when_the_role_check_cannot_tell(aws):
@@ -212,7 +212,7 @@ def test_no_role_is_a_usage_error(aws, monkeypatch):
         submit(loaded, Clients(region="us-west-2"), now=NOW)
     assert "SMP_LAUNCH_ROLE" in str(err.value)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
-    assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == PASS
+    assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == RoleVerdict.PASS
 
 
 def test_missing_bucket(aws):

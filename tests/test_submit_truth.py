@@ -19,7 +19,7 @@ from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
-from launcher.submission.role import FAIL, PASS, UNKNOWN, check_role
+from launcher.submission.role import RoleVerdict, check_role
 from tests.conftest import JOBS
 from tests.doubles import one_page_paginator
 
@@ -378,7 +378,7 @@ def _unparseable():
 def test_iam_that_cannot_simulate_is_cannot_tell(aws, error):
     plan = build_plan(spec())
     check = check_role(plan, BadIam(boto3.client("iam"), error), boto3.client("sts"))
-    assert check.verdict == UNKNOWN and check.unknowns and not check.missing
+    assert check.verdict == RoleVerdict.UNKNOWN and check.unknowns and not check.missing
     assert not any("<" in u or "\n" in u for u in check.unknowns)
     assert check.role_arn == aws.arns["Good"]
 
@@ -386,7 +386,7 @@ def test_iam_that_cannot_simulate_is_cannot_tell(aws, error):
 def test_an_unparseable_get_role_is_cannot_tell(aws):
     check = check_role(build_plan(spec()), BadIam(boto3.client("iam"), _unparseable(), everything=True),
                        boto3.client("sts"))
-    assert check.verdict == UNKNOWN and "ResponseParserError" in check.unknowns[0]
+    assert check.verdict == RoleVerdict.UNKNOWN and "ResponseParserError" in check.unknowns[0]
 
 
 @pytest.mark.parametrize("everything", [True, False], ids=["get-role", "simulation"])
@@ -404,8 +404,8 @@ def test_refused_credentials_stay_exit_4(aws, code, everything):
 
 def test_a_role_from_another_account_still_fails(aws):
     assert check_role(build_plan(spec(role="arn:aws:iam::999999999999:role/Good")), boto3.client("iam"),
-                      boto3.client("sts")).verdict == FAIL
-    assert check_role(build_plan(spec()), boto3.client("iam"), boto3.client("sts")).verdict == PASS
+                      boto3.client("sts")).verdict == RoleVerdict.FAIL
+    assert check_role(build_plan(spec()), boto3.client("iam"), boto3.client("sts")).verdict == RoleVerdict.PASS
 
 
 # -- 6. one line when SageMaker refuses; an unknown profile -------------------------------------------

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from launcher.core.errors import UsageError
+from launcher.core.frozen import thaw
 from launcher.plan.sweep import expand, parse_sweep, parse_sweeps, plan_sweep
 from tests.conftest import JOBS
 
@@ -23,7 +24,7 @@ def test_the_expansion_is_the_cartesian_product_last_key_fastest():
 def test_values_are_typed_as_yaml_like_set_and_commas_inside_brackets_or_quotes_do_not_split():
     sweep = parse_sweep("k=1e-4,true,null,'a,b',[1, 2],{x: 1},0x10,2", 1)
     assert sweep.values == ("1e-4", "true", "null", "'a,b'", "[1, 2]", "{x: 1}", "0x10", "2")
-    typed = [dict(e.overrides)["k"] for e in expand([SPEC], (), [sweep])]
+    typed = [thaw(e.overrides)["k"] for e in expand([SPEC], (), [sweep])]
     assert typed == [1e-4, True, None, "a,b", [1, 2], {"x": 1}, 16, 2]
     assert sweep.columns == (3, 8, 13, 18, 24, 31, 38, 43)
 
@@ -69,7 +70,7 @@ def test_impossible_layouts_are_refused_with_one_positioned_line_per_reason_and_
                    (None, 1, 64, "refused"), (None, 2, 64, "refused"), (None, 3, 2, "refused"),
                    (None, 3, 4, "refused"), (None, 3, 64, "refused")]
     ranked = [c for c in cands if c.ok]
-    assert [c.tokens_per_step for c in ranked] == [131072, 65536, 65536, 32768]
+    assert [c.global_batch_tokens for c in ranked] == [131072, 65536, 65536, 32768]
     assert ranked[1].headroom_gb > ranked[2].headroom_gb
     assert cands[4].reasons[0].startswith("--sweep:2:25: training.batch_size: SMP060 ")  # memory does not fit
     assert cands[6].reasons[0].startswith("--sweep:1:32: smp.tensor_parallel_degree: SMP001 ")

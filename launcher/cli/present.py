@@ -242,7 +242,7 @@ def advice_note(candidate: Any, best: Any) -> str:
             notes.append("offloads activations")
         if not candidate.checkpointing:
             notes.append("no checkpointing")
-        if candidate.global_tokens < best.global_tokens:
+        if candidate.global_batch_tokens < best.global_batch_tokens:
             notes.append("fewer tokens a step")
     return ", ".join(notes)
 
@@ -258,7 +258,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
     for i, c in enumerate(ranked[:top], start=1):
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
-                  f"{c.global_tokens:,}", advice_note(c, best))
+                  f"{c.global_batch_tokens:,}", advice_note(c, best))
     show(out, t)
     out.print(_text("why #1", "bold"))
     for reason in best.reasons:

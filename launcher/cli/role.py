@@ -24,7 +24,7 @@ def check_role(spec: str, overrides: tuple[str, ...], output: str, profile: str 
     from launcher.core.aws import explain
     from launcher.core.errors import EXIT_OK, EXIT_PREFLIGHT, LauncherError
     from launcher.plan.build import require_region, resolve_region
-    from launcher.submission.role import FAIL
+    from launcher.submission.role import RoleVerdict
     from launcher.submission.role import check_role as check
 
     loaded = load_spec(spec, overrides)
@@ -42,7 +42,7 @@ def check_role(spec: str, overrides: tuple[str, ...], output: str, profile: str 
         present.emit_json(result.as_dict())
     else:
         present.show_role_check(result)
-    sys.exit(EXIT_PREFLIGHT if result.verdict == FAIL else EXIT_OK)
+    sys.exit(EXIT_PREFLIGHT if result.verdict == RoleVerdict.FAIL else EXIT_OK)
 
 
 COMMANDS = (check_role,)

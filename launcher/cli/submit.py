@@ -121,7 +121,7 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
         t.add_row(str(c.rank) if c.rank else "-", _text(_overrides_text(c, many_specs)), _text(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
-                  f"{c.tokens_per_step:,}" if c.tokens_per_step else "-", _text(job), _text(reason))
+                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", _text(job), _text(reason))
     show(console(), t)
 
 

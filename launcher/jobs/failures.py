@@ -16,19 +16,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.enums import StrEnum
 from launcher.core.sanitize import clean
 
-CAPACITY = "capacity"
-QUOTA = "quota"
-PERMISSIONS = "permissions"
-IMAGE = "image"
-OUT_OF_MEMORY = "out_of_memory"
-NCCL_TIMEOUT = "nccl_timeout"
-USER_ERROR = "user_error"
-SPOT_INTERRUPTION = "spot_interruption"
-UNKNOWN = "unknown"
-CLASSES = (CAPACITY, QUOTA, PERMISSIONS, IMAGE, OUT_OF_MEMORY, NCCL_TIMEOUT, USER_ERROR, SPOT_INTERRUPTION,
-           UNKNOWN)
+
+class FailureClass(StrEnum):
+    """What kind of failure ended a job; the value is what JSON and `--retry` name."""
+
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+    PERMISSIONS = "permissions"
+    IMAGE = "image"
+    OUT_OF_MEMORY = "out_of_memory"
+    NCCL_TIMEOUT = "nccl_timeout"
+    USER_ERROR = "user_error"
+    SPOT_INTERRUPTION = "spot_interruption"
+    UNKNOWN = "unknown"  # SageMaker gave no reason a rule here knows
+
 
 REASON_LIMIT = 1000      # characters of FailureReason kept for display
 EVIDENCE_LIMIT = 300     # characters of one evidence line
@@ -45,19 +49,23 @@ class Failure:
     """A job's failure class, the reason as SageMaker gave it (safe to print, bounded), what to do about it,
     and the lines that led to the class."""
 
-    failure_class: str
+    failure_class: FailureClass
     reason: str
     remedy: str
     evidence: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
+        object.__setattr__(self, "evidence", tuple(self.evidence))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"failure_class": self.failure_class, "failure_reason": self.reason, "remedy": self.remedy,
+        return {"failure_class": self.failure_class.value, "failure_reason": self.reason, "remedy": self.remedy,
                 "evidence": list(self.evidence)}
 
 
 @dataclass(frozen=True)
 class _Rule:
-    failure_class: str
+    failure_class: FailureClass
     pattern: re.Pattern[str]
     remedy: str
 
@@ -69,47 +77,59 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 
 
 REMEDIES = {
-    CAPACITY: ("SageMaker could not get the instances: resubmit later (`submit --retry capacity`), or choose another "
-               "instance type or region."),
-    QUOTA: ("the account's service quota for this instance type is too low: request an increase in Service Quotas "
-            "(SageMaker, '<instance type> for training job usage'), or use fewer or other instances."),
-    PERMISSIONS: ("the job's execution role was refused: grant it access to the S3 paths, ECR image and KMS keys the "
-                  "job names (`smp-launch check-role SPEC` lists what is missing)."),
-    IMAGE: ("the training image could not be pulled or started: check framework.image_uri (it must exist in the "
-            "job's region, and the role needs ecr:BatchGetImage on it)."),
-    OUT_OF_MEMORY: ("a GPU ran out of memory: turn on smp.activation_checkpointing, raise smp.tensor_parallel_degree "
-                    "or smp.hybrid_shard_degree, turn on smp.activation_offloading, or lower training.batch_size; "
-                    "`smp-launch plan SPEC` shows the memory model for each change."),
-    NCCL_TIMEOUT: ("a collective timed out (NCCL watchdog): one rank stalled or died first; read every host's log "
-                   "(`smp-launch logs JOB`) for the first error, and check the data loader and "
-                   "checkpoint saves for one slow rank."),
-    USER_ERROR: ("the training script exited with an error: read the traceback (`smp-launch logs JOB`), fix it, "
-                 "resubmit."),
-    SPOT_INTERRUPTION: ("managed spot capacity was taken back before the job finished: resubmit "
-                        "(`submit --retry spot`); it resumes from its checkpoints. Raise cluster.max_wait to wait "
-                        "longer for spot capacity, or use on-demand instances."),
-    UNKNOWN: "SageMaker gave no reason this tool recognises: read the job's logs (`smp-launch logs JOB`).",
+    FailureClass.CAPACITY: (
+        "SageMaker could not get the instances: resubmit later (`submit --retry capacity`), or choose another "
+        "instance type or region."),
+    FailureClass.QUOTA: (
+        "the account's service quota for this instance type is too low: request an increase in Service Quotas "
+        "(SageMaker, '<instance type> for training job usage'), or use fewer or other instances."),
+    FailureClass.PERMISSIONS: (
+        "the job's execution role was refused: grant it access to the S3 paths, ECR image and KMS keys the "
+        "job names (`smp-launch check-role SPEC` lists what is missing)."),
+    FailureClass.IMAGE: (
+        "the training image could not be pulled or started: check framework.image_uri (it must exist in the "
+        "job's region, and the role needs ecr:BatchGetImage on it)."),
+    FailureClass.OUT_OF_MEMORY: (
+        "a GPU ran out of memory: turn on smp.activation_checkpointing, raise smp.tensor_parallel_degree "
+        "or smp.hybrid_shard_degree, turn on smp.activation_offloading, or lower training.batch_size; "
+        "`smp-launch plan SPEC` shows the memory model for each change."),
+    FailureClass.NCCL_TIMEOUT: (
+        "a collective timed out (NCCL watchdog): one rank stalled or died first; read every host's log "
+        "(`smp-launch logs JOB`) for the first error, and check the data loader and "
+        "checkpoint saves for one slow rank."),
+    FailureClass.USER_ERROR: (
+        "the training script exited with an error: read the traceback (`smp-launch logs JOB`), fix it, "
+        "resubmit."),
+    FailureClass.SPOT_INTERRUPTION: (
+        "managed spot capacity was taken back before the job finished: resubmit "
+        "(`submit --retry spot`); it resumes from its checkpoints. Raise cluster.max_wait to wait "
+        "longer for spot capacity, or use on-demand instances."),
+    FailureClass.UNKNOWN: "SageMaker gave no reason this tool recognises: read the job's logs (`smp-launch logs JOB`).",
 }
+
+
+def _rule(failure_class: FailureClass, *alternatives: str) -> _Rule:
+    return _Rule(failure_class, _rx(*alternatives), REMEDIES[failure_class])
+
 
 # Matched against FailureReason, in order: the first that matches wins. AWS service errors first: they are
 # certain, and an AlgorithmError reason could quote anything.
 _REASON_RULES = (
-    _Rule(CAPACITY, _rx(r"CapacityError", r"InsufficientCapacity", r"Insufficient capacity",
-                        r"Unable to provision requested ML compute capacity"), REMEDIES[CAPACITY]),
-    _Rule(QUOTA, _rx(r"ResourceLimitExceeded", r"account-level service limit", r"service quota"), REMEDIES[QUOTA]),
-    _Rule(PERMISSIONS, _rx(r"AccessDenied", r"not authorized to perform", r"is not authorized",
-                           r"\(403\)", r"\b403 Forbidden", r"Access Denied"), REMEDIES[PERMISSIONS]),
-    _Rule(IMAGE, _rx(r"CannotStartContainerError", r"Cannot pull algorithm container", r"Requested image .* not found",
-                     r"image does not exist", r"failed to pull", r"ImagePull"), REMEDIES[IMAGE]),
+    _rule(FailureClass.CAPACITY, r"CapacityError", r"InsufficientCapacity", r"Insufficient capacity",
+          r"Unable to provision requested ML compute capacity"),
+    _rule(FailureClass.QUOTA, r"ResourceLimitExceeded", r"account-level service limit", r"service quota"),
+    _rule(FailureClass.PERMISSIONS, r"AccessDenied", r"not authorized to perform", r"is not authorized",
+          r"\(403\)", r"\b403 Forbidden", r"Access Denied"),
+    _rule(FailureClass.IMAGE, r"CannotStartContainerError", r"Cannot pull algorithm container",
+          r"Requested image .* not found", r"image does not exist", r"failed to pull", r"ImagePull"),
 )
 
 # Matched against FailureReason and the log tail: OOM before NCCL (an OOM on one rank makes the others time out).
 _CONTENT_RULES = (
-    _Rule(OUT_OF_MEMORY, _rx(r"CUDA out of memory", r"OutOfMemoryError", r"CUDA error: out of memory",
-                             r"\bOOMKilled\b", r"exit ?code:? ?137\b", r"ExitCode 137\b", r"signal 9 \(SIGKILL\)"),
-          REMEDIES[OUT_OF_MEMORY]),
-    _Rule(NCCL_TIMEOUT, _rx(r"Watchdog caught collective operation timeout", r"ProcessGroupNCCL.*[Tt]imeout",
-                            r"NCCL.*timed? ?out", r"Timeout at NCCL work"), REMEDIES[NCCL_TIMEOUT]),
+    _rule(FailureClass.OUT_OF_MEMORY, r"CUDA out of memory", r"OutOfMemoryError", r"CUDA error: out of memory",
+          r"\bOOMKilled\b", r"exit ?code:? ?137\b", r"ExitCode 137\b", r"signal 9 \(SIGKILL\)"),
+    _rule(FailureClass.NCCL_TIMEOUT, r"Watchdog caught collective operation timeout", r"ProcessGroupNCCL.*[Tt]imeout",
+          r"NCCL.*timed? ?out", r"Timeout at NCCL work"),
 )
 
 _USER = _rx(r"AlgorithmError", r"ExecuteUserScriptError", r"Traceback \(most recent call last\)")
@@ -157,11 +177,13 @@ def classify(status: str, failure_reason: str | None = None,
         if secondary_status == "MaxWaitTimeExceeded":
             if interrupted or any(s == "Training" for s, _ in steps):
                 evidence = tuple(_line("Interrupted", m or "managed spot instances interrupted") for m in interrupted)
-                return Failure(SPOT_INTERRUPTION, shown or "managed spot training ran out of wait time after an "
-                               "interruption (MaxWaitTimeExceeded)", REMEDIES[SPOT_INTERRUPTION],
+                return Failure(FailureClass.SPOT_INTERRUPTION,
+                               shown or "managed spot training ran out of wait time after an interruption "
+                               "(MaxWaitTimeExceeded)", REMEDIES[FailureClass.SPOT_INTERRUPTION],
                                evidence + (_line("SecondaryStatus", secondary_status or "Stopped"),))
-            return Failure(CAPACITY, shown or "managed spot capacity was never acquired (MaxWaitTimeExceeded)",
-                           REMEDIES[CAPACITY], (_line("SecondaryStatus", "MaxWaitTimeExceeded"),))
+            return Failure(FailureClass.CAPACITY,
+                           shown or "managed spot capacity was never acquired (MaxWaitTimeExceeded)",
+                           REMEDIES[FailureClass.CAPACITY], (_line("SecondaryStatus", "MaxWaitTimeExceeded"),))
         return None
     if status != "Failed":
         return None
@@ -174,7 +196,7 @@ def classify(status: str, failure_reason: str | None = None,
         hits += [_line("algo-1", lines[i]) for i, low in enumerate(lines_l) if rule.pattern.search(low)][-3:]
         if hits:
             remedy = rule.remedy
-            if rule.failure_class == OUT_OF_MEMORY and plan is not None:
+            if rule.failure_class == FailureClass.OUT_OF_MEMORY and plan is not None:
                 remedy = oom_remedy(plan) or remedy
             return Failure(rule.failure_class, shown, remedy, tuple(hits))
     tb = _traceback_tail(lines)
@@ -186,14 +208,15 @@ def classify(status: str, failure_reason: str | None = None,
         remedy += f" ({clean(last, limit=300)})" if last else ""
         remedy += ": read the traceback (`smp-launch logs JOB`), fix the script or spec, resubmit."
         evidence = (_line("FailureReason", reason),) if reason else ()
-        return Failure(USER_ERROR, shown, remedy, evidence + tuple(_line("algo-1", line) for line in tb))
+        return Failure(FailureClass.USER_ERROR, shown, remedy, evidence + tuple(_line("algo-1", line) for line in tb))
     if interrupted:
-        return Failure(SPOT_INTERRUPTION, shown, REMEDIES[SPOT_INTERRUPTION],
+        return Failure(FailureClass.SPOT_INTERRUPTION, shown, REMEDIES[FailureClass.SPOT_INTERRUPTION],
                        tuple(_line("Interrupted", m) for m in interrupted))
     if capacity_notes:
-        return Failure(CAPACITY, shown, REMEDIES[CAPACITY], tuple(_line("Starting", m) for m in capacity_notes[-2:]))
+        return Failure(FailureClass.CAPACITY, shown, REMEDIES[FailureClass.CAPACITY],
+                       tuple(_line("Starting", m) for m in capacity_notes[-2:]))
     evidence = (_line("FailureReason", reason),) if reason else ()
-    return Failure(UNKNOWN, shown, REMEDIES[UNKNOWN], evidence)
+    return Failure(FailureClass.UNKNOWN, shown, REMEDIES[FailureClass.UNKNOWN], evidence)
 
 
 def oom_remedy(plan: Mapping[str, Any]) -> str | None:
@@ -212,7 +235,7 @@ def _layout_of(plan: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     from dataclasses import fields
 
     from launcher.catalog.architecture import Architecture
-    from launcher.rules.memory import Layout, estimate
+    from launcher.rules.memory import ParallelLayout, estimate
 
     names = {f.name for f in fields(Architecture)}
     arch = Architecture(**{k: v for k, v in plan["model"].items() if k in names})
@@ -233,9 +256,9 @@ def _layout_of(plan: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     ckpt = True
     if recorded is not None:
         ckpt = min((True, False), key=lambda c: abs(
-            estimate(arch, Layout(activation_checkpointing=c, **base)).breakdown["activations"] - recorded))
+            estimate(arch, ParallelLayout(activation_checkpointing=c, **base)).breakdown["activations"] - recorded))
     base["activation_checkpointing"] = ckpt
-    return arch, Layout, base
+    return arch, ParallelLayout, base
 
 
 def _propose(plan: Mapping[str, Any]) -> str | None:
@@ -304,7 +327,7 @@ def diagnose(clients: Any, desc: Mapping[str, Any], *, tail_lines: int = 100) ->
     args: dict[str, Any] = dict(failure_reason=desc.get("FailureReason"), transitions=transitions, log_tail=tail,
                                 secondary_status=desc.get("SecondaryStatus"))
     found = classify(status, **args)
-    if found is not None and found.failure_class == OUT_OF_MEMORY:
+    if found is not None and found.failure_class == FailureClass.OUT_OF_MEMORY:
         plan = job_plan(clients, desc)
         if plan is not None:
             found = classify(status, plan=plan, **args)

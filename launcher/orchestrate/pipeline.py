@@ -232,15 +232,15 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
 
 def _check_pipeline_role(role_arn: str, region: str, clients: Clients, warnings: list[str]) -> Any:
     """The pipeline role must also start, describe and tag the jobs, and pass itself to them."""
-    from launcher.submission.role import FAIL, UNKNOWN, RoleRefused, check_pipeline_role
+    from launcher.submission.role import RoleRefused, RoleVerdict, check_pipeline_role
 
     try:
         check = check_pipeline_role(role_arn, region, clients.iam)
     except Exception as exc:
         raise explain(exc, "checking the pipeline role") from None
-    if check.verdict == FAIL:
+    if check.verdict == RoleVerdict.FAIL:
         raise RoleRefused("\n".join(check.lines()))
-    if check.verdict == UNKNOWN:
+    if check.verdict == RoleVerdict.UNKNOWN:
         warnings += [f"pipeline role check: cannot tell: {u}" for u in check.unknowns]
     return check
 

@@ -224,17 +224,9 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
         warnings.append(f"the stored spec's hash ({clean(stored.plan.get('spec_hash'), 40)}) is not the one "
                         f"planned now ({plan.spec_hash})")
     # The job's own tarball, where it is (equal files give equal bytes: the URI a submit would use too).
-    bundle = SourceBundle(files={n: b.decode("utf-8", "replace") for n, b in stored.files.items()},
-                          tarball=stored.tarball, digest=_sha256(stored.tarball), uri=stored.source_uri)
-    plan.__dict__["source"] = bundle  # before anything reads plan.source (a cached_property)
-    plan.__dict__.pop("_predicted_request", None)
-    return plan, warnings
-
-
-def _sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
+    bundle = SourceBundle.of({n: b.decode("utf-8", "replace") for n, b in stored.files.items()},
+                             stored.tarball, stored.source_uri)
+    return plan.with_source(bundle), warnings
 
 
 def rerun(name: str, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.core.errors import UsageError
 from launcher.core.names import TAG_PREFIX
-from launcher.jobs.failures import CAPACITY, CLASSES, SPOT_INTERRUPTION, UNKNOWN
+from launcher.jobs.failures import FailureClass
 
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 RETRY_OF_TAG = f"{TAG_PREFIX}retry-of"
 ATTEMPT_TAG = f"{TAG_PREFIX}attempt"
-ALIASES = {"spot": SPOT_INTERRUPTION, "oom": "out_of_memory", "nccl": "nccl_timeout"}
+ALIASES = {"spot": FailureClass.SPOT_INTERRUPTION, "oom": FailureClass.OUT_OF_MEMORY, "nccl": FailureClass.NCCL_TIMEOUT}
 MAX_NAME = 63  # TrainingJobName's limit (CreateTrainingJob)
 
 
@@ -36,7 +36,7 @@ class RetryPolicy:
     """Which failure classes are retried, how many attempts in all (the first included), and the wait before
     attempt n+1: `backoff * factor**(n-1)` seconds, at most `max_backoff`."""
 
-    classes: frozenset[str] = frozenset({CAPACITY, SPOT_INTERRUPTION})
+    classes: frozenset[str] = frozenset({FailureClass.CAPACITY, FailureClass.SPOT_INTERRUPTION})
     max_attempts: int = 3
     backoff: float = 60.0
     factor: float = 2.0
@@ -45,9 +45,9 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise UsageError(f"--max-attempts {self.max_attempts}: give 1 or more (the first attempt counts)")
-        unknown = set(self.classes) - set(CLASSES)
+        unknown = set(self.classes) - set(FailureClass)
         if unknown:
-            raise UsageError(f"unknown failure class {sorted(unknown)[0]!r}; choose from {', '.join(CLASSES)}")
+            raise UsageError(f"unknown failure class {sorted(unknown)[0]!r}; choose from {', '.join(FailureClass)}")
 
     @classmethod
     def parse(cls, text: str, max_attempts: int = 3, backoff: float = 60.0) -> RetryPolicy:
@@ -57,8 +57,8 @@ class RetryPolicy:
             if not raw:
                 continue
             name = ALIASES.get(raw, raw)
-            if name not in CLASSES:
-                known = [*CLASSES, *ALIASES]
+            if name not in tuple(FailureClass):
+                known = [*(c.value for c in FailureClass), *ALIASES]
                 close = difflib.get_close_matches(raw, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; choose from {', '.join(known)}"
                 raise UsageError(f"--retry {text[:80]!r}: {raw[:40]!r} is not a failure class{hint}")
@@ -73,7 +73,8 @@ class RetryPolicy:
 
     def retries(self, status: JobStatus) -> bool:
         failure = status.failure
-        return failure is not None and failure.failure_class in self.classes and failure.failure_class != UNKNOWN
+        return (failure is not None and failure.failure_class in self.classes
+                and failure.failure_class != FailureClass.UNKNOWN)
 
 
 def attempt_name(first: str, attempt: int) -> str:

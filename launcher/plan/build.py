@@ -11,17 +11,17 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any
 
 from launcher import __version__
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
 from launcher.core.errors import Mark, Problem, SpecError, UsageError
+from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.core.names import (
     CHECKPOINT_LOCAL_PATH,
     ENTRY_POINT,
@@ -143,7 +143,10 @@ class FrameworkInfo:
     py_version: str
     smp_version: str
     image_uri: str | None  # None until a region is known (the SMP images are regional)
-    requirements: dict[str, str]
+    requirements: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requirements", freeze(self.requirements))
 
     def to_dict(self) -> dict[str, Any]:
         return {"pytorch_version": self.pytorch_version, "py_version": self.py_version,
@@ -170,7 +173,8 @@ class EstimatorArgs:
     """The SageMaker SDK v2 PyTorch Estimator's keyword arguments, every one decided by the plan.
 
     `source_dir` stays None here: the backend passes the uploaded tarball's URI, and `role` is the
-    spec's (a name or an ARN): submit passes the ARN it resolved."""
+    spec's (a name or an ARN): submit passes the ARN it resolved. The collections are read-only
+    (FrozenDicts and tuples, whatever was passed in); `to_dict()` gives the SDK plain dicts and lists."""
 
     entry_point: str
     source_dir: str | None
@@ -187,39 +191,54 @@ class EstimatorArgs:
     output_path: str
     code_location: str
     base_job_name: str
-    distribution: dict[str, Any]
-    hyperparameters: dict[str, Any]
-    environment: dict[str, str]
-    metric_definitions: list[dict[str, str]]
-    tags: list[dict[str, str]]
+    distribution: Mapping[str, Any]
+    hyperparameters: Mapping[str, Any]
+    environment: Mapping[str, str]
+    metric_definitions: Sequence[Mapping[str, str]]
+    tags: Sequence[Mapping[str, str]]
     debugger_hook_config: bool = False
     disable_profiler: bool = True
     # Given only where the spec asks for them (None: not passed to the SDK at all).
     image_uri: str | None = None
     max_wait: int | None = None
-    subnets: list[str] | None = None
-    security_group_ids: list[str] | None = None
+    subnets: Sequence[str] | None = None
+    security_group_ids: Sequence[str] | None = None
     output_kms_key: str | None = None
     volume_kms_key: str | None = None
     keep_alive_period_in_seconds: int | None = None  # a warm pool (cluster.keep_alive > 0)
 
+    def __post_init__(self) -> None:
+        for name in _ESTIMATOR_COLLECTIONS:
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
     def to_dict(self) -> dict[str, Any]:
-        """The keyword arguments (a deep copy; secrets NOT redacted: this is what the SDK gets)."""
+        """The keyword arguments as plain, mutable dicts and lists (a copy; secrets NOT redacted: this is
+        what the SDK gets)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return copy.deepcopy({k: v for k, v in out.items() if v is not None or k in _ALWAYS_PASSED})
+        return thaw({k: v for k, v in out.items() if v is not None or k in _ALWAYS_PASSED})
 
 
 _ALWAYS_PASSED = frozenset({"source_dir", "role"})
+_ESTIMATOR_COLLECTIONS = ("distribution", "hyperparameters", "environment", "metric_definitions", "tags", "subnets",
+                          "security_group_ids")
 
 
 @dataclass(frozen=True)
 class SourceBundle:
-    """The rendered source dir, its deterministic tarball and where that lands in S3 (under its digest)."""
+    """The rendered source dir, its deterministic tarball and where that lands in S3 (under the tarball's
+    sha256)."""
 
     files: Mapping[str, str]  # file name -> content (read-only)
     tarball: bytes = field(repr=False)
-    digest: str  # sha256 of the tarball, hex
+    tarball_sha256: str  # hex
     uri: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", freeze(self.files))
+
+    @classmethod
+    def of(cls, files: Mapping[str, str], tarball: bytes, uri: str) -> SourceBundle:
+        return cls(files=files, tarball=tarball, tarball_sha256=hashlib.sha256(tarball).hexdigest(), uri=uri)
 
 
 @dataclass(frozen=True)
@@ -229,7 +248,11 @@ class Plan:
     `to_dict()` is `plan --output json` (a contract for pipelines; secret values redacted).
     `request` is the CreateTrainingJob request SDK v2 will send, as shown: a role given by name has
     its ARN only from IAM, so the request names a placeholder there (`role_arn_placeholder`) that
-    submit replaces with the ARN it resolved (`request_for`)."""
+    submit replaces with the ARN it resolved (`request_for`).
+
+    Frozen all the way down: nested mappings are FrozenDicts, sequences tuples, parts frozen
+    dataclasses (and the spec a frozen model), so no reader can change what another reads. A variant
+    is a new Plan: `dataclasses.replace`, or `with_source` to run another source bundle."""
 
     spec_file: str
     spec_hash: str
@@ -241,15 +264,27 @@ class Plan:
     topology: Topology
     model: ModelInfo
     framework: FrameworkInfo
-    distribution: dict[str, Any]
+    distribution: Mapping[str, Any]
     estimator: EstimatorArgs
     decisions: Decisions
     advisories: tuple[Advisory, ...]
     memory: MemoryEstimate | None  # None where the layout does not divide the world (no figure means anything)
     storage: Storage
     spec: JobSpec = field(compare=False, repr=False)  # the validated spec: what the templates read
-    channels: dict[str, str] = field(default_factory=dict)
-    secrets: dict[str, str] = field(default_factory=dict)  # env name -> Secrets Manager ARN, fetched at job start
+    channels: Mapping[str, str] = field(default_factory=FrozenDict)
+    secrets: Mapping[str, str] = field(default_factory=FrozenDict)  # env name -> Secrets Manager ARN, read at start
+    # A source bundle given instead of the rendered one (a rerun runs its job's own tarball); see `with_source`.
+    given_source: SourceBundle | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("distribution", "channels", "secrets"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+        object.__setattr__(self, "advisories", tuple(self.advisories))
+
+    def with_source(self, bundle: SourceBundle) -> Plan:
+        """This plan running `bundle` instead of the source it renders: a new Plan whose `source`,
+        `source_uri` and `request` name the bundle (this one is unchanged)."""
+        return dataclasses.replace(self, given_source=bundle)
 
     @property
     def instance_count(self) -> int:
@@ -282,22 +317,24 @@ class Plan:
 
     @cached_property
     def source(self) -> SourceBundle:
-        """The rendered source dir and its tarball (rendered on first use, in memory, then kept:
-        `validate` needs none of it, and every later read gets the same bytes)."""
+        """The source bundle the job runs: the one given (`with_source`), else the source dir rendered
+        on first use, in memory, then kept (`validate` needs none of it, and every later read gets the same
+        bytes)."""
+        if self.given_source is not None:
+            return self.given_source
         from launcher.render.files import render_source
         from launcher.render.source import code_uri, tarball
 
         files = render_source(self)
         data = tarball(files)
-        return SourceBundle(files=MappingProxyType(files), tarball=data, digest=hashlib.sha256(data).hexdigest(),
-                            uri=code_uri(self.estimator.code_location, data))
+        return SourceBundle.of(files, data, code_uri(self.estimator.code_location, data))
 
     @cached_property
     def _predicted_request(self) -> dict[str, Any]:
         from launcher.plan.request import predict_request
         from launcher.spec.secrets import redact_request
 
-        return copy.deepcopy(redact_request(predict_request(self, self.source.uri, self.role_arn_placeholder)))
+        return thaw(redact_request(predict_request(self, self.source.uri, self.role_arn_placeholder)))
 
     @property
     def request(self) -> dict[str, Any]:
@@ -325,7 +362,7 @@ class Plan:
 
         estimator = self.estimator.to_dict()
         estimator["environment"] = redact_env(estimator.get("environment", {}))
-        return copy.deepcopy({
+        return thaw({
             "spec_file": self.spec_file, "spec_hash": self.spec_hash, "job_name": self.job_name,
             "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
             "instance_type": self.instance_type, "instance_count": self.instance_count,
@@ -366,15 +403,15 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
     found, ctx = run_rules(spec, region, topology)
     advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
-    digest = spec_hash(loaded)
+    hashed = spec_hash(loaded)
     dist = distribution(loaded)
     return Plan(
-        spec_file=loaded.file, spec_hash=digest, job_name=name, base_job_name=spec.name,
+        spec_file=loaded.file, spec_hash=hashed, job_name=name, base_job_name=spec.name,
         region=region, role=role, instance_type=instance.name, topology=topology,
         model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
         framework=FrameworkInfo(fw.pytorch, fw.python, fw.smp, image,
                                 requirements(fw.pytorch, spec.model.architecture().type)),
-        distribution=dist, estimator=estimator_args(loaded, name, role, digest, git_commit(loaded.file), dist),
+        distribution=dist, estimator=estimator_args(loaded, name, role, hashed, git_commit(loaded.file), dist),
         decisions=ctx.decisions, advisories=advisories,
         memory=ctx.memory if ctx.topology_ok else None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
@@ -382,9 +419,9 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     )
 
 
-def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str, commit: str | None,
-                   dist: dict[str, Any]) -> EstimatorArgs:
-    """The Estimator's arguments for the spec; `digest` and `commit` become provenance tags."""
+def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str, commit: str | None,
+                   dist: Mapping[str, Any]) -> EstimatorArgs:
+    """The Estimator's arguments for the spec; `hashed` (its spec_hash) and `commit` become provenance tags."""
     spec = loaded.spec
     instance = INSTANCES[spec.cluster.instance_type]
     fw = FRAMEWORKS[spec.framework.pytorch_version]
@@ -392,7 +429,7 @@ def estimator_args(loaded: LoadedSpec, name: str, role: str | None, digest: str,
     tags = [{"Key": k, "Value": v} for k, v in spec.tags.items()] + [
         {"Key": MANAGED_TAG, "Value": "true"},
         {"Key": VERSION_TAG, "Value": __version__},
-        {"Key": SPEC_HASH_TAG, "Value": digest},
+        {"Key": SPEC_HASH_TAG, "Value": hashed},
     ]
     if commit:
         tags.append({"Key": GIT_COMMIT_TAG, "Value": commit})

@@ -2,7 +2,7 @@
 
 Every expansion is loaded, validated, planned and advised before anything is submitted (no AWS call
 here). An expansion that cannot work (a spec error, an advisor error, a step that does not fit in GPU
-memory) becomes a refused Candidate carrying its reasons, one `FILE:LINE:COL: path: message` line
+memory) becomes a refused SweepPlan carrying its reasons, one `FILE:LINE:COL: path: message` line
 each; the rest are ranked: most tokens per step first (the global batch: what a step trains on),
 then most predicted memory headroom per GPU, then the order given.
 """
@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from launcher.core.errors import LauncherError, Mark, Problem, SpecError, UsageError
+from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ class Sweep:
 
 def _split_values(raw: str) -> list[tuple[int, str]]:
     """(offset, text) of each comma-separated value; commas inside [] {} or quotes do not split."""
-    out, depth, quote, start = [], 0, "", 0
+    out: list[tuple[int, str]] = []
+    depth, quote, start = 0, "", 0
     for i, ch in enumerate(raw):
         if quote:
             quote = "" if ch == quote else quote
@@ -63,7 +65,8 @@ def parse_sweep(expr: str, position: int) -> Sweep:
         raise UsageError(f"{SWEEP}:{position}:1: expected KEY.PATH=VALUE1,VALUE2,..., got {clean(expr, limit=80)!r}")
     if parts[0] == "extends":
         raise UsageError(f"{SWEEP}:{position}:1: extends cannot be swept: give the spec files instead")
-    values, columns = [], []
+    values: list[str] = []
+    columns: list[int] = []
     base = len(expr) - len(raw) + 1  # the 1-based column where the values begin
     for offset, text in _split_values(raw):
         if not text.strip():
@@ -117,8 +120,11 @@ class Expansion:
     index: int
     spec_file: str
     sets: tuple[str, ...]  # the user's --set first, then the swept keys'
-    overrides: Mapping[str, Any]  # swept key -> typed value
+    overrides: Mapping[str, Any]  # swept key -> typed value (read-only)
     origins: tuple[tuple[int, int], ...] = ()  # per swept set: (sweep position, value column)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overrides", freeze(self.overrides))
 
 
 def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[Sweep] = ()) -> list[Expansion]:
@@ -136,16 +142,21 @@ def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One expanded plan: `ok` with its Plan and rank, or `refused` with its reasons (one line each)."""
+class SweepPlan:
+    """One expanded plan of a sweep: `ok` with its Plan and rank, or `refused` with its reasons (one line each)."""
 
     index: int
     spec_file: str
-    overrides: Mapping[str, Any]
+    overrides: Mapping[str, Any]  # read-only
     plan: Plan | None
     reasons: tuple[str, ...] = ()
     rank: int | None = None
     problems: tuple[Problem, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overrides", freeze(self.overrides))
+        object.__setattr__(self, "reasons", tuple(self.reasons))
+        object.__setattr__(self, "problems", tuple(self.problems))
 
     @property
     def status(self) -> str:
@@ -156,8 +167,9 @@ class Candidate:
         return not self.reasons
 
     @property
-    def tokens_per_step(self) -> int | None:
-        """The global batch in tokens, where the layout divides the world (else no figure means anything)."""
+    def global_batch_tokens(self) -> int | None:
+        """Tokens per step (the global batch), where the layout divides the world (else no figure means
+        anything); `tokens_per_step` in the JSON."""
         return self.plan.global_batch_tokens if self.plan and self.plan.memory else None
 
     @property
@@ -169,8 +181,8 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         """`submit --dry-run --output json`'s object for this plan: for `ok`, the plan's own keys as well."""
         head = {"index": self.index, "rank": self.rank, "spec_file": clean(self.spec_file, limit=200),
-                "overrides": dict(self.overrides), "status": self.status, "reasons": list(self.reasons),
-                "tokens_per_step": self.tokens_per_step, "headroom_gb": self.headroom_gb}
+                "overrides": thaw(self.overrides), "status": self.status, "reasons": list(self.reasons),
+                "tokens_per_step": self.global_batch_tokens, "headroom_gb": self.headroom_gb}
         if self.ok and self.plan is not None:
             return {**self.plan.to_dict(), **head}
         return head
@@ -187,7 +199,7 @@ def _sweep_mark(mark: Mark, expansion: Expansion, user_sets: int) -> Mark:
 
 
 def prepare(expansion: Expansion, *, user_sets: int, region: str | None = None, profile: str | None = None,
-            env: Mapping[str, str] | None = None, now: datetime | None = None) -> Candidate:
+            env: Mapping[str, str] | None = None, now: datetime | None = None) -> SweepPlan:
     """Load, validate, plan and advise one expansion (no AWS call); a refusal carries its reasons."""
     import os
 
@@ -201,25 +213,25 @@ def prepare(expansion: Expansion, *, user_sets: int, region: str | None = None, 
         plan = build_plan(loaded, now=now, env=env, region=resolved)
     except SpecError as err:
         problems = tuple(replace(p, mark=_sweep_mark(p.mark, expansion, user_sets)) for p in err.problems)
-        return Candidate(expansion.index, expansion.spec_file, expansion.overrides, None,
+        return SweepPlan(expansion.index, expansion.spec_file, expansion.overrides, None,
                          tuple(str(p) for p in problems), problems=problems)
     except LauncherError as err:
-        return Candidate(expansion.index, expansion.spec_file, expansion.overrides, None, (clean(str(err)),))
+        return SweepPlan(expansion.index, expansion.spec_file, expansion.overrides, None, (clean(str(err)),))
     problems = tuple(replace(p, mark=_sweep_mark(p.mark, expansion, user_sets)) for p in advisory_problems(plan))
     reasons = [str(p) for p in problems]
     mem = plan.memory
     if mem is not None and not mem.fits and not any("SMP060" in r for r in reasons):
         reasons.append(f"{expansion.spec_file}: memory: predicted {mem.per_gpu_gb:.1f} GB per GPU does not fit "
                        f"in {mem.capacity_gb:.0f} GB")
-    return Candidate(expansion.index, expansion.spec_file, expansion.overrides, plan, tuple(reasons),
+    return SweepPlan(expansion.index, expansion.spec_file, expansion.overrides, plan, tuple(reasons),
                      problems=problems)
 
 
-def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
+def rank(candidates: Sequence[SweepPlan]) -> list[SweepPlan]:
     """`ok` candidates best first, numbered from 1: fits, then most tokens per step, then most headroom,
     then the order given; the refused ones after them, in the order given (no rank)."""
     ok = [c for c in candidates if c.ok]
-    ok.sort(key=lambda c: (not (c.plan and c.plan.memory and c.plan.memory.fits), -(c.tokens_per_step or 0),
+    ok.sort(key=lambda c: (not (c.plan and c.plan.memory and c.plan.memory.fits), -(c.global_batch_tokens or 0),
                            -(c.headroom_gb if c.headroom_gb is not None else float("-inf")), c.index))
     refused = sorted((c for c in candidates if not c.ok), key=lambda c: c.index)
     return [replace(c, rank=i) for i, c in enumerate(ok, start=1)] + refused
@@ -227,7 +239,7 @@ def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[str] = (), *,
                region: str | None = None, profile: str | None = None, env: Mapping[str, str] | None = None,
-               now: datetime | None = None) -> list[Candidate]:
+               now: datetime | None = None) -> list[SweepPlan]:
     """Every plan of `specs` x the sweeps' cartesian product, built and advised, ranked (refused last).
 
     Pure: no AWS call, nothing written. Each plan's job name is unique: the n-th expansion is

@@ -9,13 +9,14 @@ Every candidate is checked by the same rules `plan` runs, so advice never contra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from launcher.catalog.smp import INSTANCES
 from launcher.core.errors import UsageError
-from launcher.rules import run_rules
+from launcher.rules import Severity, run_rules
 from launcher.rules.checks import MAX_GLOBAL_TOKENS
-from launcher.rules.memory import Layout, MemoryEstimate, estimate
+from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
@@ -41,7 +42,9 @@ def parse_tokens(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class AdvisedLayout:
+    """One SMP v2 layout the advisor found to fit and pass every rule, with why it ranks where it does."""
+
     instances: int
     shard: int
     tp: int
@@ -49,32 +52,36 @@ class Candidate:
     offloading: bool
     batch: int
     memory: MemoryEstimate
-    global_tokens: int
+    global_batch_tokens: int
     reference: bool = False
     warnings: tuple[str, ...] = ()
-    reasons: list[str] = field(default_factory=list)
+    reasons: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        object.__setattr__(self, "reasons", tuple(self.reasons))
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[int, bool, int, int, bool, int]:
         """Fewest warnings (the best practices' own advice, e.g. long context wants TP), checkpointing on, then
         the least tensor parallelism, the lowest sharding degree, no offloading, the largest batch."""
         return (len(self.warnings), not self.checkpointing, self.tp, self.shard, self.offloading, -self.batch)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "instances": self.instances,
             "smp": {"hybrid_shard_degree": self.shard, "tensor_parallel_degree": self.tp,
                     "activation_checkpointing": self.checkpointing, "activation_offloading": self.offloading},
             "training": {"batch_size": self.batch},
             "memory": self.memory.to_dict(),
-            "global_batch_tokens": self.global_tokens,
+            "global_batch_tokens": self.global_batch_tokens,
             "seed_reference": self.reference,
             "warnings": list(self.warnings),
             "reasons": list(self.reasons),
         }
 
 
-def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict) -> JobSpec:
+def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict[str, Any]) -> JobSpec:
     return JobSpec.model_validate({
         "name": "advise", "model": {"preset": preset, "seq_length": seq},
         "cluster": {"instance_type": instance_type, "instance_count": instances, "region": "us-west-2"},
@@ -86,23 +93,23 @@ def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: 
 
 
 def _search(preset: str, instance_type: str, instances: int, seq: int, precision: str,
-            target: int | None) -> list[Candidate]:
+            target: int | None) -> list[AdvisedLayout]:
     arch = PRESETS[preset].architecture
     cluster = Topology(instances, INSTANCES[instance_type].gpus, seq_length=seq)
     limit = target or MAX_GLOBAL_TOKENS
-    found = []
+    found: list[AdvisedLayout] = []
     for tp in TP_CHOICES:
         if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
             continue
         dp = replace(cluster, tensor_parallel=tp).data_parallel_degree
-        batches = [target // (dp * seq)] if target else range(1, MAX_BATCH + 1)
+        batches = [target // (dp * seq)] if target else list(range(1, MAX_BATCH + 1))
         for batch in batches:
             tokens = replace(cluster, tensor_parallel=tp, batch_size=batch).global_batch_tokens if batch >= 1 else 0
             if batch < 1 or (target and tokens != target) or tokens > limit:
                 continue
             for shard in (d for d in range(1, dp + 1) if dp % d == 0):
                 for ac, offload in ((True, False), (True, True), (False, False)):
-                    lay = Layout(instance_type, shard, tensor_parallel=tp, batch_size=batch, seq_length=seq,
+                    lay = ParallelLayout(instance_type, shard, tensor_parallel=tp, batch_size=batch, seq_length=seq,
                                  activation_checkpointing=ac, activation_offloading=offload)
                     mem = estimate(arch, lay)
                     if not mem.fits:
@@ -110,15 +117,15 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                     spec = _spec(preset, instance_type, instances, seq, precision,
                                  {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch})
                     advisories, _ = run_rules(spec, "us-west-2")
-                    if any(a.severity == "error" for a in advisories):
+                    if any(a.is_error for a in advisories):
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
-                    warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity == "warning")
-                    found.append(Candidate(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns))
+                    warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity is Severity.WARNING)
+                    found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns))
     return _explain(sorted(found, key=lambda c: c.key))
 
 
-def _explain(ranked: list[Candidate]) -> list[Candidate]:
+def _explain(ranked: list[AdvisedLayout]) -> list[AdvisedLayout]:
     """Attach the best practices' reasons to each candidate, and say why the best differs from the reference."""
     if not ranked:
         return ranked
@@ -145,11 +152,11 @@ def _explain(ranked: list[Candidate]) -> list[Candidate]:
         if not c.checkpointing:
             r.append("no activation checkpointing: faster, but AWS's best practices enable it for every model size")
         r.append(f"{c.memory.per_gpu_gb:.1f} of {c.memory.capacity_gb:.0f} GB per GPU; "
-                 f"{c.global_tokens:,} tokens per step")
+                 f"{c.global_batch_tokens:,} tokens per step")
         r.extend(f"warning {w}" for w in c.warnings)
         if c.reference:
             r.append("AWS's reference configuration")
-        out.append(Candidate(**{**c.__dict__, "reasons": r}))
+        out.append(replace(c, reasons=tuple(r)))
     best, ref = out[0], next((c for c in out if c.reference), None)
     if ref is not None and not best.reference:
         why = []
@@ -161,14 +168,15 @@ def _explain(ranked: list[Candidate]) -> list[Candidate]:
             why.append("it needs no activation offloading")
         if best.batch != ref.batch:
             why.append(f"batch {best.batch} per rank instead of {ref.batch}")
-        best.reasons.append(f"ranks above AWS's reference configuration (sharding {ref.shard}, tensor {ref.tp}, "
-                            f"batch {ref.batch}): " + "; ".join(why or ["the best practices' order prefers it"]))
+        above = (f"ranks above AWS's reference configuration (sharding {ref.shard}, tensor {ref.tp}, "
+                 f"batch {ref.batch}): " + "; ".join(why or ["the best practices' order prefers it"]))
+        out[0] = replace(best, reasons=(*best.reasons, above))
     return out
 
 
 def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
            seq_length: int = 4096, global_batch_tokens: int | None = None,
-           precision: str = "bf16") -> list[Candidate]:
+           precision: str = "bf16") -> list[AdvisedLayout]:
     """Feasible configurations, best first. Without `instances`, the smallest cluster whose largest
     fitting local batch reaches `global_batch_tokens` (the best practices' sharded-data-parallel step 2)."""
     if preset not in PRESETS:
@@ -189,7 +197,7 @@ def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int |
                      "tokens per step with a batch that fits; lower --global-batch-tokens or --seq-length")
 
 
-def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: Candidate,
+def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: AdvisedLayout,
               written_to: str | None = None) -> str:
     """A ready job spec for the recommendation, with the schema modeline editors use (the jobs/*.yaml one:
     the repository's schema file, relative to where the spec is written)."""

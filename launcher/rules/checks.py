@@ -11,7 +11,7 @@ from launcher.rules.decisions import (
     needs_transform,
     tensor_parallel_only,
 )
-from launcher.rules.engine import Context, Finding, rule
+from launcher.rules.engine import Context, Finding, Severity, rule
 
 _DG = "https://docs.aws.amazon.com/sagemaker/latest/dg/"
 REF = _DG + "distributed-model-parallel-v2-reference.html"
@@ -55,7 +55,7 @@ def _divisors(n: int) -> list[int]:
 
 # ---- topology (SMP v2 reference and feature pages) ----
 
-@rule("SMP001", "error", "Every parallel degree divides the world size", f"{REF}; {TP}; {EP}; {CP}")
+@rule("SMP001", Severity.ERROR, "Every parallel degree divides the world size", f"{REF}; {TP}; {EP}; {CP}")
 def degrees_divide_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     for key in ("tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree", "hybrid_shard_degree"):
@@ -66,7 +66,7 @@ def degrees_divide_world(ctx: Context) -> Iterator[Finding]:
                           f"valid values: {', '.join(map(str, _divisors(ctx.world)[:12]))}", f"smp.{key}")
 
 
-@rule("SMP002", "error", "hybrid_shard x tensor x expert divides the world size",
+@rule("SMP002", Severity.ERROR, "hybrid_shard x tensor x expert divides the world size",
       f"{REF}; {ADAPTER} (validate_distributed_degrees)")
 def product_divides_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
@@ -79,7 +79,7 @@ def product_divides_world(ctx: Context) -> Iterator[Finding]:
                       "smp.hybrid_shard_degree")
 
 
-@rule("SMP003", "error", "context_parallel_degree <= sharding degree", REF)
+@rule("SMP003", Severity.ERROR, "context_parallel_degree <= sharding degree", REF)
 def cp_within_shard(ctx: Context) -> Iterator[Finding]:
     cp = ctx.smp.context_parallel_degree
     if cp > 1 and cp > ctx.shard:
@@ -88,14 +88,14 @@ def cp_within_shard(ctx: Context) -> Iterator[Finding]:
                       "smp.context_parallel_degree")
 
 
-@rule("SMP004", "error", "Expert parallelism excludes tensor parallelism", EP)
+@rule("SMP004", Severity.ERROR, "Expert parallelism excludes tensor parallelism", EP)
 def ep_excludes_tp(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.expert_parallel_degree > 1 and ctx.smp.tensor_parallel_degree > 1:
         yield Finding("expert_parallel_degree > 1 cannot be combined with tensor_parallel_degree > 1; "
                       "set one of them to 1", "smp.expert_parallel_degree")
 
 
-@rule("SMP005", "warning", "Tensor parallelism across nodes", f"{TP}; {EXAMPLES}")
+@rule("SMP005", Severity.WARNING, "Tensor parallelism across nodes", f"{TP}; {EXAMPLES}")
 def tp_across_nodes(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
     if tp > ctx.instance.gpus:
@@ -104,21 +104,21 @@ def tp_across_nodes(ctx: Context) -> Iterator[Finding]:
                       "smp.tensor_parallel_degree")
 
 
-@rule("SMP006", "error", "Expert parallelism needs a mixture-of-experts model", EP)
+@rule("SMP006", Severity.ERROR, "Expert parallelism needs a mixture-of-experts model", EP)
 def ep_model(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.expert_parallel_degree > 1 and ctx.arch.type not in EP_MODELS:
         yield Finding(f"expert_parallel_degree needs a mixture-of-experts model (mixtral); this model is "
                       f"{ctx.arch.type}: set expert_parallel_degree to 1", "smp.expert_parallel_degree")
 
 
-@rule("SMP007", "error", "Context parallelism needs a supported model", CP)
+@rule("SMP007", Severity.ERROR, "Context parallelism needs a supported model", CP)
 def cp_model(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.context_parallel_degree > 1 and ctx.arch.type not in CP_MODELS:
         yield Finding(f"context parallelism supports {', '.join(CP_MODELS)} models, not {ctx.arch.type}; "
                       "set context_parallel_degree to 1", "smp.context_parallel_degree")
 
 
-@rule("SMP008", "error", "Sequence length divisible for context parallelism",
+@rule("SMP008", Severity.ERROR, "Sequence length divisible for context parallelism",
       f"{CP}; {EXAMPLES} (train_lib.get_batch_for_cp_rank)")
 def cp_seq(ctx: Context) -> Iterator[Finding]:
     cp = ctx.smp.context_parallel_degree
@@ -127,7 +127,7 @@ def cp_seq(ctx: Context) -> Iterator[Finding]:
                       "(each rank takes two load-balanced chunks)", "model.seq_length")
 
 
-@rule("SMP009", "error", "Attention heads divide by the tensor parallel degree",
+@rule("SMP009", Severity.ERROR, "Attention heads divide by the tensor parallel degree",
       TP)
 def tp_heads(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
@@ -136,7 +136,7 @@ def tp_heads(ctx: Context) -> Iterator[Finding]:
                       f"num_key_value_heads {ctx.arch.num_key_value_heads}", "smp.tensor_parallel_degree")
 
 
-@rule("SMP010", "error", "Experts divide by the expert parallel degree", EP)
+@rule("SMP010", Severity.ERROR, "Experts divide by the expert parallel degree", EP)
 def ep_experts(ctx: Context) -> Iterator[Finding]:
     ep = ctx.smp.expert_parallel_degree
     if ep > 1 and ctx.arch.num_experts % ep:
@@ -144,7 +144,7 @@ def ep_experts(ctx: Context) -> Iterator[Finding]:
                       "smp.expert_parallel_degree")
 
 
-@rule("SMP011", "info", "What hybrid_shard_degree 0 resolves to", REF)
+@rule("SMP011", Severity.INFO, "What hybrid_shard_degree 0 resolves to", REF)
 def shard_auto(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     if s.hybrid_shard_degree != 0 or (s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1):
@@ -157,7 +157,8 @@ def shard_auto(ctx: Context) -> Iterator[Finding]:
     yield Finding(f"{ctx.decisions.shard_reason}; {hint}", "smp.hybrid_shard_degree")
 
 
-@rule("SMP012", "error", "hybrid_shard_degree 0 with expert parallelism is undefined", f"{REF}; {EP}; {EXAMPLES}")
+@rule("SMP012", Severity.ERROR, "hybrid_shard_degree 0 with expert parallelism is undefined",
+      f"{REF}; {EP}; {EXAMPLES}")
 def shard_auto_with_ep(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     if s.hybrid_shard_degree == 0 and s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1:
@@ -168,7 +169,7 @@ def shard_auto_with_ep(ctx: Context) -> Iterator[Finding]:
                       "expert_parallel_degree 2 on 64 GPUs)", "smp.hybrid_shard_degree")
 
 
-@rule("SMP013", "error", "Parallelism and fp8 need SMP's implementation", f"{REF}; {EXAMPLES}")
+@rule("SMP013", Severity.ERROR, "Parallelism and fp8 need SMP's implementation", f"{REF}; {EXAMPLES}")
 def transform_needed(ctx: Context) -> Iterator[Finding]:
     needs = needs_transform(ctx.spec)
     if needs and not ctx.spec.model.use_smp_implementation:
@@ -178,21 +179,21 @@ def transform_needed(ctx: Context) -> Iterator[Finding]:
 
 # ---- SMP v2 best practices: general settings ----
 
-@rule("SMP020", "warning", "Prefer bf16 to fp16", BEST)
+@rule("SMP020", Severity.WARNING, "Prefer bf16 to fp16", BEST)
 def prefer_bf16(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision == "fp16":
         yield Finding("fp16 mixed precision is less accurate than bf16 and needs loss scaling; set "
                       "training.precision: bf16", "training.precision")
 
 
-@rule("SMP021", "error", "fp8 needs P5 (H100)", MIXED)
+@rule("SMP021", Severity.ERROR, "fp8 needs P5 (H100)", MIXED)
 def fp8_instance(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision == "fp8" and not ctx.instance.fp8:
         yield Finding(f"fp8 needs H100 GPUs (ml.p5.48xlarge); {ctx.instance.name} has {ctx.instance.gpu}: "
                       "use precision bf16 or instance_type ml.p5.48xlarge", "training.precision")
 
 
-@rule("SMP022", "error", "fp8 needs a supported model and release", f"{MIXED}; {NOTES}")
+@rule("SMP022", Severity.ERROR, "fp8 needs a supported model and release", f"{MIXED}; {NOTES}")
 def fp8_model(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.training.precision != "fp8":
         return
@@ -203,7 +204,7 @@ def fp8_model(ctx: Context) -> Iterator[Finding]:
                       "framework.pytorch_version")
 
 
-@rule("SMP023", "error", "SMDDP only where it works", f"{BEST}; {SMDDP}")
+@rule("SMP023", Severity.ERROR, "SMDDP only where it works", f"{BEST}; {SMDDP}")
 def smddp_possible(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "smddp":
         return
@@ -215,7 +216,7 @@ def smddp_possible(ctx: Context) -> Iterator[Finding]:
                       "tensor_parallel_degree > 1); set backend: auto or nccl", "smp.backend")
 
 
-@rule("SMP024", "info", "What backend auto resolves to", f"{BEST}; {SMDDP}")
+@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}")
 def backend_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "auto":
         return
@@ -228,7 +229,7 @@ def backend_auto(ctx: Context) -> Iterator[Finding]:
     yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {why}", "smp.backend")
 
 
-@rule("SMP025", "warning", "Delayed parameter init off where it is needed", f"{BEST}; {DELAYED}")
+@rule("SMP025", Severity.WARNING, "Delayed parameter init off where it is needed", f"{BEST}; {DELAYED}")
 def delayed_init_off(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.delayed_param_init is not False:
         return
@@ -244,27 +245,27 @@ def delayed_init_off(ctx: Context) -> Iterator[Finding]:
     yield Finding(f"{why}: set delayed_param_init: auto or true", "smp.delayed_param_init")
 
 
-@rule("SMP026", "info", "Delayed parameter init turned on", f"{BEST}; {DELAYED}")
+@rule("SMP026", Severity.INFO, "Delayed parameter init turned on", f"{BEST}; {DELAYED}")
 def delayed_init_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.delayed_param_init == "auto" and ctx.decisions.delayed_param_init:
         yield Finding(f"delayed parameter init is on: {ctx.decisions.delayed_reason}", "smp.delayed_param_init")
 
 
-@rule("SMP027", "warning", "Enable activation checkpointing", BEST)
+@rule("SMP027", Severity.WARNING, "Enable activation checkpointing", BEST)
 def checkpointing_off(ctx: Context) -> Iterator[Finding]:
     if not ctx.smp.activation_checkpointing:
         yield Finding("activation checkpointing is off; SMP's best practices recommend it for every model size: set "
                       "smp.activation_checkpointing: true", "smp.activation_checkpointing")
 
 
-@rule("SMP028", "error", "Offloading needs checkpointing", f"{OFFLOAD}; {REF}")
+@rule("SMP028", Severity.ERROR, "Offloading needs checkpointing", f"{OFFLOAD}; {REF}")
 def offload_needs_checkpointing(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.activation_offloading and not ctx.smp.activation_checkpointing:
         yield Finding("activation_offloading offloads checkpointed activations: turn on "
                       "activation_checkpointing or turn offloading off", "smp.activation_offloading")
 
 
-@rule("SMP029", "warning", "Offloading settings without offloading", f"{OFFLOAD}; {REF}")
+@rule("SMP029", Severity.WARNING, "Offloading settings without offloading", f"{OFFLOAD}; {REF}")
 def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
     explicit = ctx.smp.model_fields_set & {"activation_loading_horizon", "sm_activation_offloading"}
     if explicit and not ctx.smp.activation_offloading:
@@ -274,7 +275,7 @@ def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
 
 # ---- SMP v2 best practices: batch and context ----
 
-@rule("SMP040", "warning", "Global batch above 4Mi tokens", BEST)
+@rule("SMP040", Severity.WARNING, "Global batch above 4Mi tokens", BEST)
 def global_batch(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok:
         return
@@ -303,7 +304,7 @@ def global_batch(ctx: Context) -> Iterator[Finding]:
                   f"{fix}", "training.batch_size")
 
 
-@rule("SMP041", "warning", "Long context wants tensor parallelism", f"{BEST}; {TP}")
+@rule("SMP041", Severity.WARNING, "Long context wants tensor parallelism", f"{BEST}; {TP}")
 def long_context(ctx: Context) -> Iterator[Finding]:
     if ctx.seq >= LONG_CONTEXT and ctx.smp.tensor_parallel_degree == 1:
         yield Finding(f"seq_length {ctx.seq}: activation memory is high and FSDP does not shard activations; "
@@ -313,21 +314,21 @@ def long_context(ctx: Context) -> Iterator[Finding]:
 
 # ---- versions, regions, images ----
 
-@rule("SMP050", "error", "An SMP image exists in the region", f"{SUPPORT}; {SDK}")
+@rule("SMP050", Severity.ERROR, "An SMP image exists in the region", f"{SUPPORT}; {SDK}")
 def image_region(ctx: Context) -> Iterator[Finding]:
     if ctx.region and not ctx.spec.framework.image_uri and ctx.region not in SMP_IMAGE_REGIONS:
         yield Finding(f"no SMP v2 image is published in {ctx.region}; use one of {', '.join(SMP_IMAGE_REGIONS)} "
                       "or pin framework.image_uri", "cluster.region")
 
 
-@rule("SMP051", "warning", "A region is needed to resolve the image", f"{SUPPORT}; {SDK}")
+@rule("SMP051", Severity.WARNING, "A region is needed to resolve the image", f"{SUPPORT}; {SDK}")
 def region_missing(ctx: Context) -> Iterator[Finding]:
     if not ctx.region:
         yield Finding("no region: set cluster.region, AWS_REGION or a profile region; the image cannot be resolved "
                       "and submit will refuse", "cluster.region")
 
 
-@rule("SMP052", "warning", "A pinned image should be an SMP image", f"{USE}; {SDK}")
+@rule("SMP052", Severity.WARNING, "A pinned image should be an SMP image", f"{USE}; {SDK}")
 def pinned_image(ctx: Context) -> Iterator[Finding]:
     uri = ctx.spec.framework.image_uri
     if uri and f"/{SMP_IMAGE_REPOSITORY}" not in uri:
@@ -338,7 +339,7 @@ def pinned_image(ctx: Context) -> Iterator[Finding]:
                       "skips its version checks for a pinned image", "framework.image_uri")
 
 
-@rule("SMP053", "error", "Features need a recent enough SMP release", NOTES)
+@rule("SMP053", Severity.ERROR, "Features need a recent enough SMP release", NOTES)
 def feature_versions(ctx: Context) -> Iterator[Finding]:
     pt, s = _v(ctx.framework.pytorch), ctx.smp
     needs = []
@@ -355,7 +356,7 @@ def feature_versions(ctx: Context) -> Iterator[Finding]:
                       f"(now {ctx.framework.pytorch}, SMP {ctx.framework.smp})", "framework.pytorch_version")
 
 
-@rule("SMP054", "error", "The generated script needs PyTorch 2.2 or later",
+@rule("SMP054", Severity.ERROR, "The generated script needs PyTorch 2.2 or later",
       "https://pytorch.org/docs/stable/distributed.checkpoint.html; launcher/runtime/train_checkpoint.py")
 def script_pytorch(ctx: Context) -> Iterator[Finding]:
     if _v(ctx.framework.pytorch) < (2, 2, 0):
@@ -366,7 +367,7 @@ def script_pytorch(ctx: Context) -> Iterator[Finding]:
 
 # ---- the training volume: p4d, p4de and p5 have NVMe instance storage (CreateTrainingJob's ResourceConfig) ----
 
-@rule("SMP055", "error", "The volume size fits the instance storage", RESOURCE)
+@rule("SMP055", Severity.ERROR, "The volume size fits the instance storage", RESOURCE)
 def volume_too_large(ctx: Context) -> Iterator[Finding]:
     storage = ctx.instance.instance_storage_gb
     if storage and ctx.spec.cluster.volume_size_gb > storage:
@@ -375,7 +376,7 @@ def volume_too_large(ctx: Context) -> Iterator[Finding]:
                       "cluster.volume_size_gb")
 
 
-@rule("SMP056", "info", "No EBS volume on instances with instance storage", f"{RESOURCE}; {CHECKPOINT_API}")
+@rule("SMP056", Severity.INFO, "No EBS volume on instances with instance storage", f"{RESOURCE}; {CHECKPOINT_API}")
 def volume_not_provisioned(ctx: Context) -> Iterator[Finding]:
     storage = ctx.instance.instance_storage_gb
     cluster = ctx.spec.cluster
@@ -401,7 +402,7 @@ def _fits(ctx: Context, **changes) -> float | None:
     return e.per_gpu_gb if e.fits else None
 
 
-@rule("SMP060", "error", "The step fits in GPU memory", f"{BEST}; launcher/rules/memory.py")
+@rule("SMP060", Severity.ERROR, "The step fits in GPU memory", f"{BEST}; launcher/rules/memory.py")
 def memory_fits(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or ctx.memory.fits:
         return
@@ -449,7 +450,7 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
                   f"{ctx.instance.gpu} ({parts}); in the order SMP's best practices give: {fix}", "training.batch_size")
 
 
-@rule("SMP061", "info", "A lower sharding degree would communicate less",
+@rule("SMP061", Severity.INFO, "A lower sharding degree would communicate less",
       f"{BEST}; {HSDP}")
 def shard_lower(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or not ctx.memory.fits or ctx.memory.utilisation >= 0.5 or ctx.shard <= ctx.instance.gpus:
@@ -466,7 +467,7 @@ def shard_lower(ctx: Context) -> Iterator[Finding]:
             return
 
 
-@rule("SMP062", "warning", "Memory is tight", BEST)
+@rule("SMP062", Severity.WARNING, "Memory is tight", BEST)
 def memory_tight(ctx: Context) -> Iterator[Finding]:
     if ctx.topology_ok and ctx.memory.fits and ctx.memory.utilisation > 0.9:
         yield Finding(f"predicted peak {ctx.memory.per_gpu_gb:.1f} of {ctx.memory.capacity_gb:.0f} GB per GPU; "

@@ -9,13 +9,23 @@ from typing import Any
 
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
+from launcher.core.enums import StrEnum
 from launcher.core.errors import Mark
 from launcher.rules.decisions import Decisions, decide
-from launcher.rules.memory import Layout, MemoryEstimate, estimate
+from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 
-SEVERITIES = ("error", "warning", "info")
+
+class Severity(StrEnum):
+    """How much an advisory weighs, most first: an error blocks submit; a warning and an info advise."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+_ORDER = {s: i for i, s in enumerate(Severity)}
 
 
 @dataclass(frozen=True)
@@ -32,39 +42,45 @@ class Advisory:
     is written, when the plan was built from a file."""
 
     rule: str
-    severity: str
+    severity: Severity
     message: str
     field: str = ""
     source: str = ""
     mark: Mark | None = dataclasses.field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))
+
     @property
     def is_error(self) -> bool:
-        return self.severity == "error"
+        return self.severity is Severity.ERROR
 
     def to_dict(self) -> dict[str, str]:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message, "field": self.field,
+        return {"rule": self.rule, "severity": self.severity.value, "message": self.message, "field": self.field,
                 "source": self.source}
+
+
+Check = Callable[["Context"], Iterable[Finding] | None]
 
 
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severity: str
+    severity: Severity
     title: str
     source: str
-    check: Callable[[Context], Iterable[Finding]]
+    check: Check
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: str, title: str, source: str):
+def rule(rule_id: str, severity: Severity, title: str, source: str) -> Callable[[Check], Check]:
     """Register a check; ids are unique and severities fixed, so docs/rules.md can list them."""
-    assert severity in SEVERITIES
+    assert isinstance(severity, Severity), severity
     assert all(r.id != rule_id for r in RULES), rule_id
 
-    def register(fn: Callable[[Context], Iterable[Finding]]):
+    def register(fn: Check) -> Check:
         RULES.append(Rule(rule_id, severity, title, source, fn))
         return fn
 
@@ -87,16 +103,16 @@ class Context:
         self.shard = self.decisions.hybrid_shard_degree
         self.seq = spec.model.seq_length
 
-    def layout(self, **changes: Any) -> Layout:
-        base = Layout(instance_type=self.instance.name, shard_degree=self.shard,
-                      tensor_parallel=self.smp.tensor_parallel_degree,
-                      context_parallel=self.smp.context_parallel_degree,
-                      expert_parallel=self.smp.expert_parallel_degree,
-                      batch_size=self.spec.training.batch_size, seq_length=self.seq,
-                      activation_checkpointing=self.smp.activation_checkpointing,
-                      activation_offloading=self.smp.activation_offloading,
-                      loading_horizon=self.smp.activation_loading_horizon,
-                      smp_implementation=self.decisions.transform)
+    def layout(self, **changes: Any) -> ParallelLayout:
+        base = ParallelLayout(instance_type=self.instance.name, shard_degree=self.shard,
+                              tensor_parallel=self.smp.tensor_parallel_degree,
+                              context_parallel=self.smp.context_parallel_degree,
+                              expert_parallel=self.smp.expert_parallel_degree,
+                              batch_size=self.spec.training.batch_size, seq_length=self.seq,
+                              activation_checkpointing=self.smp.activation_checkpointing,
+                              activation_offloading=self.smp.activation_offloading,
+                              loading_horizon=self.smp.activation_loading_horizon,
+                              smp_implementation=self.decisions.transform)
         return dataclasses.replace(base, **changes)
 
     @cached_property
@@ -116,8 +132,7 @@ def run_rules(spec: JobSpec, region: str | None,
     """Run every rule; return advisories (errors first) and the context they saw."""
     ctx = Context(spec, region, topology)
     found = [Advisory(r.id, r.severity, f.message, f.field, r.source) for r in RULES for f in _run(r, ctx)]
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    found.sort(key=lambda a: (order[a.severity], a.rule))
+    found.sort(key=lambda a: (_ORDER[a.severity], a.rule))
     return found, ctx
 
 

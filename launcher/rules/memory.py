@@ -34,10 +34,13 @@ Figures are GiB and are called GB in the output, like the GPUs' nominal "40 GB".
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import INSTANCES
+from launcher.core.frozen import freeze
 
 GIB = float(1 << 30)
 BYTES_PER_PARAM_STATE = 16
@@ -57,8 +60,8 @@ FRAGMENTATION = 0.10
 
 
 @dataclass(frozen=True)
-class Layout:
-    """The parallel layout and step shape the estimate is for."""
+class ParallelLayout:
+    """The parallel layout (sharding, tensor, context and expert degrees) and step shape an estimate is for."""
 
     instance_type: str
     shard_degree: int
@@ -77,9 +80,13 @@ class Layout:
 class MemoryEstimate:
     per_gpu_gb: float
     capacity_gb: float
-    breakdown: dict[str, float]
+    breakdown: Mapping[str, float]  # read-only, like `sources`
     peak_phase: str = "forward/backward"
-    sources: dict[str, str] | None = None
+    sources: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "breakdown", freeze(self.breakdown))
+        object.__setattr__(self, "sources", freeze(self.sources))
 
     @property
     def fits(self) -> bool:
@@ -89,14 +96,14 @@ class MemoryEstimate:
     def utilisation(self) -> float:
         return self.per_gpu_gb / self.capacity_gb
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"per_gpu_gb": round(self.per_gpu_gb, 2), "capacity_gb": self.capacity_gb, "fits": self.fits,
                 "peak_phase": self.peak_phase,
                 "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()},
                 "sources": dict(self.sources or {})}
 
 
-def model_states(arch: Architecture, lay: Layout) -> float:
+def model_states(arch: Architecture, lay: ParallelLayout) -> float:
     """Sharded weights, gradients and AdamW moments, in bytes (ZeRO's 16 bytes per parameter)."""
     expert = 0
     if arch.num_experts > 1:
@@ -107,7 +114,7 @@ def model_states(arch: Architecture, lay: Layout) -> float:
     return BYTES_PER_PARAM_STATE * per_rank
 
 
-def gathered_units(arch: Architecture, lay: Layout) -> float:
+def gathered_units(arch: Architecture, lay: ParallelLayout) -> float:
     """16-bit parameters FSDP holds unsharded: two layer units (current + prefetched), one unit's
     unsharded gradient, and the root unit. Nothing is gathered when nothing is sharded."""
     if lay.shard_degree <= 1:
@@ -118,7 +125,7 @@ def gathered_units(arch: Architecture, lay: Layout) -> float:
     return HALF * (3 * layer + root)
 
 
-def layer_bytes_per_sbh(arch: Architecture, lay: Layout) -> float:
+def layer_bytes_per_sbh(arch: Architecture, lay: ParallelLayout) -> float:
     """What one un-checkpointed layer keeps, per s*b*h: measured for HF layers, estimated for SMP's."""
     if not lay.smp_implementation:
         return HF_ACT_BYTES_PER_SBH[arch.type]
@@ -126,7 +133,7 @@ def layer_bytes_per_sbh(arch: Architecture, lay: Layout) -> float:
     return ACT_BYTES_PER_SBH + (routed - 1) * MLP_BYTES_PER_SBH
 
 
-def activations(arch: Architecture, lay: Layout) -> float:
+def activations(arch: Architecture, lay: ParallelLayout) -> float:
     s = lay.seq_length / lay.context_parallel
     sbh = s * lay.batch_size * arch.hidden_width
     full_layer = layer_bytes_per_sbh(arch, lay) * sbh / lay.tensor_parallel
@@ -136,17 +143,17 @@ def activations(arch: Architecture, lay: Layout) -> float:
     return kept * CKPT_BYTES_PER_SBH * sbh / lay.tensor_parallel + full_layer
 
 
-def logits(arch: Architecture, lay: Layout) -> float:
+def logits(arch: Architecture, lay: ParallelLayout) -> float:
     return LOGIT_BYTES * lay.batch_size * lay.seq_length * arch.vocab_size / (
         lay.tensor_parallel * lay.context_parallel)
 
 
-def optimizer_step(arch: Architecture, lay: Layout) -> float:
+def optimizer_step(arch: Architecture, lay: ParallelLayout) -> float:
     """The AdamW step's temporary: 4 bytes per parameter this rank holds (a quarter of its model states)."""
     return model_states(arch, lay) * ADAM_STEP_BYTES_PER_PARAM / BYTES_PER_PARAM_STATE
 
 
-def sources(lay: Layout) -> dict[str, str]:
+def sources(lay: ParallelLayout) -> dict[str, str]:
     """Which figures were measured on CPU and which are estimates, for `plan` to say."""
     if lay.smp_implementation:
         act = "estimate: Korthikanti et al. 2022 for SMP's Transformer Engine layers (not runnable on CPU)"
@@ -164,7 +171,7 @@ def sources(lay: Layout) -> dict[str, str]:
     }
 
 
-def estimate(arch: Architecture, lay: Layout) -> MemoryEstimate:
+def estimate(arch: Architecture, lay: ParallelLayout) -> MemoryEstimate:
     """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
 
     The peak is model states plus the larger of two phases' transients: forward/backward (gathered
@@ -182,5 +189,5 @@ def estimate(arch: Architecture, lay: Layout) -> MemoryEstimate:
         "optimizer step", parts["optimizer_step"])
     parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
     return MemoryEstimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
-                    capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
-                    peak_phase=phase, sources=sources(lay))
+                          capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
+                          peak_phase=phase, sources=sources(lay))

@@ -24,6 +24,7 @@ from pydantic import (
     StrictStr,
     ValidationInfo,
     WithJsonSchema,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -31,6 +32,7 @@ from pydantic import (
 from launcher.catalog.architecture import MODEL_TYPES, Architecture
 from launcher.catalog.smp import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.core.durations import parse_duration
+from launcher.core.frozen import freeze
 from launcher.spec.presets import PRESETS
 from launcher.spec.secrets import SECRET_ARN_PATTERN
 
@@ -162,7 +164,15 @@ def did_you_mean(word: str, choices) -> str:
 
 
 class _Section(BaseModel):
+    """A frozen model whose dict and list fields are read-only too (FrozenDicts and tuples, serialised as
+    the dicts and lists they were)."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    def model_post_init(self, context: Any) -> None:
+        for name, value in list(self.__dict__.items()):
+            if isinstance(value, (dict, list)):
+                object.__setattr__(self, name, freeze(value))
 
 
 class ModelSpec(_Section):
@@ -253,6 +263,10 @@ class ClusterSpec(_Section):
         0, description="SageMaker managed warm pool: keep the instances this long (at most 1h) after the job "
                        "ends, so a matching next job (same role, instances, volume, VPC) skips provisioning. "
                        "0: none. Not with spot.")
+
+    @field_serializer("subnets", "security_group_ids")
+    def _as_list(self, value: Any) -> list[str]:
+        return list(value)
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -21,7 +21,7 @@ from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, build_plan, require_region, resolve_region
 from launcher.render.source import split_s3, upload
 from launcher.spec.loader import LoadedSpec
-from launcher.submission.role import FAIL, UNKNOWN, RoleCheck, RoleRefused, check_role, role_name
+from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,9 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
             role_arn = _role_arn(plan, clients)
         else:
             check = check_role(plan, clients.iam, clients.sts)
-            if check.verdict == FAIL:
+            if check.verdict == RoleVerdict.FAIL:
                 raise RoleRefused("\n".join(check.lines()))
-            if check.verdict == UNKNOWN:
+            if check.verdict == RoleVerdict.UNKNOWN:
                 warnings += [f"role check: cannot tell: {u}" for u in check.unknowns]
             role_arn = check.role_arn or _role_arn(plan, clients)
     except LauncherError:

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.catalog.smp import SMP_IMAGE_ACCOUNT, SMP_IMAGE_REPOSITORY
+from launcher.core.enums import StrEnum
 from launcher.core.errors import EXIT_PREFLIGHT, LauncherError, UsageError
+from launcher.core.frozen import freeze, thaw
 from launcher.core.names import LOG_GROUP
 from launcher.plan.build import Plan
 from launcher.render.source import split_s3
 
-PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 VPC_ACTIONS = ("ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
                "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
@@ -28,23 +30,40 @@ class RoleRefused(LauncherError):
     exit_code = EXIT_PREFLIGHT
 
 
-@dataclass
+class RoleVerdict(StrEnum):
+    """What the role check concluded: PASS, FAIL (blocks submit) or UNKNOWN (IAM could not tell: warn)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
 class RoleCheck:
+    """The role check's result; `missing` holds one read-only {action, resource, decision} per refusal."""
+
     role: str
     role_arn: str | None = None
-    verdict: str = PASS
-    missing: list[dict[str, str]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    unknowns: list[str] = field(default_factory=list)
+    verdict: RoleVerdict = RoleVerdict.PASS
+    missing: tuple[Mapping[str, str], ...] = ()
+    problems: tuple[str, ...] = ()
+    unknowns: tuple[str, ...] = ()
     checked: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", RoleVerdict(self.verdict))
+        for name in ("missing", "problems", "unknowns"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, with every string that came from IAM made safe to print (sanitize.clean_data)."""
         from launcher.core.sanitize import clean_data
 
-        return clean_data({"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict,
-                           "missing": self.missing, "problems": self.problems, "unknowns": self.unknowns,
-                           "actions_checked": self.checked})
+        data = clean_data({"role": self.role, "role_arn": self.role_arn, "verdict": self.verdict.value,
+                           "missing": thaw(self.missing), "problems": list(self.problems),
+                           "unknowns": list(self.unknowns), "actions_checked": self.checked})
+        assert isinstance(data, dict)
+        return data
 
     def lines(self) -> list[str]:
         from launcher.core.sanitize import clean
@@ -54,6 +73,27 @@ class RoleCheck:
         out += [f"  missing {m['action']} on {m['resource']} ({m['decision']})" for m in self.missing]
         out += [f"  cannot tell: {u}" for u in self.unknowns]
         return [clean(line) for line in out]
+
+
+@dataclass
+class _Findings:
+    """What a role check has found so far; `result` freezes it into the RoleCheck it returns."""
+
+    role: str
+    role_arn: str | None = None
+    missing: list[dict[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    unknowns: list[str] = field(default_factory=list)
+    checked: int = 0
+
+    def result(self, verdict: RoleVerdict | None = None) -> RoleCheck:
+        """The frozen result; without `verdict`: FAIL for any problem or refusal, else UNKNOWN for anything
+        IAM could not answer, else PASS."""
+        if verdict is None:
+            verdict = (RoleVerdict.FAIL if self.problems or self.missing
+                       else RoleVerdict.UNKNOWN if self.unknowns else RoleVerdict.PASS)
+        return RoleCheck(role=self.role, role_arn=self.role_arn, verdict=verdict, missing=tuple(self.missing),
+                         problems=tuple(self.problems), unknowns=tuple(self.unknowns), checked=self.checked)
 
 
 def role_name(role: str) -> str:
@@ -126,7 +166,7 @@ def _trusts_sagemaker(document: Any) -> bool:
 
 
 def _simulate(iam: Any, source_arn: str, actions: tuple[str, ...], resource: str,
-              context: list[dict] | None = None) -> list[dict]:
+              context: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     kwargs: dict[str, Any] = {"PolicySourceArn": source_arn, "ActionNames": list(actions), "ResourceArns": [resource]}
     if context:
         kwargs["ContextEntries"] = context
@@ -179,7 +219,7 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
 
     if not plan.role:
         raise UsageError("no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE (a role name or ARN)")
-    check = RoleCheck(role=plan.role)
+    check = _Findings(role=plan.role)
     try:
         role = iam.get_role(RoleName=role_name(plan.role))["Role"]
     except Exception as exc:
@@ -187,23 +227,21 @@ def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
             raise
         code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
         if code == "NoSuchEntity":
-            check.verdict = FAIL
             check.problems.append(f"role {role_name(plan.role)} does not exist in this account")
-            return check
-        check.verdict = UNKNOWN
+            return check.result(RoleVerdict.FAIL)
         check.unknowns.append(f"cannot read the role ({_why(exc)}); the job may still work")
-        return check
+        return check.result(RoleVerdict.UNKNOWN)
     try:
-        return _check_read_role(plan, role, check, iam, sts)
+        _check_read_role(plan, role, check, iam, sts)
     except Exception as exc:
         if _definite(exc):
             raise
-        check.verdict = UNKNOWN
         check.unknowns.append(f"IAM's answer could not be used ({_why(exc)})")
-        return check
+        return check.result(RoleVerdict.UNKNOWN)
+    return check.result()
 
 
-def _check_read_role(plan: Plan, role: dict[str, Any], check: RoleCheck, iam: Any, sts: Any) -> RoleCheck:
+def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: Any, sts: Any) -> None:
     check.role_arn = role["Arn"]
     if check.role.startswith("arn:") and check.role != role["Arn"]:
         check.problems.append(f"the spec names {check.role} but the role's ARN is {role['Arn']}")
@@ -240,11 +278,6 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: RoleCheck, iam: An
         if _definite(exc):
             raise
         check.unknowns.append(f"cannot simulate the caller's iam:PassRole ({_why(exc)})")
-    if check.problems or check.missing:
-        check.verdict = FAIL
-    elif check.unknowns:
-        check.verdict = UNKNOWN
-    return check
 
 
 def _why(exc: Exception) -> str:
@@ -269,7 +302,7 @@ PIPELINE_JOB_ACTIONS = ("sagemaker:CreateTrainingJob", "sagemaker:DescribeTraini
 def check_pipeline_role(role_arn: str, region: str, iam: Any) -> RoleCheck:
     """Simulate what the pipeline's execution role does on top of the job's own needs (check_role);
     only reads IAM. A simulation IAM cannot answer is a verdict of unknown, as in check_role."""
-    check = RoleCheck(role=role_arn, role_arn=role_arn)
+    check = _Findings(role=role_arn, role_arn=role_arn)
     account = role_arn.split(":")[4] if role_arn.count(":") >= 5 else "*"
     context = [{"ContextKeyName": "iam:PassedToService", "ContextKeyValues": [SAGEMAKER_PRINCIPAL],
                 "ContextKeyType": "string"}]
@@ -287,5 +320,4 @@ def check_pipeline_role(role_arn: str, region: str, iam: Any) -> RoleCheck:
         if _definite(exc):
             raise
         check.unknowns.append(f"IAM did not simulate the pipeline role's permissions ({_why(exc)})")
-    check.verdict = FAIL if check.missing else UNKNOWN if check.unknowns else PASS
-    return check
+    return check.result()
