@@ -141,10 +141,10 @@ def test_paging_resumes_next_poll_without_loss(sm, clock):
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
 
 
-def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
+def test_dedup_memory_stays_bounded_on_a_long_job(sm, clock):
     # 10 minutes of training: twice the 5-minute horizon, so ids kept for the whole horizon would pile up
     # to about 1,400, far above the bound below.
-    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), aws)
+    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), sm)
     result, out, _ = run("long", clock, interval=5.0)
     assert len(body_of(out)) == len(job.expected_messages()) == 4 * 600
     # eventIds are kept for the overlap window and a poll, not the 5-minute horizon (about 1,400 here)
