@@ -129,39 +129,58 @@ def test_equal_sources_are_uploaded_once(aws, run_cli):
 
 # -- the installed CLI against a moto server, in real time ------------------------------------------------
 
-def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli):
-    """A sampler reads the server's job states every 20 ms while `submit --max-concurrent 2 --wait` runs.
+def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli, clock, monkeypatch):
+    """A driver reads the server's job states while `submit --max-concurrent 2 --wait` runs, and it alone moves
+    the jobs' clock (conftest's `clock`), so the result does not depend on how fast the machine is.
 
-    The server runs in this process and answers from the emulator's scripts (emulator/scenario.py), so the
-    sampler reads those directly: the state each job's DescribeTrainingJob gives at that instant, without
-    the in-process HTTP round trip that made a 20 ms sampler cost more CPU than the command it watched."""
+    The clock stands still until two jobs exist, and after each job is created it moves only once the CLI has
+    polled (DescribeTrainingJob) since: a job cannot end before the CLI could start the second, and a CLI that
+    started a third job before one ended would be seen with 3 InProgress. The server runs in this process and
+    answers from the emulator's scripts (emulator/scenario.py), so the driver reads those directly: the state
+    each job's DescribeTrainingJob gives at that instant."""
     import threading
+    import time
+
+    from moto.sagemaker.models import SageMakerModelBackend
 
     from tests.aws_setup import create_world
 
     create_world(server_cli.session)
     client = server_cli.session.client("sagemaker")
+    clock.t = time.time()  # virtual, but near the real date the CLI stamps its plans with
+    polls: list[None] = []  # one per DescribeTrainingJob the server answered
+    describe = SageMakerModelBackend.describe_training_job
+
+    def counted(self, *args, **kwargs):
+        polls.append(None)
+        return describe(self, *args, **kwargs)
+
+    monkeypatch.setattr(SageMakerModelBackend, "describe_training_job", counted)
     samples: list[dict[str, str]] = []
     done = threading.Event()
 
-    def sample():
+    def drive():
+        created, polled = 0, 0
         while not done.is_set():
-            at = emulator.now()
-            samples.append({j.name: j.state(at)["training_job_status"] for j in scenario.created_jobs(REGION)})
+            jobs = scenario.created_jobs(REGION)
+            samples.append({j.name: j.state(emulator.now())["training_job_status"] for j in jobs})
+            if len(jobs) != created:  # a new job: the next step waits for a poll made after it
+                created, polled = len(jobs), len(polls)
+            elif created >= 2 and len(polls) > polled:
+                polled = len(polls)
+                clock.sleep(0.5)
             done.wait(0.02)
 
-    # Each job is InProgress for 3 s: long enough that, on a loaded machine, the second is created before the
-    # first ends (at 1.5 s a slow second submit once found the first already done, and 2 never ran at once).
     emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 2.3, "uploading": 0.2, "decoy": False})
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
     try:
         out = server_cli.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
                              "training.batch_size=1,2,4", "--max-concurrent", "2", "--wait", "--interval", "0.1",
-                             "--output", "json")
+                             "--output", "json", timeout=600)
     finally:
         done.set()
-        sampler.join(timeout=10)
+        driver.join()
         emulator.set_default({})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
