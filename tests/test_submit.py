@@ -315,3 +315,144 @@ def test_submit_output_json_keeps_its_keys(aws):
     assert list(result.to_dict()) == ["job_name", "region", "console_url", "source_uri", "uploaded", "dry_run",
                                       "aws_calls", "role", "warnings", "request", "remembered", "notes"]
     assert result.to_dict()["aws_calls"] == list(result.aws_calls) and result.to_dict()["notes"] == []
+
+
+# -- the role check's details: each test fails on a realistic bug (`make mutation`) --------------------------
+
+class _NoSimulation:
+    """IAM where simulation is refused: the cross-account problem alone must still decide the verdict."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def simulate_principal_policy(self, **_):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
+
+
+@pytest.mark.parametrize("simulate", [True, False], ids=["simulated", "simulation-denied"])
+def test_a_role_arn_from_another_account_fails(aws, simulate):
+    """Kills: a role ARN whose account differs from the role found getting "cannot tell" (or "pass")."""
+    from tests.aws_setup import ACCOUNT
+
+    other = "210987654321"
+    assert other != ACCOUNT
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role=arn:aws:iam::{other}:role/Good"]))
+    clients = Clients(region="us-west-2")
+    iam = clients.iam if simulate else _NoSimulation(clients.iam)
+    check = check_role(plan, iam, clients.sts)
+    assert check.verdict == FAIL
+    assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
+
+
+def test_the_role_check_counts_each_action_it_simulated(aws):
+    """Kills iam: the caller's PassRole counted as more than one checked action."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    expected = sum(len(actions) for _, actions in required_permissions(plan, ACCOUNT)) + 1
+    assert check.verdict == "pass" and check.checked == expected
+
+
+@pytest.mark.parametrize("arn, expected", [
+    ("arn:aws:iam::123456789012:user/bob", "arn:aws:iam::123456789012:user/bob"),
+    ("arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:assumed-role/Admin/session-1", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:federated-user/bob", None),
+    ("not-an-arn", None),
+])
+def test_the_caller_becomes_the_principal_simulation_accepts(arn, expected):
+    """Kills iam: a branch of the caller-ARN conversion inverted (roles, users, assumed roles)."""
+    from launcher.submission.role import _caller_arn
+
+    class Sts:
+        def get_caller_identity(self):
+            return {"Arn": arn}
+
+    assert _caller_arn(Sts()) == expected
+
+
+def test_the_output_path_is_written_and_the_checkpoints_also_read(aws):
+    """Kills iam: the output path needing s3:GetObject too (by default a write is a write only)."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    needs = dict(required_permissions(plan, ACCOUNT))
+    output = plan.estimator.output_path.rstrip("/")[len("s3://"):]
+    checkpoints = plan.estimator.checkpoint_s3_uri.rstrip("/")[len("s3://"):]
+    assert needs[f"arn:aws:s3:::{output}/*"] == ("s3:PutObject",)
+    assert needs[f"arn:aws:s3:::{checkpoints}/*"] == ("s3:PutObject", "s3:GetObject")
+
+
+def test_a_refused_simulation_names_the_error_code(aws):
+    """Kills iam: the reason for "cannot tell" shown as the exception class instead of AWS's error code."""
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, _NoSimulation(clients.iam), clients.sts)
+    assert check.unknowns and all("AccessDenied" in u for u in check.unknowns), check.unknowns
+
+
+def test_a_pinned_image_needs_pull_rights_on_its_own_repository(aws):
+    """Kills iam: the ECR repository of a pinned image replaced by the SMP image's."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.4.0-gpu-py311"
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"framework.image_uri={image}"]))
+    resources = dict(required_permissions(plan, ACCOUNT))
+    assert "arn:aws:ecr:us-west-2:763104351884:repository/pytorch-training" in resources
+    assert not any("smdistributed-modelparallel" in r for r in resources)
+
+
+def test_missing_log_permissions_name_the_roles_own_account(aws):
+    """Kills iam: the account for the log group's ARN read from the wrong part of the role's ARN."""
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role={aws.arns['NoPerms']}"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    logs = {m["resource"] for m in check.missing if m["action"].startswith("logs:")}
+    assert logs == {f"arn:aws:logs:us-west-2:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:*"}
+
+
+def test_the_role_check_prints_one_safe_line_for_each_finding():
+    """Kills iam: RoleCheck.lines() returning nothing, so `check-role` could not print its verdict."""
+    from launcher.submission.role import RoleCheck
+
+    check = RoleCheck(role="Good", role_arn="arn:aws:iam::123456789012:role/Good", verdict=FAIL,
+                      missing=[{"action": "s3:GetObject", "resource": "arn:aws:s3:::b/\x1b[2Jk/*",
+                                "decision": "implicitDeny"}],
+                      problems=["the trust policy does not let sagemaker.amazonaws.com call sts:AssumeRole"],
+                      unknowns=["cannot simulate the caller's iam:PassRole (AccessDenied)"])
+    lines = check.lines()
+    assert lines[0] == "role arn:aws:iam::123456789012:role/Good: fail"
+    assert lines[1] == "  the trust policy does not let sagemaker.amazonaws.com call sts:AssumeRole"
+    assert lines[2].startswith("  missing s3:GetObject on arn:aws:s3:::b/") and lines[2].endswith("(implicitDeny)")
+    assert lines[3] == "  cannot tell: cannot simulate the caller's iam:PassRole (AccessDenied)"
+    assert len(lines) == 4 and not any("\x1b" in line for line in lines)  # a key from AWS cannot clear the screen
+
+
+class _RoleUnreadable:
+    """An IAM client whose caller may not read roles (iam:GetRole denied)."""
+
+    def get_role(self, **_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "GetRole")
+
+
+def test_a_role_the_caller_may_not_read_is_cannot_tell():
+    """Kills iam: the check returning no verdict at all when iam:GetRole is denied."""
+    check = check_role(SimpleNamespace(role="Good"), _RoleUnreadable(), sts=None)
+    assert check.verdict == UNKNOWN and not check.missing and not check.problems
+    assert check.unknowns == ["cannot read the role (AccessDenied); the job may still work"]
+    assert check.as_dict()["verdict"] == UNKNOWN
