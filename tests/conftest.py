@@ -144,16 +144,30 @@ def server_cli(moto_server, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def server_world(server_cli, make_world):
+    """`server_cli`'s namespace (url, env, cli, session) with `make_world` built on the server: `arns` its roles'
+    ARNs. Emulated jobs scripted by the test are forgotten after it."""
+    from types import SimpleNamespace
+
+    from emulator import scenario
+
+    yield SimpleNamespace(**vars(server_cli), arns=make_world(server_cli.session))
+    scenario.forget_all()
+
+
+@pytest.fixture
 def make_world():
-    """What `aws` builds in the emulated account (a module overrides it for a world of its own)."""
+    """What `moto_world` and `server_world` build in the emulated account: a function of a boto3 Session that
+    returns the roles' ARNs (a module overrides it for a world of its own)."""
     from tests.aws_setup import create_world
 
     return create_world
 
 
 @pytest.fixture
-def aws(monkeypatch, make_world):
-    """moto in-process with the emulator's patches, a bucket and the test roles (tests/aws_setup.py)."""
+def moto_world(monkeypatch, make_world):
+    """moto in-process with the emulator's patches, and `make_world` built there (by default a bucket and the test
+    roles, tests/aws_setup.py): `session`, `arns` (the roles' ARNs) and `sagemaker` (a client)."""
     from types import SimpleNamespace
 
     import boto3

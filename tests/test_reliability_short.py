@@ -20,14 +20,14 @@ SHORT = [s for s in reliability.scenarios() if s.short]
 
 
 @pytest.fixture(scope="module")
-def world():
+def reliability_world():
     with reliability.World() as w:
         yield w
 
 
 @pytest.mark.parametrize("scenario", SHORT, ids=[s.name for s in SHORT])
-def test_a_fault_never_leaves_the_user_wrong(world, scenario):
-    row = reliability.run_scenario(world, scenario)
+def test_a_fault_never_leaves_the_user_wrong(reliability_world, scenario):
+    row = reliability.run_scenario(reliability_world, scenario)
     assert row.faults != "none" or not scenario.rules, "the fault was never injected"
     assert row.problems == [], row
     assert row.exit_code in reliability.EXIT_CODES

@@ -19,7 +19,7 @@ POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passe
 
 
 @pytest.fixture
-def aws(clock):
+def sm(clock):
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
 
@@ -47,8 +47,8 @@ def run(job, clock, clients=None, **kw):
 
 
 @pytest.mark.parametrize("hosts", [1, 64])
-def test_one_filter_call_per_poll_whatever_the_host_count(aws, clock, hosts):
-    job = emulator.add_job(emulator.EmulatedJob("cost-job", hosts=hosts, training=20, late_hosts={hosts: 4.0}), aws)
+def test_one_filter_call_per_poll_whatever_the_host_count(sm, clock, hosts):
+    job = emulator.add_job(emulator.EmulatedJob("cost-job", hosts=hosts, training=20, late_hosts={hosts: 4.0}), sm)
     clients = Clients()
     calls = count_calls(clients)
     result, out, _ = run("cost-job", clock, clients)
@@ -60,9 +60,9 @@ def test_one_filter_call_per_poll_whatever_the_host_count(aws, clock, hosts):
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
-def test_late_streams_backdated_lines_and_decoys(aws, clock):
+def test_late_streams_backdated_lines_and_decoys(sm, clock):
     job = emulator.add_job(emulator.EmulatedJob("job-a", hosts=4, training=30, late_hosts={3: 7.0, 4: 12.5},
-                                                backdate_every=3, backdate_seconds=4.0), aws)
+                                                backdate_every=3, backdate_seconds=4.0), sm)
     result, out, _ = run("job-a", clock)
     printed = body_of(out)
     assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
@@ -72,8 +72,8 @@ def test_late_streams_backdated_lines_and_decoys(aws, clock):
     assert result.stats.duplicates > 0  # the overlap window re-read lines and eventIds dropped them
 
 
-def test_labels_carry_the_host_number_and_colour_by_it_on_a_terminal(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("colour", hosts=2, training=3), aws)
+def test_labels_carry_the_host_number_and_colour_by_it_on_a_terminal(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("colour", hosts=2, training=3), sm)
     clock.t += 10
     _, plain, _ = run("colour", clock, follow=False)
     assert "\x1b[" not in plain and "[algo-2] [1,mpirank:8,algo-2]" in plain
@@ -81,10 +81,10 @@ def test_labels_carry_the_host_number_and_colour_by_it_on_a_terminal(aws, clock)
     assert "\x1b[36m[algo-1]\x1b[0m" in coloured and "\x1b[33m[algo-2]\x1b[0m" in coloured
 
 
-def test_exit_codes_and_failure_reason(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("ok", training=4), aws)
-    emulator.add_job(emulator.EmulatedJob("bad", training=4, outcome="Failed"), aws)
-    emulator.add_job(emulator.EmulatedJob("halted", training=60, stop_after=6.0), aws)
+def test_exit_codes_and_failure_reason(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("ok", training=4), sm)
+    emulator.add_job(emulator.EmulatedJob("bad", training=4, outcome="Failed"), sm)
+    emulator.add_job(emulator.EmulatedJob("halted", training=60, stop_after=6.0), sm)
     ok, _, ok_err = run("ok", clock)
     bad, bad_out, bad_err = run("bad", clock)
     halted, _, _ = run("halted", clock)
@@ -95,24 +95,24 @@ def test_exit_codes_and_failure_reason(aws, clock):
     assert "billable seconds:" in ok_err
 
 
-def test_secondary_status_transitions_print_once_in_order(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("phases", training=10), aws)
+def test_secondary_status_transitions_print_once_in_order(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("phases", training=10), sm)
     _, _, err = run("phases", clock, interval=0.5)
     seen = [w for line in err.splitlines() for w in ("Starting", "Downloading", "Training", "Uploading",
                                                      "Completed") if f" {w} - " in line]
     assert seen == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
 
 
-def test_host_and_grep_filters(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("filt", hosts=4, training=10), aws)
+def test_host_and_grep_filters(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("filt", hosts=4, training=10), sm)
     _, out, _ = run("filt", clock, hosts=[2, 4], grep=r"step=[0-9]\b")
     labels = {ln.split("]", 1)[0] for ln in out.splitlines()}
     assert labels == {"[algo-2", "[algo-4"}
     assert all("step=" in ln for ln in out.splitlines()) and len(out.splitlines()) == 2 * 9
 
 
-def test_json_lines(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("js", hosts=2, training=5, outcome="Failed"), aws)
+def test_json_lines(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("js", hosts=2, training=5, outcome="Failed"), sm)
     result, out, _ = run("js", clock, as_json=True)
     records = [json.loads(line) for line in out.splitlines()]
     logs = [r for r in records if r["type"] == "log"]
@@ -122,26 +122,26 @@ def test_json_lines(aws, clock):
     assert records[-1]["failure_reason"].startswith("AlgorithmError")
 
 
-def test_no_follow_prints_what_exists_and_returns(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("running", hosts=2, training=600), aws)
+def test_no_follow_prints_what_exists_and_returns(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("running", hosts=2, training=600), sm)
     clock.t += 3 + 20.5  # 20 s into training
     result, out, err = run("running", clock, follow=False)
     assert result.exit_code == EXIT_OK and len(body_of(out)) == 2 * 21
     assert body_of(out)[0] == job.line(1, 0, False)
-    emulator.add_job(emulator.EmulatedJob("fresh"), aws)
+    emulator.add_job(emulator.EmulatedJob("fresh"), sm)
     result, out, err = run("fresh", clock, follow=False)
     assert out == "" and "no log lines yet for fresh (InProgress, Starting)" in err
 
 
-def test_since_skips_older_lines(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("recent", hosts=1, training=600), aws)
+def test_since_skips_older_lines(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("recent", hosts=1, training=600), sm)
     clock.t += 3 + 100.5
     _, out, _ = run("recent", clock, follow=False, since=10)
     assert len(body_of(out)) == 10  # one line a second, the newest 0.5 s old
 
 
-def test_paging_resumes_next_poll_without_loss(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), aws)
+def test_paging_resumes_next_poll_without_loss(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("paged", hosts=8, training=20, backdate_every=5), sm)
     clients = Clients()
     out, err = io.StringIO(), io.StringIO()
     from launcher.cli.logprint import Printer
@@ -158,18 +158,18 @@ def test_paging_resumes_next_poll_without_loss(aws, clock):
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
 
 
-def test_dedup_memory_stays_bounded_on_a_long_job(aws, clock):
+def test_dedup_memory_stays_bounded_on_a_long_job(sm, clock):
     # 10 minutes of training: twice the 5-minute horizon, so ids kept for the horizon (the old way) would
     # pile up to about 1,400 as they did over 30 minutes, far above the bound below.
-    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), aws)
+    job = emulator.add_job(emulator.EmulatedJob("long", hosts=4, training=600, decoy=False), sm)
     result, out, _ = run("long", clock, interval=5.0)
     assert len(body_of(out)) == len(job.expected_messages()) == 4 * 600
     # eventIds are kept for the overlap window and a poll (not the 5-minute horizon: about 1,400 here before)
     assert result.stats.max_seen <= 4 * (2 + 5 + 2 * 2 + 5)
 
 
-def test_own_backoff_on_throttling_with_a_hint(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("thr", hosts=3, training=20), aws)
+def test_own_backoff_on_throttling_with_a_hint(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("thr", hosts=3, training=20), sm)
     clients = Clients(max_attempts=0)  # no botocore retries: every throttle reaches the tailer
     policy = emulator.attach(clients.logs, emulator.Throttle(0.3, seed=4))
     result, out, err = run("thr", clock, clients)
@@ -178,9 +178,9 @@ def test_own_backoff_on_throttling_with_a_hint(aws, clock):
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
-def test_botocore_retries_absorb_throttling(aws, clock, monkeypatch):
+def test_botocore_retries_absorb_throttling(sm, clock, monkeypatch):
     monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=clock.sleep))
-    job = emulator.add_job(emulator.EmulatedJob("retry", hosts=3, training=20), aws)
+    job = emulator.add_job(emulator.EmulatedJob("retry", hosts=3, training=20), sm)
     clients = Clients(max_attempts=4)
     policy = emulator.attach(clients.logs, emulator.Throttle(0.2, seed=7))
     result, out, err = run("retry", clock, clients)
@@ -189,8 +189,8 @@ def test_botocore_retries_absorb_throttling(aws, clock, monkeypatch):
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
-def test_server_side_throttling_in_process(aws, clock):
-    job = emulator.add_job(emulator.EmulatedJob("srv", hosts=2, training=10), aws)
+def test_server_side_throttling_in_process(sm, clock):
+    job = emulator.add_job(emulator.EmulatedJob("srv", hosts=2, training=10), sm)
     policy = emulator.Throttle(0.5, seed=2)
     emulator.serve(policy)
     try:
@@ -201,8 +201,8 @@ def test_server_side_throttling_in_process(aws, clock):
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
-def test_ctrl_c_leaves_the_job_running(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("intr", training=600), aws)
+def test_ctrl_c_leaves_the_job_running(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("intr", training=600), sm)
     polls = []
 
     def sleep(seconds):
@@ -216,7 +216,7 @@ def test_ctrl_c_leaves_the_job_running(aws, clock):
     result = follow("intr", Clients(), out=out, err=err, polling=polling)
     assert result.exit_code == EXIT_INTERRUPTED and result.interrupted
     assert "stopped following intr; the job keeps running" in err.getvalue()
-    assert aws.describe_training_job(TrainingJobName="intr")["TrainingJobStatus"] == "InProgress"
+    assert sm.describe_training_job(TrainingJobName="intr")["TrainingJobStatus"] == "InProgress"
 
 
 def test_rate_limiter_spaces_calls():
@@ -230,9 +230,9 @@ def test_rate_limiter_spaces_calls():
     assert waits[:2] == [0.0, 0.0] and waits[2] == pytest.approx(0.5)
 
 
-def test_one_limiter_is_shared_by_every_logs_read(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("s1", training=10), aws)
-    emulator.add_job(emulator.EmulatedJob("s2", training=10), aws)
+def test_one_limiter_is_shared_by_every_logs_read(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("s1", training=10), sm)
+    emulator.add_job(emulator.EmulatedJob("s2", training=10), sm)
     limiter = RateLimiter(1.0, clock=clock, sleep=clock.sleep)
     clock.t += 20
     for name in ("s1", "s2"):
@@ -240,10 +240,10 @@ def test_one_limiter_is_shared_by_every_logs_read(aws, clock):
     assert clock.slept == pytest.approx(1.0)  # the second job's read waited for the first's token
 
 
-def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_before(aws, clock):
+def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_before(sm, clock):
     # One line 300 s late and one 60 s late, in a job where every other line arrives at once.
     job = emulator.add_job(emulator.EmulatedJob("tardy", hosts=2, training=420, decoy=False,
-                                                late_lines={(1, 20): 299.0, (2, 100): 60.0}), aws)
+                                                late_lines={(1, 20): 299.0, (2, 100): 60.0}), sm)
     result, out, err = run("tardy", clock, interval=5.0)
     printed = body_of(out)
     assert lost_and_duplicated(job.expected_messages(), printed) == (0, 0)
@@ -251,18 +251,18 @@ def test_a_line_up_to_five_minutes_late_prints_once_though_no_lateness_was_seen_
     assert result.stats.late == 2 and "reached CloudWatch late and printed out of order (up to" in err
 
 
-def test_every_line_of_a_job_whose_lines_turn_90s_late_prints_once(aws, clock):
+def test_every_line_of_a_job_whose_lines_turn_90s_late_prints_once(sm, clock):
     # After 12 s of training half the hosts' lines start reaching CloudWatch 90 s after their timestamps.
     late = {(h, i): 90.0 for h in range(1, 9) for i in range(12, 200)}
-    job = emulator.add_job(emulator.EmulatedJob("drift", hosts=16, training=200, decoy=False, late_lines=late), aws)
+    job = emulator.add_job(emulator.EmulatedJob("drift", hosts=16, training=200, decoy=False, late_lines=late), sm)
     result, out, _ = run("drift", clock, interval=5.0)
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
     assert result.stats.max_late_s == 90.0 and result.stats.late > 0
 
 
-def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(aws, clock):
+def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(sm, clock):
     job = emulator.add_job(emulator.EmulatedJob("tail", hosts=4, training=600, decoy=False, line_interval=0.5,
-                                                lag=emulator.LagModel(tail=0.02, tail_max=240.0)), aws)
+                                                lag=emulator.LagModel(tail=0.02, tail_max=240.0)), sm)
     result, out, _ = run("tail", clock, interval=5.0)
     lines = len(job.expected_messages())
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
@@ -273,11 +273,11 @@ def test_long_tailed_lag_loses_nothing_and_reads_each_event_about_twice(aws, clo
     assert result.stats.fetched / lines <= 1.5
 
 
-def test_returns_within_15s_of_the_job_ending(aws, clock):
+def test_returns_within_15s_of_the_job_ending(sm, clock):
     emulator.add_job(emulator.EmulatedJob("quick-end", hosts=4, training=120, uploading=3.0,
-                                          lag=emulator.LagModel()), aws)
+                                          lag=emulator.LagModel()), sm)
     result, _, _ = run("quick-end", clock, interval=5.0)
-    end = aws.describe_training_job(TrainingJobName="quick-end")["TrainingEndTime"].timestamp()
+    end = sm.describe_training_job(TrainingJobName="quick-end")["TrainingEndTime"].timestamp()
     assert result.status == "Completed" and clock.t - end <= 15.0
 
 
@@ -312,8 +312,8 @@ def test_terminal_escapes_and_lone_surrogates_from_cloudwatch_are_neutralised(cl
     assert "\\x1b]0;pwned\\x07" in message and "\ufffd end" in message
 
 
-def test_a_host_beyond_the_jobs_count_is_warned_about(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("two", hosts=2, training=5), aws)
+def test_a_host_beyond_the_jobs_count_is_warned_about(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("two", hosts=2, training=5), sm)
     clock.t += 20
     _, out, err = run("two", clock, follow=False, hosts=[2, 9])
     assert "warning: two has 2 host(s), algo-1 to algo-2; nothing will print for algo-9" in err
@@ -349,8 +349,8 @@ def test_seen_ids_and_late_keys_forget_whole_buckets():
     assert keys.size == 0 and not keys.take(k, 5)
 
 
-def test_json_marks_lines_printed_out_of_order(aws, clock):
-    emulator.add_job(emulator.EmulatedJob("jlate", hosts=2, training=60, decoy=False, late_lines={(1, 5): 20.0}), aws)
+def test_json_marks_lines_printed_out_of_order(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("jlate", hosts=2, training=60, decoy=False, late_lines={(1, 5): 20.0}), sm)
     _, out, _ = run("jlate", clock, as_json=True, interval=5.0)
     logs = [json.loads(line) for line in out.splitlines() if '"type": "log"' in line]
     late = [r for r in logs if r.get("late")]
@@ -379,8 +379,8 @@ class _Flaky:
 
 
 @pytest.mark.parametrize("failures", [["5xx", "5xx", "5xx"], ["reset", "5xx", "reset"]])
-def test_server_errors_and_dropped_connections_are_retried_not_fatal(aws, clock, failures):
-    job = emulator.add_job(emulator.EmulatedJob("flaky", hosts=2, training=20), aws)
+def test_server_errors_and_dropped_connections_are_retried_not_fatal(sm, clock, failures):
+    job = emulator.add_job(emulator.EmulatedJob("flaky", hosts=2, training=20), sm)
     clients = Clients()
     clients._cache["logs"] = _Flaky(clients.logs, failures)
     result, out, err = run("flaky", clock, clients)
@@ -389,10 +389,10 @@ def test_server_errors_and_dropped_connections_are_retried_not_fatal(aws, clock,
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
 
 
-def test_server_errors_past_the_retry_budget_end_in_one_line(aws, clock):
+def test_server_errors_past_the_retry_budget_end_in_one_line(sm, clock):
     from launcher.core.errors import LauncherError
 
-    emulator.add_job(emulator.EmulatedJob("down", hosts=1, training=20), aws)
+    emulator.add_job(emulator.EmulatedJob("down", hosts=1, training=20), sm)
     clients = Clients()
     clients._cache["logs"] = _Flaky(clients.logs, ["5xx"] * 10)
     with pytest.raises(LauncherError) as err:

@@ -20,15 +20,15 @@ POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passe
 
 
 @pytest.fixture
-def aws(clock):
+def sm(clock):
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
 
 
-def late_job(aws, name, **kw):
+def late_job(sm, name, **kw):
     """Two hosts, a line a second; every 3rd line of host 1 reaches CloudWatch 40 s late."""
     late = {(1, i): 40.0 for i in range(0, 120, 3)}
-    return emulator.add_job(emulator.EmulatedJob(name, hosts=2, training=120, decoy=False, late_lines=late, **kw), aws)
+    return emulator.add_job(emulator.EmulatedJob(name, hosts=2, training=120, decoy=False, late_lines=late, **kw), sm)
 
 
 def run(job, clock, clients, **kw):
@@ -56,8 +56,8 @@ def _refused(**_kw):
                        "ResponseMetadata": {"HTTPStatusCode": 400}}, "StartQuery")
 
 
-def test_late_lines_come_from_insights_not_a_second_read(aws, clock):
-    job = late_job(aws, "ins")
+def test_late_lines_come_from_insights_not_a_second_read(sm, clock):
+    job = late_job(sm, "ins")
     result, out, err = run("ins", clock, Clients())
     assert lost_and_duplicated(job.expected_messages(), body_of(out)) == (0, 0)
     assert result.stats.late_check == "insights" and result.stats.queries > 0 and result.stats.sweep_calls == 0
@@ -65,8 +65,8 @@ def test_late_lines_come_from_insights_not_a_second_read(aws, clock):
     assert "printed out of order" in err
 
 
-def test_insights_refused_falls_back_to_re_reading_without_loss(aws, clock):
-    job = late_job(aws, "deny")
+def test_insights_refused_falls_back_to_re_reading_without_loss(sm, clock):
+    job = late_job(sm, "deny")
     clients = Clients()
     clients._cache["logs"] = _Wrapped(clients.logs, start_query=_refused)
     result, out, err = run("deny", clock, clients)
@@ -76,9 +76,9 @@ def test_insights_refused_falls_back_to_re_reading_without_loss(aws, clock):
     assert err.count("Logs Insights is not available") == 1 and "AccessDeniedException" in err
 
 
-def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
+def test_results_without_the_computed_fields_are_not_trusted(sm, clock):
     # A plain moto answers any query with every event and only the fields it knows: that is not the late lines.
-    job = late_job(aws, "plain")
+    job = late_job(sm, "plain")
     clients = Clients()
     real = clients.logs
 
@@ -92,10 +92,10 @@ def test_results_without_the_computed_fields_are_not_trusted(aws, clock):
     assert result.stats.late_check == "sweep" and "results lack the computed fields" in err
 
 
-def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monkeypatch):
+def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(sm, clock, monkeypatch):
     monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT", 8)
     monkeypatch.setattr("launcher.jobs.tail.LATE_LIMIT_FINAL", 8)
-    job = late_job(aws, "cut")
+    job = late_job(sm, "cut")
     calls = Counter()
     clients = Clients()
     real = clients.logs
@@ -111,20 +111,20 @@ def test_a_query_cut_at_its_row_limit_is_asked_again_in_halves(aws, clock, monke
     assert result.stats.sweep_calls == 0 and calls["start"] >= 40 / 8  # several queries, none cut short
 
 
-def test_an_unfinished_final_check_says_so_and_still_returns(aws, clock, monkeypatch):
+def test_an_unfinished_final_check_says_so_and_still_returns(sm, clock, monkeypatch):
     monkeypatch.setattr("launcher.jobs.tail.FINAL_CHECK_S", 20.0)
-    emulator.add_job(emulator.EmulatedJob("slowq", hosts=2, training=30, decoy=False), aws)
+    emulator.add_job(emulator.EmulatedJob("slowq", hosts=2, training=30, decoy=False), sm)
     clients = Clients()
     clients._cache["logs"] = _Wrapped(clients.logs, get_query_results=lambda **_kw: {"status": "Running"})
     result, _, err = run("slowq", clock, clients)
-    end = aws.describe_training_job(TrainingJobName="slowq")["TrainingEndTime"].timestamp()
+    end = sm.describe_training_job(TrainingJobName="slowq")["TrainingEndTime"].timestamp()
     assert result.exit_code == EXIT_OK and clock.t - end <= 5 + 20 + 5
     assert "warning: could not finish checking slowq for lines that reached CloudWatch late" in err
     assert result.stats.unchecked_s > 0
 
 
-def test_iter_lines_yields_typed_sanitised_lines_and_prints_nothing(aws, clock, capsys):
-    job = emulator.add_job(emulator.EmulatedJob("api", hosts=2, training=10, decoy=False), aws)
+def test_iter_lines_yields_typed_sanitised_lines_and_prints_nothing(sm, clock, capsys):
+    job = emulator.add_job(emulator.EmulatedJob("api", hosts=2, training=10, decoy=False), sm)
     notes = []
     lines = iter_lines("api", Clients(), follow=True, notify=notes.append,
                        polling=Polling(interval=1.0, clock=clock, sleep=clock.sleep,
@@ -213,11 +213,11 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
 
 
-def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(aws, clock):
-    late_job(aws, "emu")
+def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(sm, clock):
+    late_job(sm, "emu")
     clock.t += 200  # training done, every late line arrived
     logs = boto3.client("logs", region_name="us-west-2")
-    start = int(aws.describe_training_job(TrainingJobName="emu")["TrainingStartTime"].timestamp())
+    start = int(sm.describe_training_job(TrainingJobName="emu")["TrainingStartTime"].timestamp())
     query = ("fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
              " | filter @logStream like /^emu\\// and toMillis(@ingestionTime) - toMillis(@timestamp) > 2000"
              " | limit 5")
