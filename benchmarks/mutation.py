@@ -35,80 +35,52 @@ RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
 COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
 
 # module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
-def gaps(*names: str) -> list[str]:
-    return [f"tests/test_mutation_gaps.py::test_{name}" for name in names]
+def tests_in(module: str, *names: str) -> list[str]:
+    return [f"tests/{module}::test_{name}" for name in names]
 
 
-ROLE_TESTS = [f"tests/test_submit.py::test_{name}" for name in (
-    "a_good_role_passes", "a_role_sagemaker_cannot_assume_fails", "missing_permissions_are_listed_with_their_resources",
-    "kms_and_vpc_actions_are_checked_when_configured", "a_missing_role_fails", "a_caller_without_pass_role_fails",
-    "cannot_tell_when_the_caller_may_not_simulate")]
+ROLE_TESTS = tests_in(
+    "test_submit.py", "a_good_role_passes", "a_role_sagemaker_cannot_assume_fails",
+    "missing_permissions_are_listed_with_their_resources", "kms_and_vpc_actions_are_checked_when_configured",
+    "a_missing_role_fails", "a_caller_without_pass_role_fails", "cannot_tell_when_the_caller_may_not_simulate")
+# The memory model's tests that build a plan (its rounding, the layers it gathers): the rules' modules feed them.
+PLANNED_MEMORY = tests_in("test_memory.py", "the_plan_rounds_the_memory_breakdown_to_hundredths",
+                          "sharding_over_2_gpus_still_gathers_layer_units",
+                          "mixture_of_experts_states_count_each_parameter_once")
 TESTS: dict[str, list[str]] = {
     "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
-                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py",
-                                "tests/test_mutation_gaps_spec.py", *gaps(
-        "a_bad_value_a_child_overrides_is_reported_at_the_child",
-        "a_bad_value_only_the_base_holds_is_reported_at_the_base",
-        "a_generic_type_error_is_one_lowercase_sentence_with_the_value", "a_bad_second_set_names_the_second_set",
-        "a_set_keeps_the_file_positions_of_every_other_key", "a_yaml_error_points_at_its_line_and_column",
-        "a_spec_below_the_working_folder_is_named_relative", "a_bad_set_value_points_at_the_value")],
+                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py"],
     "launcher/rules/checks.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_spec_limits.py",
-                                 "tests/test_mutation_gaps_rules.py", *gaps(
-        "smddp_on_a_tensor_parallel_only_p4d_job_is_refused",
-        "feature_versions_fire_below_the_first_release_and_not_at_it",
-        "an_existing_tensor_parallel_degree_is_never_the_suggested_fix",
-        "an_invalid_degree_lists_the_divisors_of_the_world", "fp8_for_mixtral_needs_pytorch_2_3_1",
-        "degree_one_is_no_parallelism_for_the_model_rules", "a_global_batch_fix_of_exactly_one_sequence_is_offered",
-        "the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits")],
-    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_mutation_gaps_rules.py",
-                                    *gaps(
-        "the_smallest_degree_of_each_parallelism_needs_the_transform",
-        "auto_sharding_is_one_when_tensor_parallelism_fills_the_world",
-        "auto_sharding_divides_by_tensor_times_expert_parallelism", "decisions_layouts_and_estimates_are_frozen",
-        "pure_data_parallelism_on_p4d_keeps_smddp", "tensor_parallelism_of_two_without_sharding_uses_nccl")],
-    "launcher/rules/engine.py": ["tests/test_rules.py", *gaps(
-        "no_memory_estimate_when_the_degrees_multiply_past_the_world",
-        "context_parallelism_past_the_world_gives_no_memory_estimate", "decisions_layouts_and_estimates_are_frozen",
-        "rules_are_frozen")],
-    "launcher/rules/memory.py": ["tests/test_memory.py", *gaps(
-        "context_parallelism_splits_the_logits_too", "offloading_keeps_two_layer_inputs_by_default",
-        "gathered_layers_hold_only_the_experts_on_this_rank", "expert_parallelism_changes_nothing_for_a_dense_model",
-        "decisions_layouts_and_estimates_are_frozen"), "tests/test_rules.py", "tests/test_plan.py",
-        "tests/test_mutation_gaps_rules.py"],
+                                 *PLANNED_MEMORY],
+    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", *PLANNED_MEMORY],
+    "launcher/rules/engine.py": ["tests/test_rules.py"],
+    "launcher/rules/memory.py": ["tests/test_memory.py", "tests/test_rules.py", "tests/test_plan.py"],
     "launcher/plan/request.py": ["tests/test_plan.py", "tests/test_plan_json.py",
-                            "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
-    "launcher/plan/build.py": ["tests/test_plan.py", "tests/test_plan_json.py",
-                               *gaps("a_plan_and_its_parts_are_frozen")],
-    "launcher/render/files.py": ["tests/test_render.py", *gaps(
-        "data_train_enters_the_script_as_one_exact_string_constant",
-        "every_float_becomes_a_literal_that_evaluates_to_itself", "the_template_list_and_a_nested_output_folder",
-        "the_templates_folder_holds_the_templates"),
-        "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
-    "launcher/submission/role.py": [*gaps(
-        "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
+                                 "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
+    "launcher/plan/build.py": ["tests/test_plan.py", "tests/test_plan_json.py"],
+    "launcher/render/files.py": ["tests/test_render.py",
+                                 "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
+    "launcher/submission/role.py": [*tests_in(
+        "test_submit.py", "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
         "the_caller_becomes_the_principal_simulation_accepts",
         "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code",
-        "a_pinned_image_needs_pull_rights_on_its_own_repository", "missing_log_permissions_name_the_roles_own_account"),
-        *ROLE_TESTS, "tests/test_mutation_gaps_spec.py", *(f"tests/test_submit_truth.py::test_{name}" for name in (
-            "iam_that_cannot_simulate_is_cannot_tell", "an_unparseable_get_role_is_cannot_tell",
-            "refused_credentials_stay_exit_4", "a_role_from_another_account_still_fails")),
-        *(f"tests/test_secrets.py::test_{name}" for name in (
-            "the_role_check_asks_for_get_secret_value_on_each_arn",
-            "a_role_without_get_secret_value_fails_the_check"))],
-    "launcher/jobs/ratelimit.py": ["tests/test_logs_read.py", *gaps(
-        "a_rate_limit_of_zero_is_refused", "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval",
-        "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry"), "-k", "not bounded and not 64"],
-    "launcher/jobs/fresh_read.py": ["tests/test_logs_read.py", "tests/test_mutation_gaps_spec.py",
-                                    "tests/test_logs_late.py", "-k", "not bounded and not 64"],
+        "a_pinned_image_needs_pull_rights_on_its_own_repository", "missing_log_permissions_name_the_roles_own_account",
+        "the_role_check_prints_one_safe_line_for_each_finding", "a_role_the_caller_may_not_read_is_cannot_tell"),
+        *ROLE_TESTS, *tests_in("test_submit_truth.py", "iam_that_cannot_simulate_is_cannot_tell",
+                               "an_unparseable_get_role_is_cannot_tell", "refused_credentials_stay_exit_4",
+                               "a_role_from_another_account_still_fails"),
+        *tests_in("test_secrets.py", "the_role_check_asks_for_get_secret_value_on_each_arn",
+                  "a_role_without_get_secret_value_fails_the_check")],
+    "launcher/jobs/ratelimit.py": ["tests/test_logs_read.py", "-k", "not bounded and not 64"],
+    "launcher/jobs/fresh_read.py": ["tests/test_logs_read.py", "tests/test_logs_late.py", "-k",
+                                    "not bounded and not 64"],
     "launcher/jobs/late_check.py": ["tests/test_logs_late.py", "tests/test_logs_cli.py", "-k", "not 64"],
     "launcher/jobs/shaping.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "tests/test_logs_late.py",
                                  "-k", "not bounded and not 64"],
-    "launcher/jobs/reader.py": ["tests/test_logs_read.py", *gaps(
-        "an_unthrottled_poll_leaves_the_interval_alone",
-        "calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry",
-        "a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval"), "-k", "not bounded and not 64"],
+    "launcher/jobs/reader.py": ["tests/test_logs_read.py", "-k", "not bounded and not 64"],
     "launcher/jobs/logs.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "-k", "not bounded and not 64"],
-    "launcher/cli/logprint.py": ["tests/test_logs_cli.py", *gaps("colour_is_for_a_terminal_and_never_for_json_lines")],
+    "launcher/cli/logprint.py": ["tests/test_logs_cli.py",
+                                 *tests_in("test_logs_read.py", "colour_is_for_a_terminal_and_never_for_json_lines")],
 }
 
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.

@@ -91,6 +91,27 @@ def _clean_env(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _no_wait_notices(request, monkeypatch):
+    """An AWS call with no answer after WAIT_NOTICE_S seconds prints "waiting for <service>…" on stderr. On a
+    loaded machine an in-process moto call can take that long, and the notice would land in the stderr a test
+    compares; so in-process calls never reach the notice here. A test of the notice sets its own delay
+    (`wait_notice_s`, or WAIT_NOTICE_S patched); one that reads the shipped value asks for `shipped_wait_notice`."""
+    if "shipped_wait_notice" in request.fixturenames:
+        return
+    from launcher.core import aws
+
+    monkeypatch.setattr(aws, "WAIT_NOTICE_S", 1e6)
+
+
+@pytest.fixture
+def shipped_wait_notice():
+    """The WAIT_NOTICE_S the tool ships (`_no_wait_notices` leaves it alone for this test)."""
+    from launcher.core import aws
+
+    return aws.WAIT_NOTICE_S
+
+
+@pytest.fixture(autouse=True)
 def _state_home(tmp_path_factory, monkeypatch):
     """`submit` records the latest job and `JOB=latest` reads it: never in the real ~/.local/state."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
@@ -123,16 +144,30 @@ def server_cli(moto_server, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def server_world(server_cli, make_world):
+    """`server_cli`'s namespace (url, env, cli, session) with `make_world` built on the server: `arns` its roles'
+    ARNs. Emulated jobs scripted by the test are forgotten after it."""
+    from types import SimpleNamespace
+
+    from emulator import scenario
+
+    yield SimpleNamespace(**vars(server_cli), arns=make_world(server_cli.session))
+    scenario.forget_all()
+
+
+@pytest.fixture
 def make_world():
-    """What `aws` builds in the emulated account (a module overrides it for a world of its own)."""
+    """What `moto_world` and `server_world` build in the emulated account: a function of a boto3 Session that
+    returns the roles' ARNs (a module overrides it for a world of its own)."""
     from tests.aws_setup import create_world
 
     return create_world
 
 
 @pytest.fixture
-def aws(monkeypatch, make_world):
-    """moto in-process with the emulator's patches, a bucket and the test roles (tests/aws_setup.py)."""
+def moto_world(monkeypatch, make_world):
+    """moto in-process with the emulator's patches, and `make_world` built there (by default a bucket and the test
+    roles, tests/aws_setup.py): `session`, `arns` (the roles' ARNs) and `sagemaker` (a client)."""
     from types import SimpleNamespace
 
     import boto3

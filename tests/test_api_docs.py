@@ -13,7 +13,7 @@ from tests.doc_blocks import blocks
 API_DOC = REPO / "docs" / "api.md"
 
 
-def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys):
+def test_the_pipeline_example_runs_against_moto(moto_world, clock, monkeypatch, capsys):
     import launcher.jobs.status
 
     monkeypatch.chdir(REPO)
@@ -27,8 +27,8 @@ def test_the_pipeline_example_runs_against_moto(aws, clock, monkeypatch, capsys)
     assert rehearsal.dry_run and not rehearsal.uploaded and rehearsal.job_name == plan.job_name
     assert job.uploaded and job.job_name == plan.job_name and f"started {job.job_name}" in out
     assert plan.world_size == 16 and "16 GPUs" in out  # the override reached the plan
-    described = aws.session.client("sagemaker").describe_training_job(TrainingJobName=job.job_name)
-    assert described["RoleArn"] == aws.arns["Good"] == job.request["RoleArn"]
+    described = moto_world.session.client("sagemaker").describe_training_job(TrainingJobName=job.job_name)
+    assert described["RoleArn"] == moto_world.arns["Good"] == job.request["RoleArn"]
     assert plan.request["RoleArn"] == "<ARN of role Good>"  # the plan's prediction, resolved by submit only
 
 
@@ -58,7 +58,7 @@ def test_spec_error_problems_are_typed(write_spec):
                                  "path": "training.batch_size", "message": problem.message}
 
 
-def test_submit_prints_nothing_and_returns_its_warnings(aws, capsys):
+def test_submit_prints_nothing_and_returns_its_warnings(moto_world, capsys):
     """The role check cannot tell (simulation denied): submit goes on, and says so in the result only."""
     import boto3
 
@@ -74,7 +74,7 @@ def test_submit_prints_nothing_and_returns_its_warnings(aws, capsys):
     assert captured.out == "" and captured.err == ""
 
 
-def test_a_plan_for_one_region_refuses_clients_for_another(aws):
+def test_a_plan_for_one_region_refuses_clients_for_another(moto_world):
     from launcher.core.aws import Clients
 
     plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))

@@ -1,7 +1,8 @@
 """The job half of the Python API (launcher.status / wait / stop / list_jobs) against emulated jobs.
 
-The jobs run on the real clock with phases of a few tens of milliseconds, so `wait` is exercised
-with a tiny interval the way a pipeline would call it, and the whole file takes about a second.
+The jobs have phases of a few tens of milliseconds, so `wait` is exercised with a tiny interval the way
+a pipeline would call it, and the whole file takes about a second. Where a test measures how long `wait`
+took, the jobs, its polls and its deadline run on one virtual clock (`virtual_wait`).
 """
 import json
 import time
@@ -28,18 +29,30 @@ def clients():
     return launcher.connect(region="us-west-2")
 
 
+@pytest.fixture
+def virtual_wait(clock, monkeypatch):
+    """conftest's virtual clock drives the jobs, and `wait`'s sleeps and deadline: a poll's sleep moves the jobs
+    on, and the time `wait` took is the virtual seconds it slept (the machine's speed does not enter it)."""
+    from types import SimpleNamespace
+
+    import launcher.jobs.status
+
+    monkeypatch.setattr(launcher.jobs.status, "time", SimpleNamespace(sleep=clock.sleep, monotonic=lambda: clock.slept))
+    return lambda: clock.slept
+
+
 def test_the_job_types_are_exported_lazily():
     assert launcher.JobStatus is JobStatus and launcher.JobSummary is JobSummary
     assert {"JobStatus", "JobSummary"} <= set(launcher.__all__)
 
 
-def test_wait_returns_each_jobs_outcome_in_the_order_given(sm, clients):
+def test_wait_returns_each_jobs_outcome_in_the_order_given(sm, clients, virtual_wait):
     for job in (emulator.EmulatedJob("w-done", **QUICK), emulator.EmulatedJob("w-failed", outcome="Failed", **QUICK),
                 emulator.EmulatedJob("w-stopped", stop_after=0.2, stopping=0.05, **QUICK)):
         emulator.add_job(job, sm)
-    started = time.monotonic()
+    started = virtual_wait()
     done = launcher.wait(["w-failed", "w-done", "w-stopped", "w-done"], interval=0.02, clients=clients)
-    assert time.monotonic() - started < 10
+    assert virtual_wait() - started < 10
     assert [(s.job_name, s.status, s.terminal, s.exit_code) for s in done] == [
         ("w-failed", "Failed", True, 1), ("w-done", "Completed", True, 0), ("w-stopped", "Stopped", True, 5)]
     assert all(isinstance(s, JobStatus) for s in done)
@@ -48,12 +61,12 @@ def test_wait_returns_each_jobs_outcome_in_the_order_given(sm, clients):
                                                        "Completed"]
 
 
-def test_wait_gives_up_at_the_timeout_with_the_last_status_seen(sm, clients):
+def test_wait_gives_up_at_the_timeout_with_the_last_status_seen(sm, clients, virtual_wait):
     emulator.add_job(emulator.EmulatedJob("w-quick", **QUICK), sm)
     emulator.add_job(emulator.EmulatedJob("w-long", **{**QUICK, "training": 600}), sm)
-    started = time.monotonic()
+    started = virtual_wait()
     seen = launcher.wait(["w-quick", "w-long"], timeout=0.8, interval=0.05, clients=clients)
-    took = time.monotonic() - started
+    took = virtual_wait() - started
     assert 0.8 <= took < 8, took
     assert [(s.job_name, s.status, s.terminal) for s in seen] == [("w-quick", "Completed", True),
                                                                    ("w-long", "InProgress", False)]

@@ -77,11 +77,11 @@ def test_the_role_simulation_reads_every_truncated_page():
     assert got == results
 
 
-def test_metrics_follow_next_token_within_one_query_batch(aws):
+def test_metrics_follow_next_token_within_one_query_batch(moto_world):
     from emulator import EmulatedJob, add_job
 
     job = EmulatedJob("paged-metrics", hosts=1, training=600, decoy=False)
-    add_job(job, aws.session.client("sagemaker"))
+    add_job(job, moto_world.session.client("sagemaker"))
     cw = _client("cloudwatch")
     clients = Clients(region="us-west-2", overrides={"cloudwatch": cw})
     with Stubber(cw) as stub:

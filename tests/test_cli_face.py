@@ -13,7 +13,7 @@ LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): 
 
 # -- check-role: --region, and the verdict on stdout ----------------------------------------------------
 
-def test_check_role_takes_region_and_prints_its_verdict_on_stdout(aws, run_cli):
+def test_check_role_takes_region_and_prints_its_verdict_on_stdout(moto_world, run_cli):
     r = run_cli("check-role", str(JOBS / "llama7b.yaml"), "--set", "role=NoPerms", "--region", "eu-west-1")
     assert r.code == 3, r.err
     lines = r.out.splitlines()

@@ -389,11 +389,11 @@ def test_the_blocks_run_elsewhere_exist():
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=str)
-def test_a_python_block_runs_against_moto(block, aws, clock, monkeypatch, capsys):
+def test_a_python_block_runs_against_moto(block, moto_world, clock, monkeypatch, capsys):
     import launcher.jobs.status
 
     monkeypatch.chdir(REPO)
-    monkeypatch.delenv("SMP_LAUNCH_BUCKET", raising=False)  # the example jobs' default bucket, which `aws` holds
+    monkeypatch.delenv("SMP_LAUNCH_BUCKET", raising=False)  # the example jobs' default bucket, which `moto_world` holds
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
     monkeypatch.setattr(launcher.jobs.status.time, "sleep", clock.sleep)  # wait() polls on the virtual clock
     exec(compile(block.text, str(block), "exec"), {"__name__": "__docs__"})

@@ -21,12 +21,6 @@ SMP = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-
 HOSTILE = "boom \x1b]0;owned\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil\r\nfake line"
 
 
-@pytest.fixture
-def world(server_cli):
-    create_world(server_cli.session)
-    return server_cli.session, server_cli.env
-
-
 def said(stderr: str) -> list[str]:
     """stderr's lines but the "waiting for ..." notices a slow (loaded) machine may add."""
     return [ln for ln in stderr.strip().splitlines() if not ln.startswith("waiting for ")]
@@ -47,8 +41,8 @@ def cli(env, *args, closed_stdout=False):
 
 # -- 6. SageMaker's refusal is one line ---------------------------------------------------------------
 
-def test_a_refused_create_training_job_is_one_clean_line_and_nothing_else(world):
-    _, env = world
+def test_a_refused_create_training_job_is_one_clean_line_and_nothing_else(server_world):
+    env = server_world.env
     refuse_create("ValidationException", f"Instance type is not supported {HOSTILE}")
     try:
         out = cli(env, "submit", "jobs/llama7b.yaml", "--set", "role=Good")
@@ -66,8 +60,8 @@ def test_a_refused_create_training_job_is_one_clean_line_and_nothing_else(world)
 
 # -- 7. escapes from AWS; closed pipes ----------------------------------------------------------------
 
-def test_escapes_in_a_failure_reason_are_shown_never_obeyed(world):
-    session, env = world
+def test_escapes_in_a_failure_reason_are_shown_never_obeyed(server_world):
+    session, env = server_world.session, server_world.env
     emulator.set_clock(lambda: time.time() - 3600)
     try:
         emulator.add_job(emulator.EmulatedJob("hostile-1", outcome="Failed", failure_reason=HOSTILE, training=60),
@@ -87,8 +81,8 @@ def test_escapes_in_a_failure_reason_are_shown_never_obeyed(world):
 
 
 @pytest.fixture
-def jobs_running(world):
-    session, env = world
+def jobs_running(server_world):
+    session, env = server_world.session, server_world.env
     emulator.set_clock(lambda: time.time() - 600)
     try:
         emulator.add_job(emulator.EmulatedJob("piped-1", hosts=2, training=3600), session.client("sagemaker"))
@@ -143,7 +137,7 @@ def plain_endpoint():
 
 
 @pytest.fixture
-def plain_world(plain_endpoint, monkeypatch, tmp_path):
+def plain_server_env(plain_endpoint, monkeypatch, tmp_path):
     import urllib.request
 
     urllib.request.urlopen(urllib.request.Request(f"{plain_endpoint}/moto-api/reset", method="POST"),
@@ -157,8 +151,8 @@ def plain_world(plain_endpoint, monkeypatch, tmp_path):
     return env
 
 
-def test_check_role_on_a_plain_moto_server_cannot_tell(plain_world):
-    out = cli(plain_world, "check-role", "jobs/llama7b.yaml", "--set", "role=Good")
+def test_check_role_on_a_plain_moto_server_cannot_tell(plain_server_env):
+    out = cli(plain_server_env, "check-role", "jobs/llama7b.yaml", "--set", "role=Good")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()  # the verdict is the command's output: stdout, whatever it is
     assert lines[0] == "role arn:aws:iam::123456789012:role/Good: unknown"
@@ -166,8 +160,8 @@ def test_check_role_on_a_plain_moto_server_cannot_tell(plain_world):
     assert "<" not in out.stdout + out.stderr and "Traceback" not in out.stderr
 
 
-def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_world):
-    out = cli(plain_world, "submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run")
+def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_server_env):
+    out = cli(plain_server_env, "submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "dry run: would start llama2-7b-" in out.stdout and "role:    arn:aws:iam" in out.stdout
     assert said(out.stderr)[0].startswith("warning: role check: cannot tell: ") and "<" not in out.stderr

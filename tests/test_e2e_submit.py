@@ -8,19 +8,14 @@ import pytest
 import emulator
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from tests.aws_setup import BUCKET, create_world
+from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 
 
-@pytest.fixture
-def world(server_cli):
-    return server_cli.session, create_world(server_cli.session), server_cli.cli
-
-
-def test_submit_starts_the_job_the_plan_describes_and_a_repeat_does_not_upload_again(world):
+def test_submit_starts_the_job_the_plan_describes_and_a_repeat_does_not_upload_again(server_world):
     """One world, two JSON submits: the first starts the job its plan describes and uploads the source; the
     second (same spec, same source) starts a job without uploading again."""
-    session, arns, cli = world
+    session, arns, cli = server_world.session, server_world.arns, server_world.cli
     out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
     assert out.returncode == 0, out.stderr
     first = json.loads(out.stdout)
@@ -46,30 +41,30 @@ def test_submit_starts_the_job_the_plan_describes_and_a_repeat_does_not_upload_a
 
 @pytest.mark.parametrize("role,code,text", [("Good", 0, "pass"), ("NoTrust", 3, "trust policy"),
                                             ("NoPerms", 3, "missing ecr:BatchGetImage")])
-def test_check_role(world, role, code, text):
-    _, _, cli = world
+def test_check_role(server_world, role, code, text):
+    cli = server_world.cli
     out = cli("check-role", "jobs/llama7b.yaml", "--set", f"role={role}")
     assert out.returncode == code, out.stderr
     assert text in out.stdout + out.stderr
 
 
-def test_a_refused_role_creates_nothing(world):
-    session, _, cli = world
+def test_a_refused_role_creates_nothing(server_world):
+    session, cli = server_world.session, server_world.cli
     out = cli("submit", "jobs/llama7b.yaml", "--set", "role=NoPerms")
     assert out.returncode == 3 and "missing" in out.stderr
     assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
     assert "Contents" not in session.client("s3").list_objects_v2(Bucket=BUCKET)
 
 
-def test_dry_run_creates_nothing(world):
-    session, _, cli = world
+def test_dry_run_creates_nothing(server_world):
+    session, cli = server_world.session, server_world.cli
     out = cli("submit", "jobs/llama7b.yaml", "--dry-run", extra_env={"SMP_LAUNCH_ROLE": "Good"})
     assert out.returncode == 0, out.stderr and "nothing was written" in out.stdout
     assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
-def test_no_credentials_is_one_actionable_line(world, tmp_path):
-    _, _, cli = world
+def test_no_credentials_is_one_actionable_line(server_world, tmp_path):
+    cli = server_world.cli
     out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", extra_env={
         "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none")})
@@ -78,10 +73,10 @@ def test_no_credentials_is_one_actionable_line(world, tmp_path):
     assert "Traceback" not in out.stderr
 
 
-def test_text_output_names_the_job_console_and_next_command_and_wait_follows_the_job_to_its_end(world):
+def test_text_output_names_the_job_console_and_next_command_and_wait_follows_the_job_to_its_end(server_world):
     """`submit --wait` in text: the lines every text submit prints (job, console URL, next command), then the
     job's log lines until it ends."""
-    session, _, cli = world
+    cli = server_world.cli
     fast = ["--interval", "0.2"]  # poll every 0.2 s, not every 5 s (the default)
     emulator.set_default({"starting": 0.2, "downloading": 0.1, "training": 0.6, "uploading": 0.1,
                           "line_interval": 0.15, "decoy": False})

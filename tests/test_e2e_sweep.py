@@ -56,7 +56,7 @@ def jobs_run(clock, monkeypatch):
     emulator.set_default({})
 
 
-def test_a_3x3_sweep_refuses_impossible_layouts_first_and_never_runs_more_than_2(aws, run_cli, jobs_run):
+def test_a_3x3_sweep_refuses_impossible_layouts_first_and_never_runs_more_than_2(moto_world, run_cli, jobs_run):
     r = run_cli("submit", SPEC, *SETS, *GRID, "--max-concurrent", "2", "--wait", "--interval", "0.5",
                 "--output", "json")
     assert r.code == 0, r.err
@@ -71,7 +71,7 @@ def test_a_3x3_sweep_refuses_impossible_layouts_first_and_never_runs_more_than_2
     created = [name for kind, name in jobs_run if kind == "created"]
     assert created == [d["job_name"] for d in sorted(ok, key=lambda d: d["rank"])]
     assert all(d["state"] == "not_started" and not d.get("jobs") for d in refused)
-    listed = aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    listed = moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
     assert sorted(j["TrainingJobName"] for j in listed) == sorted(created)
     # never more than 2 InProgress at once, and 2 at some point; every job ended Completed
     counts = [len(names) for kind, names in jobs_run if kind == "in_progress"]
@@ -80,7 +80,7 @@ def test_a_3x3_sweep_refuses_impossible_layouts_first_and_never_runs_more_than_2
     assert {j["TrainingJobStatus"] for j in listed} == {"Completed"}
 
 
-def test_without_wait_the_queue_returns_once_the_last_plan_started(aws, run_cli, jobs_run):
+def test_without_wait_the_queue_returns_once_the_last_plan_started(moto_world, run_cli, jobs_run):
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "training.batch_size=1,2,4", "--max-concurrent", "1",
                 "--interval", "0.5")
     assert r.code == 0, r.err
@@ -92,7 +92,7 @@ def test_without_wait_the_queue_returns_once_the_last_plan_started(aws, run_cli,
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-def test_a_plan_the_on_failure_hook_returns_is_submitted_in_the_failed_ones_place(aws, clock, jobs_run):
+def test_a_plan_the_on_failure_hook_returns_is_submitted_in_the_failed_ones_place(moto_world, clock, jobs_run):
     loaded = load_spec(SPEC, ["role=Good"])
     first, other = build_plan(loaded, now=NOW), build_plan(loaded, now=NOW + timedelta(milliseconds=1))
     emulator.expect(emulator.EmulatedJob(first.job_name, hosts=1, outcome="Failed", **QUICK))
@@ -114,7 +114,7 @@ def test_a_plan_the_on_failure_hook_returns_is_submitted_in_the_failed_ones_plac
     assert runs[0].to_dict()["jobs"] == [first.job_name, retry.job_name]
 
 
-def test_equal_sources_are_uploaded_once(aws, run_cli):
+def test_equal_sources_are_uploaded_once(moto_world, run_cli):
     r = run_cli("submit", SPEC, SPEC, "--set", "role=Good", "--sweep", "training.batch_size=2,4", "--output", "json")
     assert r.code == 0, r.err
     data = json.loads(r.out)
@@ -123,45 +123,64 @@ def test_equal_sources_are_uploaded_once(aws, run_cli):
     puts = sum(d["submission"]["aws_calls"].count("s3.PutObject") for d in data)
     creates = sum(d["submission"]["aws_calls"].count("sagemaker.CreateTrainingJob") for d in data)
     assert puts == 2 and creates == 4
-    objects = aws.session.client("s3").list_objects_v2(Bucket=data[0]["source_uri"][5:].split("/")[0])
+    objects = moto_world.session.client("s3").list_objects_v2(Bucket=data[0]["source_uri"][5:].split("/")[0])
     assert sum(o["Key"].endswith("sourcedir.tar.gz") for o in objects["Contents"]) == 2
 
 
 # -- the installed CLI against a moto server, in real time ------------------------------------------------
 
-def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli):
-    """A sampler reads the server's job states every 20 ms while `submit --max-concurrent 2 --wait` runs.
+def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli, clock, monkeypatch):
+    """A driver reads the server's job states while `submit --max-concurrent 2 --wait` runs, and it alone moves
+    the jobs' clock (conftest's `clock`), so the result does not depend on how fast the machine is.
 
-    The server runs in this process and answers from the emulator's scripts (emulator/scenario.py), so the
-    sampler reads those directly: the state each job's DescribeTrainingJob gives at that instant, without
-    the in-process HTTP round trip that made a 20 ms sampler cost more CPU than the command it watched."""
+    The clock stands still until two jobs exist, and after each job is created it moves only once the CLI has
+    polled (DescribeTrainingJob) since: a job cannot end before the CLI could start the second, and a CLI that
+    started a third job before one ended would be seen with 3 InProgress. The server runs in this process and
+    answers from the emulator's scripts (emulator/scenario.py), so the driver reads those directly: the state
+    each job's DescribeTrainingJob gives at that instant."""
     import threading
+    import time
+
+    from moto.sagemaker.models import SageMakerModelBackend
 
     from tests.aws_setup import create_world
 
     create_world(server_cli.session)
     client = server_cli.session.client("sagemaker")
+    clock.t = time.time()  # virtual, but near the real date the CLI stamps its plans with
+    polls: list[None] = []  # one per DescribeTrainingJob the server answered
+    describe = SageMakerModelBackend.describe_training_job
+
+    def counted(self, *args, **kwargs):
+        polls.append(None)
+        return describe(self, *args, **kwargs)
+
+    monkeypatch.setattr(SageMakerModelBackend, "describe_training_job", counted)
     samples: list[dict[str, str]] = []
     done = threading.Event()
 
-    def sample():
+    def drive():
+        created, polled = 0, 0
         while not done.is_set():
-            at = emulator.now()
-            samples.append({j.name: j.state(at)["training_job_status"] for j in scenario.created_jobs(REGION)})
+            jobs = scenario.created_jobs(REGION)
+            samples.append({j.name: j.state(emulator.now())["training_job_status"] for j in jobs})
+            if len(jobs) != created:  # a new job: the next step waits for a poll made after it
+                created, polled = len(jobs), len(polls)
+            elif created >= 2 and len(polls) > polled:
+                polled = len(polls)
+                clock.sleep(0.5)
             done.wait(0.02)
 
-    # Each job is InProgress for 3 s: long enough that, on a loaded machine, the second is created before the
-    # first ends (at 1.5 s a slow second submit once found the first already done, and 2 never ran at once).
     emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 2.3, "uploading": 0.2, "decoy": False})
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
     try:
         out = server_cli.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
                              "training.batch_size=1,2,4", "--max-concurrent", "2", "--wait", "--interval", "0.1",
-                             "--output", "json")
+                             "--output", "json", timeout=600)
     finally:
         done.set()
-        sampler.join(timeout=10)
+        driver.join()
         emulator.set_default({})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -173,7 +192,7 @@ def test_the_cli_never_has_more_than_2_running_and_every_job_ends(server_cli):
     assert {j["TrainingJobStatus"] for j in final} == {"Completed"}
 
 
-def test_an_account_check_that_fails_for_one_plan_starts_none(aws, run_cli):
+def test_an_account_check_that_fails_for_one_plan_starts_none(moto_world, run_cli):
     """The second plan's bucket does not exist: found before the first plan's job is created."""
     from tests.aws_setup import BUCKET
 
@@ -182,5 +201,5 @@ def test_an_account_check_that_fails_for_one_plan_starts_none(aws, run_cli):
     assert r.code == 4 and "bucket no-such-bucket-13a does not exist" in r.err
     data = json.loads(r.out)
     assert [d["state"] for d in data] == ["not_started", "error"] and not any(d["started"] for d in data)
-    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
-    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)  # nothing uploaded either
+    assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET)  # nothing uploaded either

@@ -23,7 +23,7 @@ from tests.conftest import JOBS, REPO
 
 
 @pytest.fixture
-def aws(monkeypatch, tmp_path):
+def moto_plan(monkeypatch, tmp_path):
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
@@ -39,8 +39,9 @@ def aws(monkeypatch, tmp_path):
                               role=arns["Good"], request=plan.request_for(arns["Good"]))
 
 
-def start(aws):
-    return estimator.start(aws.plan, aws.source_uri, aws.role, aws.clients.session, aws.clients.sagemaker)
+def start(moto_plan):
+    return estimator.start(moto_plan.plan, moto_plan.source_uri, moto_plan.role, moto_plan.clients.session,
+                           moto_plan.clients.sagemaker)
 
 
 @pytest.fixture
@@ -72,41 +73,42 @@ def egress(monkeypatch):
     return seen
 
 
-def test_start_sends_create_training_job_and_nothing_else(aws, egress):
-    assert start(aws) == aws.plan.job_name
+def test_start_sends_create_training_job_and_nothing_else(moto_plan, egress):
+    assert start(moto_plan) == moto_plan.plan.job_name
     assert egress.api == ["sagemaker.CreateTrainingJob"]
     assert egress.telemetry == [] and egress.http == [] and egress.sockets == []
 
 
-def test_a_whole_submit_writes_only_the_tarball_and_the_job(aws, egress):
+def test_a_whole_submit_writes_only_the_tarball_and_the_job(moto_plan, egress):
     from launcher.submission.create import submit
 
-    submit(aws.plan, aws.clients)
+    submit(moto_plan.plan, moto_plan.clients)
     reads = ("Get", "Head", "List", "Describe", "Simulate")
     writes = [call for call in egress.api if not call.split(".")[1].startswith(reads)]
     assert writes == ["s3.PutObject", "sagemaker.CreateTrainingJob"], egress.api
     assert egress.telemetry == [] and egress.http == [] and egress.sockets == []
 
 
-def test_the_egress_spies_do_see_the_sdks_own_fit_send_telemetry(aws, egress):
+def test_the_egress_spies_do_see_the_sdks_own_fit_send_telemetry(moto_plan, egress):
     """The control for the test above: the SDK's decorated fit, on the same empty config, does send."""
-    est = estimator.build(aws.plan, aws.source_uri, aws.role, aws.clients.session, aws.clients.sagemaker)
-    est.fit(job_name=aws.plan.job_name + "-control", wait=False, logs=False)
+    est = estimator.build(moto_plan.plan, moto_plan.source_uri, moto_plan.role, moto_plan.clients.session,
+                          moto_plan.clients.sagemaker)
+    est.fit(job_name=moto_plan.plan.job_name + "-control", wait=False, logs=False)
     assert egress.telemetry and "sagemaker.CreateTrainingJob" in egress.api
 
 
-def test_the_sdk_validates_no_config(aws, monkeypatch):
+def test_the_sdk_validates_no_config(moto_plan, monkeypatch):
     """A non-empty SDK config is schema-checked on every lookup (22 per submit, most of submit's time)."""
     import jsonschema
 
     calls = []
     real = jsonschema.validate
     monkeypatch.setattr(jsonschema, "validate", lambda *a, **k: calls.append(1) or real(*a, **k))
-    start(aws)
+    start(moto_plan)
     assert calls == []
 
 
-def test_a_users_sdk_defaults_do_not_change_the_request(aws, monkeypatch, tmp_path):
+def test_a_users_sdk_defaults_do_not_change_the_request(moto_plan, monkeypatch, tmp_path):
     defaults = tmp_path / "config.yaml"
     defaults.write_text(textwrap.dedent("""\
         SchemaVersion: '1.0'
@@ -117,19 +119,19 @@ def test_a_users_sdk_defaults_do_not_change_the_request(aws, monkeypatch, tmp_pa
         """))
     monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(defaults))
     sent = {}
-    aws.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+    moto_plan.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                         lambda params, **_: sent.update(params))
-    start(aws)
-    assert sent["Tags"] == aws.request["Tags"] and "EnableNetworkIsolation" not in sent
+    start(moto_plan)
+    assert sent["Tags"] == moto_plan.request["Tags"] and "EnableNetworkIsolation" not in sent
     assert os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] == str(defaults)
 
 
-def test_the_plans_image_is_what_the_sdk_sends(aws):
+def test_the_plans_image_is_what_the_sdk_sends(moto_plan):
     sent = {}
-    aws.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+    moto_plan.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                         lambda params, **_: sent.update(params))
-    start(aws)
-    assert sent["AlgorithmSpecification"]["TrainingImage"] == aws.plan.framework.image_uri
+    start(moto_plan)
+    assert sent["AlgorithmSpecification"]["TrainingImage"] == moto_plan.plan.framework.image_uri
 
 
 def interrupted(*_a, **_k):
@@ -142,28 +144,28 @@ def sigint(*_a, **_k):
 
 
 @pytest.mark.parametrize("create", [interrupted, sigint], ids=["KeyboardInterrupt", "SIGINT"])
-def test_ctrl_c_during_create_training_job_comes_out_of_start(aws, monkeypatch, create):
-    monkeypatch.setattr(aws.clients.sagemaker, "create_training_job", create)
+def test_ctrl_c_during_create_training_job_comes_out_of_start(moto_plan, monkeypatch, create):
+    monkeypatch.setattr(moto_plan.clients.sagemaker, "create_training_job", create)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            start(aws)
+            start(moto_plan)
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def test_a_refused_create_training_job_raises_and_the_sdk_logs_nothing(aws, monkeypatch, caplog):
+def test_a_refused_create_training_job_raises_and_the_sdk_logs_nothing(moto_plan, monkeypatch, caplog):
     refused = ClientError({"Error": {"Code": "ValidationException", "Message": "no"}}, "CreateTrainingJob")
 
     def create(**_):
         raise refused
 
-    monkeypatch.setattr(aws.clients.sagemaker, "create_training_job", create)
+    monkeypatch.setattr(moto_plan.clients.sagemaker, "create_training_job", create)
     caplog.set_level(logging.DEBUG)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     with pytest.raises(ClientError) as err:
-        start(aws)
+        start(moto_plan)
     assert err.value is refused
     sdk_lines = [r.getMessage() for r in caplog.records
                  if r.name.startswith("sagemaker") and r.levelno >= logging.WARNING]

@@ -17,7 +17,7 @@ AGO = 3600.0
 
 
 @pytest.fixture
-def aws():
+def sm():
     with emulator.mocked():
         yield boto3.client("sagemaker", region_name="us-west-2")
     emulator.set_clock(None)
@@ -32,8 +32,8 @@ def started_ago(sm, seconds: float, job: emulator.EmulatedJob) -> emulator.Emula
         emulator.set_clock(None)
 
 
-def test_status_of_a_completed_job(aws, run_cli):
-    started_ago(aws, AGO, emulator.EmulatedJob("done-1", hosts=4, training=600))
+def test_status_of_a_completed_job(sm, run_cli):
+    started_ago(sm, AGO, emulator.EmulatedJob("done-1", hosts=4, training=600))
     r = run_cli("status", "done-1", "--output", "json")
     assert r.code == 0, r.err
     data = json.loads(r.out)
@@ -45,32 +45,32 @@ def test_status_of_a_completed_job(aws, run_cli):
     assert text.code == 0 and "Completed" in text.out and "4 x ml.p4d.24xlarge" in text.out and "602" in text.out
 
 
-def test_status_exit_codes_follow_the_job(aws, run_cli):
-    started_ago(aws, AGO, emulator.EmulatedJob("oom", outcome="Failed"))
-    started_ago(aws, AGO, emulator.EmulatedJob("halted", training=600, stop_after=30))
+def test_status_exit_codes_follow_the_job(sm, run_cli):
+    started_ago(sm, AGO, emulator.EmulatedJob("oom", outcome="Failed"))
+    started_ago(sm, AGO, emulator.EmulatedJob("halted", training=600, stop_after=30))
     failed = run_cli("status", "oom")
     assert failed.code == 1 and "CUDA out of memory" in failed.out
     assert run_cli("status", "halted").code == 5
 
 
-def test_status_of_an_unknown_job_says_so(aws, run_cli):
+def test_status_of_an_unknown_job_says_so(sm, run_cli):
     r = run_cli("status", "no-such-job")
     assert r.code == 2 and "no training job named 'no-such-job' in us-west-2" in r.err
 
 
-def test_latest_is_the_last_job_submitted_here(aws, run_cli):
+def test_latest_is_the_last_job_submitted_here(sm, run_cli):
     assert run_cli("status", "latest").code == 2
-    started_ago(aws, AGO, emulator.EmulatedJob("mine-1"))
+    started_ago(sm, AGO, emulator.EmulatedJob("mine-1"))
     record_submitted("mine-1", "us-west-2")
     r = run_cli("status", "latest", "--output", "json")
     assert r.code == 0 and json.loads(r.out)["job_name"] == "mine-1"
 
 
-def test_list_shows_only_the_tools_jobs(aws, run_cli):
-    started_ago(aws, AGO, emulator.EmulatedJob("llama-done"))
-    emulator.add_job(emulator.EmulatedJob("llama-running", training=600), aws)
-    emulator.add_job(emulator.EmulatedJob("llama-foreign", training=600), aws, managed=False)
-    emulator.add_job(emulator.EmulatedJob("mistral-running", training=600), aws)
+def test_list_shows_only_the_tools_jobs(sm, run_cli):
+    started_ago(sm, AGO, emulator.EmulatedJob("llama-done"))
+    emulator.add_job(emulator.EmulatedJob("llama-running", training=600), sm)
+    emulator.add_job(emulator.EmulatedJob("llama-foreign", training=600), sm, managed=False)
+    emulator.add_job(emulator.EmulatedJob("mistral-running", training=600), sm)
     names = {r["job_name"] for r in json.loads(run_cli("list", "--output", "json").out)}
     assert names == {"llama-done", "llama-running", "mistral-running"}
     running = json.loads(run_cli("list", "--running", "--name-contains", "llama", "--output", "json").out)
@@ -79,28 +79,28 @@ def test_list_shows_only_the_tools_jobs(aws, run_cli):
     assert table.code == 0 and "mistral-running" in table.out and "llama-foreign" not in table.out
 
 
-def test_stop_asks_unless_yes(aws, run_cli):
-    emulator.add_job(emulator.EmulatedJob("long-1", training=600), aws)
+def test_stop_asks_unless_yes(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("long-1", training=600), sm)
     refused = run_cli("stop", "long-1")  # no terminal to ask on
     assert refused.code == 2 and "pass --yes" in refused.err
     assert jobs.stop(jobs.Clients(), "long-1", yes=False, confirm=lambda q: False).stopped is False
-    assert aws.describe_training_job(TrainingJobName="long-1")["TrainingJobStatus"] == "InProgress"
+    assert sm.describe_training_job(TrainingJobName="long-1")["TrainingJobStatus"] == "InProgress"
     r = run_cli("stop", "long-1", "--yes", "--output", "json")
     assert r.code == 0 and json.loads(r.out)["status"] == "Stopping"
     again = run_cli("stop", "long-1", "--yes")
     assert again.code == 0 and "nothing to stop" in again.err
 
 
-def test_stop_then_the_job_ends_stopped(aws):
-    emulator.add_job(emulator.EmulatedJob("long-2", training=600, stopping=0.0), aws)
+def test_stop_then_the_job_ends_stopped(sm):
+    emulator.add_job(emulator.EmulatedJob("long-2", training=600, stopping=0.0), sm)
     jobs.stop(jobs.Clients(), "long-2", yes=True, confirm=None)
-    desc = aws.describe_training_job(TrainingJobName="long-2")
+    desc = sm.describe_training_job(TrainingJobName="long-2")
     assert desc["TrainingJobStatus"] == "Stopped"
     assert [t["Status"] for t in desc["SecondaryStatusTransitions"]][-2:] == ["Stopping", "Stopped"]
 
 
-def test_metrics_per_host_normalised_in_one_call(aws, run_cli):
-    started_ago(aws, 1200, emulator.EmulatedJob("busy", hosts=3, training=3600))
+def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
+    started_ago(sm, 1200, emulator.EmulatedJob("busy", hosts=3, training=3600))
     r = run_cli("metrics", "busy", "--since", "15m", "--output", "json")
     assert r.code == 0, r.err
     data = json.loads(r.out)
@@ -126,8 +126,8 @@ class FakeCloudWatch:
         return one_page_paginator(getattr(self, name))
 
 
-def test_metrics_split_at_500_queries(aws):
-    started_ago(aws, 600, emulator.EmulatedJob("wide", hosts=130, training=3600, decoy=False))
+def test_metrics_split_at_500_queries(sm):
+    started_ago(sm, 600, emulator.EmulatedJob("wide", hosts=130, training=3600, decoy=False))
     fake = FakeCloudWatch()
     clients = jobs.Clients(overrides={"cloudwatch": fake})
     data = metrics.fetch(clients, "wide", 3600, time.time())

@@ -139,11 +139,13 @@ def plain_moto(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
+        hung = time.monotonic() + 600  # until it answers, however long a busy machine takes to start it
+        while True:
             try:
                 urllib.request.urlopen(url + "/moto-api/", timeout=1)
                 break
             except OSError:
+                assert server.poll() is None and time.monotonic() < hung, "moto_server never answered"
                 time.sleep(0.1)
         yield url
     finally:

@@ -14,6 +14,7 @@ from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_STOPPED
 from launcher.jobs.logs import LogLine, Polling, iter_lines
 from launcher.jobs.ratelimit import RateLimiter
+from launcher.jobs.reader import LogReader
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated, printed_follow
 
 POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
@@ -316,3 +317,157 @@ def test_iter_lines_sanitises_what_cloudwatch_returns(clock, monkeypatch):
                               polling=Polling(clock=clock, sleep=clock.sleep,
                                               limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))))
     assert line.message == "a \\x1b]0;pwned\\x07 \\u202eb" and line.event_id == "1\\x1b[2J" and line.host == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_is_for_a_terminal_and_never_for_json_lines(monkeypatch):
+    """Kills logprint: the auto colour choice ignoring --output json (or the terminal, or NO_COLOR)."""
+    from launcher.jobs.logs import Polling
+    from launcher.jobs.ratelimit import RateLimiter
+    from tests.emulation import VirtualClock, printed_follow
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    clock = VirtualClock()
+    emulator.set_clock(clock)
+    try:
+        with emulator.mocked():
+            emulator.add_job(emulator.EmulatedJob("tty", hosts=2, training=3, decoy=False),
+                             boto3.client("sagemaker", region_name="us-west-2"))
+            clock.t += 30
+
+            def printed(out, **kw):
+                limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+                printed_follow("tty", Clients(region="us-west-2"), out=out, err=io.StringIO(), until_end=False, **kw,
+                               polling=Polling(clock=clock, sleep=clock.sleep, limiter=limiter))
+                return out.getvalue()
+
+            assert "\x1b[36m[algo-1]" in printed(_Terminal())
+            assert "\x1b[" not in printed(io.StringIO())
+            as_json = printed(_Terminal(), as_json=True)
+            assert "\x1b" not in as_json and as_json.lstrip().startswith("{")
+            monkeypatch.setenv("NO_COLOR", "1")
+            assert "\x1b[" not in printed(_Terminal())
+    finally:
+        emulator.set_clock(None)
+
+
+def test_an_unthrottled_poll_leaves_the_interval_alone(monkeypatch):
+    """Kills reader: the poll interval doubled after a poll with no throttling or retry."""
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    emulator.set_clock(clock)
+    try:
+        with emulator.mocked():
+            emulator.add_job(emulator.EmulatedJob("calm", hosts=2, training=3, decoy=False),
+                             boto3.client("sagemaker", region_name="us-west-2"))
+            clock.t += 30
+            reader = LogReader("calm", Clients(region="us-west-2").logs,
+                               RateLimiter(2.0, clock=clock, sleep=clock.sleep), clock=clock, sleep=clock.sleep)
+            for _ in range(3):
+                reader.poll()
+            assert reader.stats.throttled == reader.stats.retried == 0 and reader.slowdown == 1.0
+    finally:
+        emulator.set_clock(None)
+
+
+class _QuietLogs:
+    """A Logs client whose pages carry no ResponseMetadata (as a stub or another SDK may send)."""
+
+    def filter_log_events(self, **_):
+        return {"events": []}
+
+
+def test_calm_polls_halve_the_slowdown_and_a_page_without_metadata_is_no_retry():
+    """Kills reader: the slowdown eased by a third instead of half; a missing RetryAttempts counted as one."""
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    reader = LogReader("calm", _QuietLogs(), RateLimiter(2.0, clock=clock, sleep=clock.sleep), clock=clock,
+                       sleep=clock.sleep)
+    reader.slowdown = 8.0
+    reader.poll()
+    assert reader.stats.retried == 0 and reader.slowdown == 4.0
+    reader.poll()
+    assert reader.slowdown == 2.0
+
+
+def test_a_rate_limit_of_zero_is_refused():
+    """Kills ratelimit: a zero rate accepted (every call would then wait forever)."""
+    from launcher.jobs.ratelimit import RateLimiter
+
+    with pytest.raises(ValueError):
+        RateLimiter(0)
+    assert RateLimiter(0.5).rate == 0.5
+
+
+class _ThrottledOnce:
+    """A Logs client that refuses its first read with ThrottlingException, then answers."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def filter_log_events(self, **_):
+        from botocore.exceptions import ClientError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "FilterLogEvents")
+        return {"events": []}
+
+
+def test_a_throttled_poll_backs_off_one_to_two_seconds_and_doubles_the_interval():
+    """Kills ratelimit: the first backoff's base or the interval's doubling changed."""
+    import random
+
+    from launcher.jobs.logrecords import LogNote
+    from launcher.jobs.ratelimit import RateLimiter
+    from launcher.jobs.reader import LogReader
+    from tests.emulation import VirtualClock
+
+    clock = VirtualClock()
+    slept: list[float] = []
+    notes: list[LogNote] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.sleep(seconds)
+
+    reader = LogReader("busy", _ThrottledOnce(), RateLimiter(1000.0, clock=clock, sleep=clock.sleep), clock=clock,
+                       sleep=sleep, rng=random.Random(3), on_note=notes.append)
+    reader.poll()
+    assert reader.stats.throttled == 1 and reader.slowdown == 2.0
+    backoffs = [s for s in slept if s >= 0.5]
+    assert len(backoffs) == 1 and 1.0 <= backoffs[0] <= 2.0 and any("throttling" in n.message for n in notes)
+
+
+class _Logs:
+    """FilterLogEvents answering the same page every time (the fresh read's overlap re-reads lines)."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def filter_log_events(self, **_):
+        return {"events": list(self.events)}
+
+
+def test_the_dedup_memory_statistic_is_the_most_ids_held():
+    """Kills fresh_read: stats.max_seen never rising (the dedup memory's peak, which bench_logs reports)."""
+    now = 1_700_000_000.0
+    ts = int(now * 1000)
+    events = [{"logStreamName": f"job/algo-{h}-1", "eventId": f"id-{h}-{i}", "timestamp": ts - 3000 + i,
+               "ingestionTime": ts - 3000 + i, "message": f"step {i}"} for h in (1, 2) for i in range(3)]
+    reader = LogReader("job", _Logs(events), RateLimiter(100, clock=lambda: now, sleep=lambda _s: None),
+                       clock=lambda: now, sleep=lambda _s: None)
+    assert len(reader.poll()) == 6
+    assert reader.stats.max_seen == 6
+    assert reader.poll() == [] and reader.stats.duplicates == 6
+    assert reader.stats.max_seen == 6  # the same ids again are not more ids held

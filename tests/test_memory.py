@@ -160,3 +160,83 @@ def test_7b_at_batch_64_without_checkpointing_does_not_fit():
 def test_80gb_instances_have_twice_the_room():
     assert estimate(L7, ParallelLayout("ml.p4de.24xlarge", 8)).capacity_gb == 80
     assert estimate(L7, ParallelLayout("ml.p5.48xlarge", 8)).capacity_gb == 80
+
+
+# -- terms of the memory model at their boundaries: each test fails on a realistic bug (`make mutation`) --
+
+@pytest.fixture
+def no_aws_config(monkeypatch):
+    """No ~/.aws/config: the plans built here read no region or profile of the machine's."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+
+
+MIXTRAL = PRESETS["mixtral-8x7b"].architecture
+
+
+def test_context_parallelism_splits_the_logits_too():
+    """Kills: context parallelism dropped from the logits term (TP alone was checked)."""
+    whole = logits(L7, ParallelLayout(P4D, 8, batch_size=2))
+    assert whole == 14 * 2 * 4096 * 32000
+    assert logits(L7, ParallelLayout(P4D, 4, batch_size=2, context_parallel=2)) == pytest.approx(whole / 2)
+    quarter = ParallelLayout(P4D, 2, batch_size=2, tensor_parallel=2, context_parallel=2)
+    assert logits(L7, quarter) == pytest.approx(whole / 4)
+
+
+def test_offloading_keeps_two_layer_inputs_by_default():
+    """Kills memory: the default activation_loading_horizon (2, SMP v2's default) changed."""
+    sbh = 4096 * 4 * L7.hidden_width
+    offload = ParallelLayout(P4D, 8, batch_size=4, activation_offloading=True)
+    assert activations(L7, offload) == pytest.approx(2 * 2 * sbh + 34 * sbh)
+
+
+def test_gathered_layers_hold_only_the_experts_on_this_rank():
+    """Kills memory: experts per rank computed as num_experts * EP instead of num_experts // EP."""
+    from launcher.rules.memory import gathered_units
+
+    mix = PRESETS["mixtral-8x7b"].architecture
+    lay = ParallelLayout(P4D, 4, expert_parallel=2)
+    root = mix.embedding_parameters + mix.hidden_width
+    assert gathered_units(mix, lay) == pytest.approx(2 * (3 * mix.layer_parameters(experts=4) + root))
+
+
+def test_expert_parallelism_changes_nothing_for_a_dense_model():
+    """Kills memory: a dense model's expert parameter count starting from 1, not 0."""
+    from launcher.rules.memory import model_states
+
+    assert model_states(L7, ParallelLayout(P4D, 8, expert_parallel=2)) == 16 * L7.parameters / 8
+
+
+def _model_plan(write_spec, *overrides, model: dict | None = None):
+    import yaml
+
+    from tests.conftest import MINIMAL
+
+    spec = yaml.safe_load(MINIMAL)
+    if model is not None:
+        spec["model"] = model
+    return build_plan(load_spec(write_spec(yaml.safe_dump(spec)), list(overrides)))
+
+
+def test_the_plan_rounds_the_memory_breakdown_to_hundredths(no_aws_config, write_spec):
+    """Kills memory.py MemoryEstimate.to_dict: breakdown figures rounded to 3 decimals instead of 2."""
+    breakdown = _model_plan(write_spec, "smp.hybrid_shard_degree=4").to_dict()["memory"]["breakdown"]
+    assert breakdown["model_states"] == 25.1 and breakdown["gathered_params"] == 1.62
+    assert all(v == round(v, 2) for v in breakdown.values())
+
+
+def test_sharding_over_2_gpus_still_gathers_layer_units(no_aws_config, write_spec):
+    """Kills memory.py gathered_units: `shard_degree <= 2` counting no gathered parameters at degree 2."""
+    by_degree = {hsd: _model_plan(write_spec, f"smp.hybrid_shard_degree={hsd}").memory.breakdown["gathered_params"]
+                 for hsd in (1, 2, 4)}
+    assert by_degree[1] == 0.0
+    assert by_degree[2] == by_degree[4] > 0
+    assert gathered_units(MIXTRAL, ParallelLayout(P4D, 2)) == gathered_units(MIXTRAL, ParallelLayout(P4D, 8)) > 0
+
+
+def test_mixture_of_experts_states_count_each_parameter_once(no_aws_config):
+    """Kills memory.py model_states: dense parameters taken as all plus the experts (`+`), double-counting them."""
+    assert model_states(MIXTRAL, ParallelLayout(P4D, 1)) == 16 * MIXTRAL.parameters
+    assert model_states(MIXTRAL, ParallelLayout(P4D, 8)) == pytest.approx(16 * MIXTRAL.parameters / 8)
+    expert = MIXTRAL.num_layers * 8 * 3 * MIXTRAL.hidden_width * MIXTRAL.intermediate_size
+    halved = model_states(MIXTRAL, ParallelLayout(P4D, 1, expert_parallel=2))
+    assert halved == pytest.approx(16 * (MIXTRAL.parameters - expert / 2))

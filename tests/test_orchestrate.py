@@ -116,7 +116,7 @@ def test_every_account_check_runs_before_the_first_job_and_a_refusal_starts_noth
     assert [r.state for r in runs] == ["not_started", "not_started", "error"] and worst_exit_code(runs) == 1
 
 
-def test_plans_that_read_the_same_account_resources_are_checked_once(aws):
+def test_plans_that_read_the_same_account_resources_are_checked_once(moto_world):
     from launcher.orchestrate.queue import account_key
 
     spec = str(JOBS / "llama7b.yaml")

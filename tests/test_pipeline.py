@@ -41,7 +41,7 @@ def pipeline_world(session) -> dict[str, str]:
 
 @pytest.fixture
 def make_world():
-    return pipeline_world  # conftest's `aws` builds this account
+    return pipeline_world  # conftest's `moto_world` builds this account
 
 
 def plan(*overrides, job="llama7b.yaml"):
@@ -66,82 +66,82 @@ def expected_arguments(p, role_arn):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_each_step_is_the_plans_predicted_request(aws, variant):
+def test_each_step_is_the_plans_predicted_request(moto_world, variant):
     plans = [plan(*VARIANTS[variant]), plan(*VARIANTS[variant], *FINE_TUNE)]
-    definition = pipeline_definition(plans, "contract", role_arn=aws.arns[PIPELINE_ROLE],
+    definition = pipeline_definition(plans, "contract", role_arn=moto_world.arns[PIPELINE_ROLE],
                                  clients=Clients(region="us-west-2"))
     steps = definition["Steps"]
     assert [s["Name"] for s in steps] == step_names(plans) == ["llama2-7b", "llama2-7b-2"]
     for p, step in zip(plans, steps, strict=True):
         assert step["Type"] == "Training"
-        assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
+        assert step["Arguments"] == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
     assert "DependsOn" not in steps[0] and steps[1]["DependsOn"] == ["llama2-7b"]
 
 
-def test_a_checkpoint_path_the_spec_sets_is_kept(aws):
+def test_a_checkpoint_path_the_spec_sets_is_kept(moto_world):
     p = plan(f"output.checkpoint_path=s3://{BUCKET}/ckpt/shared")
-    step = pipeline_definition([p], "kept", role_arn=aws.arns[PIPELINE_ROLE],
+    step = pipeline_definition([p], "kept", role_arn=moto_world.arns[PIPELINE_ROLE],
                                  clients=Clients(region="us-west-2"))["Steps"][0]
     assert step["Arguments"]["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/ckpt/shared"
-    assert step["Arguments"] == expected_arguments(p, aws.arns[PIPELINE_ROLE])
+    assert step["Arguments"] == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
 
 
-def test_steps_run_in_the_order_given(aws):
+def test_steps_run_in_the_order_given(moto_world):
     plans = [plan(), plan(*FINE_TUNE), plan("training.batch_size=2")]
-    steps = pipeline_definition(plans, "order", role_arn=aws.arns[PIPELINE_ROLE],
+    steps = pipeline_definition(plans, "order", role_arn=moto_world.arns[PIPELINE_ROLE],
                                  clients=Clients(region="us-west-2"))["Steps"]
     assert [s.get("DependsOn") for s in steps] == [None, ["llama2-7b"], ["llama2-7b-2"]]
     assert json.loads(steps[1]["Arguments"]["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
 
 
-def test_upsert_creates_then_updates_the_pipeline_in_moto(aws):
+def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
     plans = [plan(), plan(*FINE_TUNE)]
     first = upsert_pipeline(plans, "pretrain-then-tune", clients=Clients(region="us-west-2"))
     writes = [c for c in first.aws_calls if not c.split(".")[1].startswith(("Get", "Head", "List", "Describe",
                                                                              "Simulate"))]
     assert writes == ["s3.PutObject", "s3.PutObject", "sagemaker.CreatePipeline"], first.aws_calls
-    described = aws.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
-    assert described["PipelineArn"] == first.arn and described["RoleArn"] == aws.arns[PIPELINE_ROLE]
+    described = moto_world.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
+    assert described["PipelineArn"] == first.arn and described["RoleArn"] == moto_world.arns[PIPELINE_ROLE]
     assert json.loads(described["PipelineDefinition"]) == first.definition
     for p in plans:  # the steps' source tarballs are there
         bucket, key = p.source.uri[5:].split("/", 1)
-        assert aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read() == p.source.tarball
+        assert moto_world.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read() == p.source.tarball
 
     again = upsert_pipeline([plan(), plan("training.batch_size=2")], "pretrain-then-tune",
                             clients=Clients(region="us-west-2"))
     assert again.arn == first.arn and "sagemaker.UpdatePipeline" in again.aws_calls
     assert "s3.PutObject" in again.aws_calls  # only the changed spec's tarball is new
     assert again.aws_calls.count("s3.PutObject") == 1
-    described = aws.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
+    described = moto_world.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
     assert json.loads(described["PipelineDefinition"]) == again.definition != first.definition
-    tags = aws.sagemaker.list_tags(ResourceArn=first.arn)["Tags"]
+    tags = moto_world.sagemaker.list_tags(ResourceArn=first.arn)["Tags"]
     assert {"Key": "smp-launch:managed", "Value": "true"} in tags
 
 
-def test_dry_run_writes_nothing(aws):
+def test_dry_run_writes_nothing(moto_world):
     result = upsert_pipeline([plan()], "dry", dry_run=True, clients=Clients(region="us-west-2"))
     assert result.arn is None and result.definition["Steps"][0]["Name"] == "llama2-7b"
     assert not [c for c in result.aws_calls if c.endswith(("PutObject", "CreatePipeline", "UpdatePipeline"))]
     with pytest.raises(ClientError):
-        aws.sagemaker.describe_pipeline(PipelineName="dry")
+        moto_world.sagemaker.describe_pipeline(PipelineName="dry")
 
 
-def test_a_plan_the_advisor_refuses_stops_the_pipeline_before_any_write(aws):
+def test_a_plan_the_advisor_refuses_stops_the_pipeline_before_any_write(moto_world):
     with pytest.raises(SpecError, match="SMP002"):
         upsert_pipeline([plan(), plan("smp.tensor_parallel_degree=2")], "refused", clients=Clients(region="us-west-2"))
-    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
 
 
-def test_the_role_flag_is_checked_and_used_for_every_step(aws):
+def test_the_role_flag_is_checked_and_used_for_every_step(moto_world):
     result = upsert_pipeline([plan(), plan(*FINE_TUNE)], "roles", role="NoTrust", dry_run=True,
                              skip_role_check=True, clients=Clients(region="us-west-2"))
-    assert result.role_arn == aws.arns["NoTrust"]
-    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns["NoTrust"]}
+    assert result.role_arn == moto_world.arns["NoTrust"]
+    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {moto_world.arns["NoTrust"]}
     with pytest.raises(RoleRefused):
         upsert_pipeline([plan()], "roles", role="NoTrust", clients=Clients(region="us-west-2"))
 
 
-def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write(aws):
+def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write(moto_world):
     """Good passes submit's role check (the control) but may not create jobs or pass itself."""
     from launcher.submission.create import check_account
 
@@ -150,13 +150,13 @@ def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write
         upsert_pipeline([plan()], "roles", role="Good", clients=Clients(region="us-west-2"))
     text = str(refused.value)
     assert "sagemaker:CreateTrainingJob (pipeline)" in text and "iam:PassRole (pipeline)" in text
-    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
     ok = upsert_pipeline([plan()], "roles", dry_run=True, clients=Clients(region="us-west-2"))
     assert [c.verdict for c in ok.role_checks] == ["pass", "pass"]
 
 
 @pytest.mark.parametrize("name", ["has space", "-leading", "a" * 257, "under_score"])
-def test_bad_pipeline_names_are_refused(aws, name):
+def test_bad_pipeline_names_are_refused(moto_world, name):
     with pytest.raises(UsageError, match="pipeline name"):
         upsert_pipeline([plan()], name, clients=Clients(region="us-west-2"))
 
@@ -170,7 +170,7 @@ def test_an_endpoint_without_the_pipelines_api_says_cannot_tell():
         assert isinstance(error, AwsError) and "cannot tell" in str(error) and "CreatePipeline" in str(error)
 
 
-def test_an_upsert_the_endpoint_cannot_answer_is_one_line_and_exit_4(aws, run_cli, monkeypatch):
+def test_an_upsert_the_endpoint_cannot_answer_is_one_line_and_exit_4(moto_world, run_cli, monkeypatch):
     """What a server without CreatePipeline does (moto answers it; a plain 500 is what a missing one sends)."""
     import botocore.client
 
@@ -188,7 +188,7 @@ def test_an_upsert_the_endpoint_cannot_answer_is_one_line_and_exit_4(aws, run_cl
     assert len(result.err.strip().splitlines()) == 1
 
 
-def test_cli_dry_run_prints_the_definition(aws, run_cli):
+def test_cli_dry_run_prints_the_definition(moto_world, run_cli):
     result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), str(JOBS / "llama7b.yaml"), "--name", "cli",
                      "--dry-run", "--set", f"role={PIPELINE_ROLE}", "--skip-role-check")
     assert result.code == 0, result.err
@@ -196,32 +196,32 @@ def test_cli_dry_run_prints_the_definition(aws, run_cli):
     assert [s["Name"] for s in definition["Steps"]] == ["llama2-7b", "llama2-7b-2"]
     assert "nothing was written" in result.err
     with pytest.raises(ClientError):
-        aws.sagemaker.describe_pipeline(PipelineName="cli")
+        moto_world.sagemaker.describe_pipeline(PipelineName="cli")
 
 
-def test_cli_upserts_and_reports_json(aws, run_cli):
+def test_cli_upserts_and_reports_json(moto_world, run_cli):
     result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "cli", "--set", f"role={PIPELINE_ROLE}",
                      "--output", "json")
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    assert data["arn"] == aws.sagemaker.describe_pipeline(PipelineName="cli")["PipelineArn"]
+    assert data["arn"] == moto_world.sagemaker.describe_pipeline(PipelineName="cli")["PipelineArn"]
     assert data["steps"] == ["llama2-7b"] and data["dry_run"] is False
 
 
-def test_cli_bad_spec_is_exit_2_and_nothing_happens(aws, run_cli, write_spec):
+def test_cli_bad_spec_is_exit_2_and_nothing_happens(moto_world, run_cli, write_spec):
     bad = write_spec("name: x\nmodel: {preset: nope}\n")
     result = run_cli("pipeline", str(bad), "--name", "bad")
     assert result.code == 2 and "Traceback" not in result.err
-    assert aws.sagemaker.list_pipelines()["PipelineSummaries"] == []
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
 
 
-def test_without_role_the_first_specs_role_runs_every_step(aws):
+def test_without_role_the_first_specs_role_runs_every_step(moto_world):
     result = upsert_pipeline([plan(), plan("role=Good", *FINE_TUNE)], "first-role", dry_run=True,
                              clients=Clients(region="us-west-2"))
-    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {aws.arns[PIPELINE_ROLE]}
+    assert {s["Arguments"]["RoleArn"] for s in result.definition["Steps"]} == {moto_world.arns[PIPELINE_ROLE]}
 
 
-def test_no_telemetry_leaves_while_building_and_upserting(aws, monkeypatch):
+def test_no_telemetry_leaves_while_building_and_upserting(moto_world, monkeypatch):
     from launcher.submission import estimator
 
     estimator.import_sdk()
@@ -233,7 +233,7 @@ def test_no_telemetry_leaves_while_building_and_upserting(aws, monkeypatch):
     assert sent == []
     from sagemaker.workflow.pipeline import Pipeline  # the control: the SDK's own create does send
 
-    pipeline = Pipeline(name="loud", steps=[], sagemaker_session=estimator.session(aws.session, aws.sagemaker,
-                                                                                     pipeline=True))
-    pipeline.create(role_arn=aws.arns[PIPELINE_ROLE])
+    pipeline = Pipeline(name="loud", steps=[],
+                        sagemaker_session=estimator.session(moto_world.session, moto_world.sagemaker, pipeline=True))
+    pipeline.create(role_arn=moto_world.arns[PIPELINE_ROLE])
     assert sent

@@ -344,3 +344,17 @@ def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
     half = Topology(32, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
     _, ctx = run_rules(plan.spec, "us-west-2", half)
     assert ctx.topology is half and ctx.world == 256 and ctx.decisions.world_size == 256
+
+
+# -- frozen all the way down -------------------------------------------------------------------------
+
+def test_a_plan_and_its_parts_are_frozen():
+    """Kills plan: the source bundle, the Estimator arguments, the topology or the plan made mutable."""
+    import dataclasses
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
+    for value, field in ((plan, "job_name"), (plan.source, "uri"), (plan.estimator, "role"),
+                         (plan.topology, "instance_count"), (plan.storage, "size_gb"), (plan.advisories[0], "message"),
+                         (plan.framework, "image_uri"), (plan.model, "seq_length")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, "x")

@@ -83,3 +83,23 @@ def test_durations(text, seconds):
 def test_bad_durations(bad):
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+# -- a variable in a base file keeps its type through the merge -------------------------------------------
+
+def test_an_unquoted_variable_in_the_base_stays_a_number_and_a_quoted_override_stays_text(write_spec):
+    """Kills loader: the merge keeping a base's unquoted paths only where the child also writes them."""
+    from launcher.core.errors import SpecError
+
+    write_spec("training:\n  max_steps: ${SMP_TEST_STEPS:-250}\n  log_every: 5\n", "base.yaml")
+    child = write_spec("extends: base.yaml\n" + MINIMAL.lstrip("\n") + "training:\n  log_every: 7\n")
+    training = load_spec(child, env={}).spec.training
+    assert (training.max_steps, training.log_every) == (250, 7)  # `max_steps: 250` in the base would read so
+    assert load_spec(child, env={"SMP_TEST_STEPS": "40"}).spec.training.max_steps == 40
+    override = 'training:\n  max_steps: "${SMP_TEST_STEPS:-250}"\n'
+    quoted = write_spec("extends: base.yaml\n" + MINIMAL.lstrip("\n") + override, "quoted.yaml")
+    with pytest.raises(SpecError) as err:  # the child quoted it: text, as `max_steps: "250"` would be
+        load_spec(quoted, env={})
+    (problem,) = err.value.problems
+    assert problem.path == "training.max_steps" and "'250'" in problem.message
+    assert problem.mark.file.endswith("quoted.yaml")

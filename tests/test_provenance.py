@@ -31,11 +31,11 @@ TP2 = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
 
 
 @pytest.fixture
-def aws(aws):
-    """conftest's emulated account, plus clients that record every request they send."""
-    aws.sent = []
-    aws.clients = lambda: _recording(aws.sent)
-    return aws
+def recorded_world(moto_world):
+    """conftest's `moto_world`, plus `clients()`: clients that record every CreateTrainingJob request in `sent`."""
+    moto_world.sent = []
+    moto_world.clients = lambda: _recording(moto_world.sent)
+    return moto_world
 
 
 def _recording(sent):
@@ -45,8 +45,8 @@ def _recording(sent):
     return clients
 
 
-def launch(aws, *overrides):
-    clients = aws.clients()
+def launch(recorded_world, *overrides):
+    clients = recorded_world.clients()
     loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", *overrides])
     return api.submit(plan_for(loaded, clients), clients=clients)
 
@@ -70,14 +70,14 @@ def test_the_tarball_stores_the_validated_spec_and_no_secret(monkeypatch):
     assert "activation_loading_horizon" not in stored.get("smp", {})  # a default, not stored
 
 
-def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
-    first = launch(aws, *TP2)
-    second = api.rerun(first.job_name, clients=aws.clients())
+def test_rerun_submits_the_stored_plan_under_a_new_name(recorded_world):
+    first = launch(recorded_world, *TP2)
+    second = api.rerun(first.job_name, clients=recorded_world.clients())
     assert second.job_name != first.job_name and second.job_name.startswith("llama2-7b-")
     assert second.source_uri == first.source_uri and not second.uploaded  # the job's own tarball
     assert second.warnings == ()  # this smp-launch renders the stored spec to the very same files
     assert "sagemaker.CreateTrainingJob" in second.aws_calls and "iam.SimulatePrincipalPolicy" in second.aws_calls
-    old, new = aws.sent
+    old, new = recorded_world.sent
     assert new["TrainingJobName"] == second.job_name
     tags = {t["Key"]: t["Value"] for t in new["Tags"]}
     assert tags[RERUN_TAG] == first.job_name
@@ -92,27 +92,27 @@ def test_rerun_submits_the_stored_plan_under_a_new_name(aws):
     assert json.loads(new["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
 
 
-def test_a_role_from_the_environment_is_the_role_of_the_rerun(aws, monkeypatch):
+def test_a_role_from_the_environment_is_the_role_of_the_rerun(recorded_world, monkeypatch):
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
-    clients = aws.clients()
+    clients = recorded_world.clients()
     first = api.submit(plan_for(load_spec(JOBS / "llama7b.yaml"), clients), clients=clients)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "NoTrust")  # what the shell says now does not change the rerun
-    second = api.rerun(first.job_name, clients=aws.clients())
-    assert second.warnings == () and second.request["RoleArn"] == aws.arns["Good"]
+    second = api.rerun(first.job_name, clients=recorded_world.clients())
+    assert second.warnings == () and second.request["RoleArn"] == recorded_world.arns["Good"]
 
 
-def test_rerun_dry_run_starts_nothing(aws):
-    first = launch(aws)
-    result = api.rerun(first.job_name, dry_run=True, clients=aws.clients())
-    assert result.dry_run and len(aws.sent) == 1
-    names = [j["TrainingJobName"] for j in aws.sagemaker.list_training_jobs()["TrainingJobSummaries"]]
+def test_rerun_dry_run_starts_nothing(recorded_world):
+    first = launch(recorded_world)
+    result = api.rerun(first.job_name, dry_run=True, clients=recorded_world.clients())
+    assert result.dry_run and len(recorded_world.sent) == 1
+    names = [j["TrainingJobName"] for j in recorded_world.sagemaker.list_training_jobs()["TrainingJobSummaries"]]
     assert names == [first.job_name]
     assert {"Key": RERUN_TAG, "Value": first.job_name} in result.request["Tags"]
 
 
-def test_a_job_smp_launch_did_not_start_is_one_line_and_exit_2(aws, run_cli):
-    aws.sagemaker.create_training_job(
-        TrainingJobName="foreign", RoleArn=aws.arns["Good"],
+def test_a_job_smp_launch_did_not_start_is_one_line_and_exit_2(recorded_world, run_cli):
+    recorded_world.sagemaker.create_training_job(
+        TrainingJobName="foreign", RoleArn=recorded_world.arns["Good"],
         AlgorithmSpecification={"TrainingImage": "123.dkr.ecr.us-west-2.amazonaws.com/x:1",
                                 "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/out"},
@@ -124,18 +124,18 @@ def test_a_job_smp_launch_did_not_start_is_one_line_and_exit_2(aws, run_cli):
     assert "Traceback" not in result.err
 
 
-def test_a_source_without_plan_json_is_not_ours(aws):
-    first = launch(aws)
+def test_a_source_without_plan_json_is_not_ours(recorded_world):
+    first = launch(recorded_world)
     bucket, key = first.source_uri[5:].split("/", 1)
-    aws.session.client("s3").put_object(Bucket=bucket, Key=key, Body=tarball({"train.py": "print(1)\n"}))
+    recorded_world.session.client("s3").put_object(Bucket=bucket, Key=key, Body=tarball({"train.py": "print(1)\n"}))
     with pytest.raises(NotLaunchedHere, match="no plan.json"):
         stored_job(Clients(region="us-west-2"), first.job_name)
 
 
-def test_an_oversized_or_malformed_stored_plan_is_refused_in_one_line(aws):
-    first = launch(aws)
+def test_an_oversized_or_malformed_stored_plan_is_refused_in_one_line(recorded_world):
+    first = launch(recorded_world)
     bucket, key = first.source_uri[5:].split("/", 1)
-    s3 = aws.session.client("s3")
+    s3 = recorded_world.session.client("s3")
     cases = (("[1, 2]", "not a JSON object"), ("{", "not JSON"), (" " * (1024 * 1024 + 1), "larger than 1 MiB"))
     for body, why in cases:
         s3.put_object(Bucket=bucket, Key=key, Body=tarball({"plan.json": body}))
@@ -143,10 +143,10 @@ def test_an_oversized_or_malformed_stored_plan_is_refused_in_one_line(aws):
             stored_job(Clients(region="us-west-2"), first.job_name)
 
 
-def test_a_job_stored_before_spec_json_cannot_be_rerun_but_can_be_diffed(aws):
-    first = launch(aws)
+def test_a_job_stored_before_spec_json_cannot_be_rerun_but_can_be_diffed(recorded_world):
+    first = launch(recorded_world)
     bucket, key = first.source_uri[5:].split("/", 1)
-    s3 = aws.session.client("s3")
+    s3 = recorded_world.session.client("s3")
     files = read_files(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     files.pop("spec.json")
     s3.put_object(Bucket=bucket, Key=key, Body=tarball(files))
@@ -165,15 +165,16 @@ def test_a_redacted_environment_value_comes_back_from_the_job_or_the_rerun_is_re
         _environment(moto_like)
 
 
-def test_rerun_of_a_job_with_a_secret_environment_value_in_moto_is_refused_clearly(aws, monkeypatch, run_cli):
+def test_rerun_of_a_job_with_a_secret_environment_value_in_moto_is_refused_clearly(recorded_world, monkeypatch,
+                                                                                    run_cli):
     monkeypatch.setenv("HF_TOKEN", "hf_the-secret-value")
-    first = launch(aws, "environment.HF_TOKEN=${HF_TOKEN}")
+    first = launch(recorded_world, "environment.HF_TOKEN=${HF_TOKEN}")
     result = run_cli("rerun", first.job_name, "--region", "us-west-2")
     assert result.code == 2 and "HF_TOKEN was redacted" in result.err and "hf_the-secret-value" not in result.err
 
 
-def test_diff_shows_what_changed_key_by_key(aws, run_cli):
-    a, b = launch(aws), launch(aws, *TP2)
+def test_diff_shows_what_changed_key_by_key(recorded_world, run_cli):
+    a, b = launch(recorded_world), launch(recorded_world, *TP2)
     here = Clients(region="us-west-2")
     changes = {c.path: c for c in api.diff(a.job_name, b.job_name, clients=Clients(region="us-west-2"))}
     tp = changes["distribution.smdistributed.modelparallel.parameters.tensor_parallel_degree"]
@@ -194,8 +195,8 @@ def test_diff_shows_what_changed_key_by_key(aws, run_cli):
     assert run_cli("diff", a.job_name, a.job_name, "--exit-code", "--region", "us-west-2").code == 0
 
 
-def test_diff_a_job_against_a_spec_file(aws, run_cli):
-    job = launch(aws)
+def test_diff_a_job_against_a_spec_file(recorded_world, run_cli):
+    job = launch(recorded_world)
     same = api.diff(job.job_name, str(JOBS / "llama7b.yaml"), clients=Clients(region="us-west-2"))
     # the spec file's plan differs only in what the job was given on the command line (--set role=Good)
     assert sorted((c.path, c.a, c.b) for c in same) == [("estimator.role", "Good", None), ("role", "Good", None)]

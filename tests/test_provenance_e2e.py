@@ -8,16 +8,16 @@ from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
 
 
 @pytest.fixture
-def world(server_cli):
-    return server_cli.session, pipeline_world(server_cli.session), server_cli.cli
+def make_world():
+    return pipeline_world  # conftest's `server_world` builds this account
 
 
-def test_submit_rerun_diff(world):
+def test_submit_rerun_diff(server_world):
     """The job to rerun is started through the library (the same submit the CLI's is a shell over; the CLI's
     own submit is tested end to end in test_e2e_submit.py): one SDK import fewer than a `submit` subprocess."""
     from launcher import api
 
-    session, _, cli = world
+    session, cli = server_world.session, server_world.cli
     first = api.submit(api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"]))).to_dict()
     assert first["job_name"] and first["uploaded"]
     out = cli("rerun", first["job_name"], "--output", "json")
@@ -36,8 +36,8 @@ def test_submit_rerun_diff(world):
     assert text.returncode == 0 and "  model.preset: \"llama2-7b\" -> \"llama2-70b\"" in text.stdout.splitlines()
 
 
-def test_pipeline_is_upserted_and_described_back(world):
-    session, arns, cli = world
+def test_pipeline_is_upserted_and_described_back(server_world):
+    session, arns, cli = server_world.session, server_world.arns, server_world.cli
     specs = ("jobs/llama7b.yaml", "jobs/llama7b.yaml", "--name", "nightly", "--set", f"role={PIPELINE_ROLE}")
     dry = cli("pipeline", *specs, "--dry-run")
     assert dry.returncode == 0, dry.stderr

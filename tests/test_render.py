@@ -287,3 +287,99 @@ def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
     assert decay["weight_decay"] == train.WEIGHT_DECAY > 0 and no_decay["weight_decay"] == 0.0
     for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
         sys.modules.pop(name, None)
+
+
+# -- data.train as one exact constant, float literals, the template folder: each test fails on a realistic bug --
+
+HOSTILE_TRAIN = [
+    "s3://my-bucket/x'; open('pwned', 'w').close() #",
+    's3://my-bucket/x"; open("pwned", "w").close() #',
+    "s3://my-bucket/x'''; open('pwned', 'w').close(); '''",
+    "s3://my-bucket/a'b\"c\\'d\\\\ {{ data.train }} #",
+    "s3://my-bucket/x\nopen('pwned', 'w').close()",
+    "s3://my-bucket/x\r\n\t'\\x00",
+]
+
+
+def _train_data(script: str) -> tuple[object, str]:
+    """TRAIN_DATA's value in the script, and the physical lines its assignment sits on."""
+    lines = script.splitlines()
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TRAIN_DATA"]:
+            assert isinstance(node.value, ast.Constant), ast.dump(node.value)
+            return node.value.value, "\n".join(lines[node.lineno - 1:node.end_lineno])
+    raise AssertionError("train.py has no TRAIN_DATA assignment")
+
+
+def _shape_replacing(source: str, replace: str, by: str) -> str:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == replace:
+            node.value = by
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("train", HOSTILE_TRAIN, ids=range(len(HOSTILE_TRAIN)))
+def test_data_train_enters_the_script_as_one_exact_string_constant(write_spec, train, tmp_path, monkeypatch):
+    """Kills: data.train spliced into train.py as text (quotes in an S3 key then become code)."""
+    from launcher.core.errors import SpecError
+    from tests.conftest import MINIMAL
+
+    benign = "s3://my-bucket/plain/prefix"
+    spec = yaml.safe_load(MINIMAL)
+    try:
+        hostile = load_spec(write_spec(yaml.safe_dump({**spec, "data": {"train": train}}), "hostile.yaml"))
+    except SpecError:
+        pytest.skip("the spec loader refuses this value, so it never reaches a script")
+    plain = load_spec(write_spec(yaml.safe_dump({**spec, "data": {"train": benign}}), "plain.yaml"))
+    hostile_files, plain_files = build_plan(hostile).source.files, build_plan(plain).source.files
+    value, source = _train_data(hostile_files["train.py"])
+    assert value == train
+    for name, content in hostile_files.items():
+        if name.endswith(".py"):  # the same program as with a plain prefix: only the constant differs
+            assert _shape_replacing(content, train, benign) == _shape_replacing(plain_files[name], benign, benign), name
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(source, "train.py", "exec"), namespace)  # the assignment's own lines: nothing else runs
+    assert namespace["TRAIN_DATA"] == train and not (tmp_path / "pwned").exists()
+
+
+def test_quotes_in_data_train_pass_the_spec_loader(write_spec):
+    """So the test above never skips its quote cases: the S3 pattern allows anything after the bucket."""
+    from tests.conftest import MINIMAL
+
+    for train in HOSTILE_TRAIN[:4]:
+        spec = {**yaml.safe_load(MINIMAL), "data": {"train": train}}
+        assert load_spec(write_spec(yaml.safe_dump(spec))).spec.data.train == train
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e-300, -0.0])
+def test_every_float_becomes_a_literal_that_evaluates_to_itself(value):
+    """Kills render: infinities written as bare `inf` (a NameError in the script) when only NaN is special-cased."""
+    import math
+
+    from launcher.render.files import py_literal
+
+    back = eval(py_literal(value), {"__builtins__": {"float": float}})  # noqa: S307 - our own literal
+    if math.isnan(value):
+        assert math.isnan(back)
+    else:
+        assert back == value and math.copysign(1, back) == math.copysign(1, value)
+
+
+def test_the_template_list_and_a_nested_output_folder(tmp_path):
+    """Kills render: the template list dropped, and the output folder's parents not created."""
+    from launcher.render.files import SOURCE_TEMPLATES, template_names, write_source_dir
+
+    assert set(SOURCE_TEMPLATES.values()) <= set(template_names())
+    written = write_source_dir({"train.py": "x = 1\n"}, tmp_path / "a" / "b" / "source")
+    assert [p.read_text() for p in written] == ["x = 1\n"]
+    again = write_source_dir({"train.py": "x = 2\n"}, tmp_path / "a" / "b" / "source")  # an existing folder
+    assert [p.read_text() for p in again] == ["x = 2\n"]
+
+
+def test_the_templates_folder_holds_the_templates():
+    """Kills render: the templates folder taken from the wrong search location."""
+    from launcher.render.files import SOURCE_TEMPLATES, templates_dir
+
+    assert all((templates_dir() / name).is_file() for name in SOURCE_TEMPLATES.values())

@@ -5,22 +5,13 @@ interrupted after it saved a checkpoint is resubmitted with the same checkpoint 
 """
 import json
 
-import pytest
-
 from emulator import failures as scenarios
 from emulator import scenario
 from launcher.orchestrate.retry import ATTEMPT_TAG, RETRY_OF_TAG
-from tests.aws_setup import BUCKET, create_world
+from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 
 QUICK = dict(starting=0.1, downloading=0.05, training=0.4, uploading=0.05, line_interval=0.1, decoy=False)
-
-
-@pytest.fixture
-def world(server_cli):
-    create_world(server_cli.session)
-    yield server_cli.session, server_cli.cli
-    scenario.forget_all()
 
 
 def _tags(sm, name):
@@ -28,11 +19,11 @@ def _tags(sm, name):
     return {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
 
 
-def test_a_capacity_failure_and_a_spot_interruption_are_retried_to_a_resumed_success(world):
+def test_a_capacity_failure_and_a_spot_interruption_are_retried_to_a_resumed_success(server_world):
     """One `submit --retry capacity,spot` (a spot job): attempt 1 fails for capacity, attempt 2 is interrupted
     after it saved a checkpoint, attempt 3 resumes from that checkpoint and completes. Each retry is a linked
     name and tag; every attempt keeps the first attempt's checkpoint URI."""
-    session, cli = world
+    session, cli = server_world.session, server_world.cli
     scenario.expect_attempts("llama2-7b-", [
         scenarios.capacity_failure(**QUICK),
         scenarios.spot_interrupted(interruptions=1, checkpoint_after=0.4,
@@ -77,7 +68,7 @@ def test_a_capacity_failure_and_a_spot_interruption_are_retried_to_a_resumed_suc
     assert "resuming from checkpoint step_00000010" in logs.stdout, logs.stdout + logs.stderr
 
 
-def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(world):
+def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(server_world):
     """`wait` reads algo-1's log tail (the OOM) and the plan.json in the job's source tarball (the layout).
 
     The job is started through the library (what the CLI's submit is a shell over, tested end to end in
@@ -86,7 +77,7 @@ def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(world):
 
     from launcher import api
 
-    session, cli = world
+    cli = server_world.cli
     scenario.expect_attempts("llama2-7b-", [scenarios.out_of_memory(**QUICK)])
     started = api.submit(api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"])))
     assert started.job_name and started.remembered

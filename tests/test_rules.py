@@ -169,3 +169,274 @@ def test_delayed_init_fires_for_host_memory_too(fired):
     off = fired([MIXTRAL, "cluster.instance_count=8", "smp.expert_parallel_degree=2",
                  "smp.hybrid_shard_degree=32", "smp.delayed_param_init=false"])
     assert "1,152 GiB" in off["SMP025"].message
+
+
+# -- rule boundaries, decisions and their reasons: each test fails on a realistic bug (`make mutation`) ----
+
+@pytest.fixture
+def no_aws_config(monkeypatch):
+    """No ~/.aws/config: the plans built here read no region or profile of the machine's."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+
+
+P4D = "ml.p4d.24xlarge"
+
+
+def _advisories(write_spec, *overrides):
+    plan = build_plan(load_spec(write_spec(MINIMAL), list(overrides)))
+    return {a.rule: a for a in plan.advisories}
+
+
+def test_smddp_on_a_tensor_parallel_only_p4d_job_is_refused(write_spec, monkeypatch):
+    """Kills: SMP023 checking only the instance type (its other firing case is p5, not this one)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=8")
+    assert found["SMP023"].severity == "error" and "tensor-parallel-only" in found["SMP023"].message
+    sharded = _advisories(write_spec, "smp.backend=smddp", "smp.hybrid_shard_degree=4", "smp.tensor_parallel_degree=2")
+    assert "SMP023" not in sharded
+
+
+@pytest.mark.parametrize("overrides, version, fires", [
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"], "2.2.0", True),
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"], "2.3.1", False),
+    (["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.2.0", False),
+    (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], "2.2.0", False),
+    (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.3.1", True),
+    (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.4.1", False),
+])
+def test_feature_versions_fire_below_the_first_release_and_not_at_it(write_spec, monkeypatch, overrides, version,
+                                                                      fires):
+    """Kills checks: a minimum PyTorch version in SMP053 moved (each boundary is tested at the version itself)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, *overrides, f"framework.pytorch_version='{version}'")
+    assert ("SMP053" in found) == fires, found.get("SMP053")
+
+
+@pytest.mark.parametrize("overrides, transform", [
+    ([], False),
+    (["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
+    (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], True),
+])
+def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec, overrides, transform):
+    """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform).
+
+    With the SMP implementation switched off, only what needs it turns the transform on."""
+    off = ["model.use_smp_implementation=false", *overrides]
+    assert build_plan(load_spec(write_spec(MINIMAL), off)).decisions.transform is transform
+
+
+@pytest.mark.parametrize("overrides", [
+    ["smp.hybrid_shard_degree=8", "smp.tensor_parallel_degree=2"],
+    ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=2", "smp.tensor_parallel_degree=2",
+     "smp.expert_parallel_degree=4"],
+])
+def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec, monkeypatch, overrides):
+    """Kills engine: the shard x TP x EP product computed with a wrong operator (each degree alone divides 8)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    plan = build_plan(load_spec(write_spec(MINIMAL), overrides))
+    assert "SMP002" in {a.rule for a in plan.advisories}
+    assert plan.memory is None
+
+
+def test_an_existing_tensor_parallel_degree_is_never_the_suggested_fix(write_spec, monkeypatch):
+    """SMP040 suggests a larger tensor-parallel degree, never the current one. (The `<=` -> `<` mutant of its
+    loop is equivalent: the current degree's global batch is over the limit, so it is never suggested.)"""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=2",
+                        "smp.tensor_parallel_degree=2")
+    message = found["SMP040"].message
+    assert "tensor_parallel_degree to 2" not in message and "tensor_parallel_degree to 4" in message
+
+
+def test_auto_sharding_is_one_when_tensor_parallelism_fills_the_world(write_spec):
+    """Kills decisions: the smallest automatic sharding degree moved from 1."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=0", "smp.tensor_parallel_degree=8"]))
+    assert plan.decisions.hybrid_shard_degree == 1 and plan.decisions.sharding_strategy == "NO_SHARD"
+
+
+def test_an_invalid_degree_lists_the_divisors_of_the_world(write_spec, monkeypatch):
+    """Kills checks: the divisor list built from the non-divisors."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    message = _advisories(write_spec, "smp.tensor_parallel_degree=3")["SMP001"].message
+    assert "valid values: 1, 2, 4, 8" in message
+
+
+def test_decisions_layouts_and_estimates_are_frozen():
+    """Kills decisions, memory and engine: a plan's parts made mutable (`frozen=True` dropped)."""
+    import dataclasses
+
+    from launcher.rules.decisions import decide
+    from launcher.rules.engine import Finding
+    from launcher.rules.memory import ParallelLayout, estimate
+    from launcher.spec.presets import PRESETS
+    from tests.conftest import JOBS
+
+    spec = load_spec(JOBS / "llama7b.yaml").spec
+    for value, field in ((decide(spec), "backend"), (ParallelLayout(P4D, 8), "batch_size"),
+                         (estimate(PRESETS["llama2-7b"].architecture, ParallelLayout(P4D, 8)), "per_gpu_gb"),
+                         (Finding("m", "f"), "message")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, 1)
+
+
+def test_auto_sharding_divides_by_tensor_times_expert_parallelism(write_spec):
+    """Kills decisions: the degrees the automatic sharding degree leaves room for divided, not multiplied."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=0",
+                                                      "smp.tensor_parallel_degree=2", "smp.expert_parallel_degree=2"]))
+    assert plan.decisions.hybrid_shard_degree == 2
+
+
+@pytest.mark.parametrize("overrides", [["smp.context_parallel_degree=16", "smp.hybrid_shard_degree=1"],
+                                       ["smp.context_parallel_degree=3"]])
+def test_context_parallelism_past_the_world_gives_no_memory_estimate(write_spec, monkeypatch, overrides):
+    """Kills engine: a degree that exceeds or does not divide the world tolerated when the others' product fits."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    assert build_plan(load_spec(write_spec(MINIMAL), overrides)).memory is None
+
+
+@pytest.mark.parametrize("shard, suffix", [(["smp.hybrid_shard_degree=2048"], " with hybrid_shard_degree 1024"),
+                                          (["smp.hybrid_shard_degree=8"], "")])
+def test_the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits(write_spec, monkeypatch,
+                                                                                         shard, suffix):
+    """Kills checks: `world % product` (does it divide?) read as `world // product` (is it non-zero?)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=256", "training.batch_size=1", *shard)
+    message = found["SMP040"].message
+    assert f"raise tensor_parallel_degree to 2{suffix} (4,194,304 tokens" in message
+
+
+def test_pure_data_parallelism_on_p4d_keeps_smddp(write_spec):
+    """Kills decisions: "tensor-parallel-only" also matching a job with no tensor parallelism at all."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=1"]))
+    assert plan.decisions.backend == "smddp"
+
+
+@pytest.mark.parametrize("version, fires", [("2.2.0", True), ("2.3.1", False)])
+def test_fp8_for_mixtral_needs_pytorch_2_3_1(write_spec, monkeypatch, version, fires):
+    """Kills checks: the PyTorch version fp8 needs for Mixtral moved."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "model.preset=mixtral-8x7b", "training.precision=fp8",
+                        "cluster.instance_type=ml.p5.48xlarge", "smp.hybrid_shard_degree=8",
+                        f"framework.pytorch_version='{version}'")
+    assert ("SMP022" in found) == fires, found.get("SMP022")
+
+
+def test_degree_one_is_no_parallelism_for_the_model_rules(write_spec, monkeypatch):
+    """Kills checks: EP or CP of degree 1 taken as "uses expert/context parallelism"."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    assert "SMP006" not in _advisories(write_spec)
+    assert "SMP007" not in _advisories(write_spec, "model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=8")
+
+
+def test_tensor_parallelism_of_two_without_sharding_uses_nccl(write_spec):
+    """Kills decisions: "tensor-parallel-only" needing a degree above 2."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), ["smp.hybrid_shard_degree=1", "smp.tensor_parallel_degree=2"]))
+    assert plan.decisions.backend == "nccl"
+
+
+def test_rules_are_frozen():
+    """Kills engine: the rule registry's entries made mutable."""
+    import dataclasses
+
+    from launcher.rules import RULES
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RULES[0].severity = "info"
+
+
+def test_a_global_batch_fix_of_exactly_one_sequence_is_offered(write_spec, monkeypatch):
+    """Kills checks: a batch size of 1 not offered when it is exactly what brings the batch to 4 Mi."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
+    found = _advisories(write_spec, "cluster.instance_count=128", "training.batch_size=2")
+    assert "lower training.batch_size to 1 (4,194,304 tokens" in found["SMP040"].message
+
+
+def _model_plan(write_spec, *overrides, model: dict | None = None):
+    import yaml
+
+    spec = yaml.safe_load(MINIMAL)
+    if model is not None:
+        spec["model"] = model
+    return build_plan(load_spec(write_spec(yaml.safe_dump(spec)), list(overrides)))
+
+
+def _rules_in(plan) -> dict:
+    return {a.rule: a for a in plan.advisories}
+
+
+def _small_llama(heads: int, kv_heads: int) -> dict:
+    return {"type": "llama", "num_layers": 4, "hidden_width": 64 * heads, "num_heads": heads,
+            "num_key_value_heads": kv_heads, "intermediate_size": 512, "vocab_size": 1000, "seq_length": 512}
+
+
+def test_tensor_parallel_2_with_an_odd_head_count_is_refused(no_aws_config, write_spec):
+    """Kills rules/checks.py SMP009: the head check skipping TP 2 (`tp > 2`), so 3 heads split over 2 ranks."""
+    odd_heads = _rules_in(_model_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(3, 3)))
+    assert odd_heads["SMP009"].severity == "error"
+    assert "tensor_parallel_degree 2 must divide num_heads 3" in odd_heads["SMP009"].message
+    odd_kv = _rules_in(_model_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(6, 3)))
+    assert "num_key_value_heads 3" in odd_kv["SMP009"].message
+    assert "SMP009" not in _rules_in(_model_plan(write_spec, "smp.tensor_parallel_degree=2", model=_small_llama(4, 2)))
+
+
+def test_context_parallel_2_above_a_sharding_degree_of_1_is_refused(no_aws_config, write_spec):
+    """Kills rules/checks.py SMP003: the CP-within-shard check skipping CP 2 (`cp > 2`)."""
+    found = _rules_in(_model_plan(write_spec, "smp.hybrid_shard_degree=1", "smp.context_parallel_degree=2"))
+    assert found["SMP003"].severity == "error"
+    assert "context_parallel_degree 2 exceeds the sharding degree 1" in found["SMP003"].message
+    assert "SMP003" not in _rules_in(_model_plan(write_spec, "smp.hybrid_shard_degree=2",
+                                             "smp.context_parallel_degree=2"))
+
+
+def test_hybrid_shard_0_with_expert_parallel_2_is_refused_not_explained(no_aws_config, write_spec):
+    """Kills rules/checks.py SMP011: its EP guard skipping EP 2 (`> 2`): it states what SMP012 calls undefined."""
+    found = _rules_in(_model_plan(write_spec, "smp.expert_parallel_degree=2", model={"preset": "mixtral-8x7b"}))
+    assert found["SMP012"].severity == "error"
+    assert "SMP011" not in found
+
+
+def test_the_suggested_tensor_parallel_fix_is_the_smallest_that_fits(no_aws_config, write_spec):
+    """Kills rules/checks.py SMP060: TP candidates (3, 4, 8) instead of (2, 4, 8), so TP 2 is never suggested."""
+    found = _rules_in(_model_plan(write_spec, "smp.hybrid_shard_degree=2", "training.batch_size=1"))
+    message = found["SMP060"].message
+    assert "raise tensor_parallel_degree to 2 (" in message
+    assert "raise tensor_parallel_degree to 4" not in message
+
+
+def test_an_explicit_hybrid_shard_degree_is_explained_in_the_plan(no_aws_config, write_spec):
+    """Kills rules/decisions.py shard_reason: no reason (None) for an explicit hybrid_shard_degree."""
+    plan = _model_plan(write_spec, "smp.hybrid_shard_degree=4")
+    assert plan.decisions.hybrid_shard_degree == 4
+    assert plan.decisions.shard_reason == "hybrid_shard_degree 4 as set"
+
+
+def test_delayed_init_reason_counts_parameters_in_billions(no_aws_config, write_spec):
+    """Kills rules/decisions.py delayed_init: the parameter count multiplied by 1e9 instead of divided."""
+    reason = _model_plan(write_spec).decisions.delayed_reason
+    assert reason.startswith("6.7B parameters (60B or less) and 8 fp32 copies")
+
+
+def test_delayed_init_reason_gives_the_fp32_host_memory_of_8_ranks(no_aws_config, write_spec):
+    """Kills rules/decisions.py FP32_BYTES: fp32 taken as 5 bytes, overstating the host memory ranks need."""
+    from launcher.spec.presets import PRESETS
+
+    params = PRESETS["llama2-7b"].architecture.parameters
+    assert round(8 * 4 * params / 2**30) == 201
+    plan = _model_plan(write_spec)
+    assert plan.decisions.delayed_reason == ("6.7B parameters (60B or less) and 8 fp32 copies (201 GiB) fit "
+                                                "the 1,152 GiB of host memory")
+    assert plan.decisions.delayed_param_init is False
+
+
+@pytest.mark.parametrize("layers,delayed", [(40, False), (46, True)])
+def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(no_aws_config, write_spec, layers, delayed):
+    """Kills rules/decisions.py FP32_BYTES: a 34.8B model (8 x 4 bytes = 1,036 GiB) wrongly needing delayed init."""
+    model = {"preset": "llama2-70b", "num_layers": layers}
+    plan = _model_plan(write_spec, model=model)
+    params = plan.model.architecture.parameters
+    assert params < 60e9 and (8 * 4 * params / 2**30 > 1152) is delayed
+    assert plan.decisions.delayed_param_init is delayed
+    if delayed:
+        assert "ranks each building the model in fp32 need 1,189 GiB" in plan.decisions.delayed_reason

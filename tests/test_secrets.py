@@ -79,7 +79,7 @@ def test_the_spec_hash_tag_does_not_depend_on_the_secret(monkeypatch):
     assert first.spec_hash == again.spec_hash
 
 
-def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(aws, monkeypatch):
+def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(moto_world, monkeypatch):
     loaded = secret_spec(monkeypatch)
     clients = Clients()
     sent = {}
@@ -90,7 +90,7 @@ def test_submit_sends_the_value_to_sagemaker_and_nowhere_else(aws, monkeypatch):
     assert VALUE not in json.dumps(result.to_dict(), default=str)
     assert result.request["Environment"]["HF_TOKEN"] == REDACTED
     bucket, key = result.source_uri[5:].split("/", 1)
-    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    body = moto_world.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         for member in tar.getmembers():
             assert VALUE.encode() not in tar.extractfile(member).read(), member.name
@@ -112,7 +112,7 @@ def test_the_role_check_asks_for_get_secret_value_on_each_arn():
     assert ARN not in dict(required_permissions(build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"])), "1"))
 
 
-def test_a_role_without_get_secret_value_fails_the_check(aws):
+def test_a_role_without_get_secret_value_fails_the_check(moto_world):
     from launcher.submission.role import RoleVerdict, check_role
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"secrets.WANDB_API_KEY={ARN}"]))
@@ -121,7 +121,7 @@ def test_a_role_without_get_secret_value_fails_the_check(aws):
     assert {(m["action"], m["resource"]) for m in check.missing} == {("secretsmanager:GetSecretValue", ARN)}
 
 
-def test_the_job_reads_its_secrets_at_start(aws, tmp_path, monkeypatch):
+def test_the_job_reads_its_secrets_at_start(moto_world, tmp_path, monkeypatch):
     sm = boto3.client("secretsmanager", region_name="us-west-2")
     arn = sm.create_secret(Name="wandb-key", SecretString="wandb-real-value")["ARN"]
     loaded = load_spec(JOBS / "llama7b.yaml", [f"secrets.WANDB_API_KEY={arn}"])

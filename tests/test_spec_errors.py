@@ -161,3 +161,138 @@ def test_unsupported_pytorch_version(run_cli, write_spec, value):
     p = write_spec(MINIMAL + f"framework:\n  pytorch_version: {value}\n")
     m = one_error(run_cli("validate", str(p)))
     assert m["path"] == "framework.pytorch_version" and "2.4.1" in m["msg"]
+
+
+# -- where a loader error points and how it reads: each test fails on a realistic bug (`make mutation`) --
+
+def _line_of(path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_bad_value_a_child_overrides_is_reported_at_the_child(write_spec):
+    """Kills: the base's marks winning over the child's when the two files merge."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    write_spec("name: base-job\nsmp:\n  backend: nccl\n  hybrid_shard_degree: 8\n", "base.yaml")
+    child = write_spec("extends: base.yaml\n" + MINIMAL + "smp:\n  backend: smdp\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(child)
+    (problem,) = err.value.problems
+    assert problem.path == "smp.backend" and "did you mean 'smddp'" in problem.message
+    assert problem.mark.file.endswith("job.yaml")
+    assert (problem.mark.line, problem.mark.col) == (_line_of(child, "smdp"), 12)
+
+
+def test_a_bad_value_only_the_base_holds_is_reported_at_the_base(write_spec):
+    """The other half: a value the child does not override keeps the base's file and line."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    write_spec("smp:\n  hybrid_shard_degree: 8\n  backend: smdp\n", "base.yaml")
+    child = write_spec("extends: base.yaml\n" + MINIMAL + "smp:\n  hybrid_shard_degree: 4\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(child)
+    (problem,) = err.value.problems
+    assert problem.mark.file.endswith("base.yaml") and (problem.mark.line, problem.mark.col) == (3, 12)
+
+
+def test_a_generic_type_error_is_one_lowercase_sentence_with_the_value(write_spec):
+    """Kills loader: the first letter of pydantic's message taken from the wrong index."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["training.max_steps=[1]"])
+    (problem,) = err.value.problems
+    assert problem.path == "training.max_steps"
+    assert problem.message.startswith("input should be a valid integer"), problem.message
+
+
+def test_a_bad_second_set_names_the_second_set(write_spec):
+    """Kills loader: `--set` expressions numbered from the wrong start."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["smp.backend=nccl", "smp.backend=smdp"])
+    (problem,) = err.value.problems
+    assert (problem.mark.file, problem.mark.line) == ("--set", 2)
+
+
+def test_a_set_keeps_the_file_positions_of_every_other_key(write_spec):
+    """Kills loader: `--set` forgetting the file positions of the keys it does not touch."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    spec = write_spec(MINIMAL + "smp:\n  backend: smdp\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec, ["training.max_steps=10"])
+    (problem,) = err.value.problems
+    assert problem.mark.file.endswith("job.yaml") and problem.mark.line == _line_of(spec, "smdp")
+
+
+def test_a_yaml_error_points_at_its_line_and_column(write_spec):
+    """Kills loader: YAML's 0-based marks shown 0-based or off by one."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec("name: demo\nmodel:\n\tpreset: x\n"))
+    (problem,) = err.value.problems
+    assert (problem.mark.line, problem.mark.col) == (3, 1) and "'\\t'" in problem.message
+
+
+def test_a_spec_below_the_working_folder_is_named_relative(write_spec, tmp_path, monkeypatch):
+    """Kills loader: the file name in errors lost for a spec under the working folder."""
+    import os
+
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    write_spec(MINIMAL + "smp:\n  backend: smdp\n", "specs/job.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as err:
+        load_spec("specs/job.yaml")
+    assert err.value.problems[0].mark.file == os.path.join("specs", "job.yaml")
+
+
+def test_a_bad_set_value_points_at_the_value(write_spec):
+    """Kills loader: the column of a `--set` value (just after `=`) off by one."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["training.max_steps=abc"])
+    (problem,) = err.value.problems
+    assert (problem.mark.line, problem.mark.col) == (1, len("training.max_steps=") + 1)
+
+
+@pytest.mark.parametrize("text", ["", "# to be written\n\n"], ids=["empty", "comments-only"])
+def test_an_empty_spec_is_reported_at_its_first_line(write_spec, text):
+    """Kills loader: the "spec is empty" error placed at line 2 of a file that may have no line 2."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    path = write_spec(text)
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    (problem,) = err.value.problems
+    assert problem.message == "the spec is empty"
+    assert (problem.mark.line, problem.mark.col) == (1, 1)
+    assert err.value.lines() == [f"{problem.mark.file}:1:1: (spec): the spec is empty"]
+
+
+@pytest.mark.parametrize("override, col", [("description=ab\x01c", 15), ("name=\x1b[31m", 6)],
+                         ids=["inside", "first"])
+def test_a_control_character_in_a_set_value_points_at_its_column(override, col, write_spec):
+    """Kills loader: the column of a control character in a --set value one to the left of it."""
+    from launcher.core.errors import SpecError
+    from launcher.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["cluster.instance_count=2", override])
+    (problem,) = err.value.problems
+    assert (problem.mark.file, problem.mark.line, problem.mark.col) == ("--set", 2, col)
+    assert problem.message.startswith("control character")
+    assert "\x01" not in str(err.value) and "\x1b" not in str(err.value)

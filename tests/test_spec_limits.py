@@ -127,3 +127,22 @@ def test_tag_lengths(run_cli, write_spec):
     assert "at most 128 characters" in m["msg"]
     m = check(run_cli, write_spec, "tags={k: " + "v" * 257 + "}")
     assert m["path"] == "tags.k" and "at most 256 characters" in m["msg"]
+
+
+# -- the size limit itself ---------------------------------------------------------------------------
+
+def test_a_spec_of_exactly_the_size_limit_loads(tmp_path):
+    """Kills loader: a spec of exactly MAX_BYTES refused as too big (the limit is "at most")."""
+    from launcher.core.errors import SpecError
+    from launcher.spec.loader import MAX_BYTES
+
+    body = MINIMAL.lstrip("\n")
+    at_limit = tmp_path / "at-limit.yaml"
+    at_limit.write_bytes((body + "#" * (MAX_BYTES - len(body) - 1) + "\n").encode())
+    assert at_limit.stat().st_size == MAX_BYTES
+    assert load_spec(at_limit).spec.name == "demo"
+    over = tmp_path / "over.yaml"
+    over.write_bytes(at_limit.read_bytes() + b"\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(over)
+    assert f"at most {MAX_BYTES}" in err.value.problems[0].message

@@ -8,7 +8,6 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
-import emulator
 from launcher.core.aws import AwsError, Clients, QuotaError, explain
 from launcher.core.errors import SpecError, UsageError
 from launcher.plan.build import build_plan
@@ -16,7 +15,7 @@ from launcher.spec import load_spec
 from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.role import RoleRefused, RoleVerdict, check_role
-from tests.aws_setup import BUCKET, create_world
+from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 from tests.doubles import one_page_paginator
 
@@ -26,18 +25,6 @@ def submit(loaded, clients, *, now=None, **kw):
     return submit_plan(plan_for(loaded, clients, now), clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def aws(monkeypatch, tmp_path):
-    for k, v in emulator.FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    with emulator.mocked():
-        session = boto3.Session(region_name="us-west-2")
-        arns = create_world(session)
-        yield SimpleNamespace(session=session, arns=arns)
 
 
 def spec(*overrides, role="Good", job="llama7b.yaml"):
@@ -66,7 +53,7 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_the_sdk_sends_exactly_the_predicted_request(aws, variant):
+def test_the_sdk_sends_exactly_the_predicted_request(moto_world, variant):
     result, sent = run(spec(*VARIANTS[variant]), skip_role_check=True)
     predicted = result.request
     assert sent, "CreateTrainingJob was not called"
@@ -80,7 +67,7 @@ def test_the_sdk_sends_exactly_the_predicted_request(aws, variant):
         assert "KeepAlivePeriodInSeconds" not in sent["ResourceConfig"]
 
 
-def test_first_and_repeated_submit(aws):
+def test_first_and_repeated_submit(moto_world):
     first, _ = run(spec())
     second, _ = run(spec(), now=NOW.replace(second=30))
     assert first.uploaded and not second.uploaded
@@ -88,27 +75,28 @@ def test_first_and_repeated_submit(aws):
     assert "s3.PutObject" in first.aws_calls and "s3.PutObject" not in second.aws_calls
     assert first.aws_calls.count("sagemaker.CreateTrainingJob") == 1
     assert second.aws_calls.count("sagemaker.CreateTrainingJob") == 1
-    names = [j["TrainingJobName"] for j in aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    listed = moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    names = [j["TrainingJobName"] for j in listed]
     assert sorted(names) == sorted([first.job_name, second.job_name])
 
 
-def test_the_uploaded_tarball_is_the_rendered_source(aws):
+def test_the_uploaded_tarball_is_the_rendered_source(moto_world):
     loaded = spec()
     result, _ = run(loaded)
     bucket, key = result.source_uri[5:].split("/", 1)
-    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    body = moto_world.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         script = tar.extractfile("train.py").read().decode()
     assert script == build_plan(loaded, now=NOW).source.files["train.py"]
 
 
-def test_dry_run_writes_nothing(aws):
+def test_dry_run_writes_nothing(moto_world):
     result, sent = run(spec(), dry_run=True)
     assert not sent and not result.uploaded
     assert not any(c in result.aws_calls for c in ("s3.PutObject", "sagemaker.CreateTrainingJob"))
     assert "iam.SimulatePrincipalPolicy" in result.aws_calls and result.role_check.verdict == RoleVerdict.PASS
-    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
-    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET)
+    assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
 def role_check(role, *overrides):
@@ -117,18 +105,18 @@ def role_check(role, *overrides):
     return check_role(plan, clients.iam, clients.sts)
 
 
-def test_a_good_role_passes(aws):
+def test_a_good_role_passes(moto_world):
     check = role_check("Good")
-    assert check.verdict == RoleVerdict.PASS and check.role_arn == aws.arns["Good"] and check.checked >= 10
+    assert check.verdict == RoleVerdict.PASS and check.role_arn == moto_world.arns["Good"] and check.checked >= 10
 
 
-def test_a_role_sagemaker_cannot_assume_fails(aws):
+def test_a_role_sagemaker_cannot_assume_fails(moto_world):
     check = role_check("NoTrust")
     assert check.verdict == RoleVerdict.FAIL and any("trust policy" in p for p in check.problems)
 
 
-def test_missing_permissions_are_listed_with_their_resources(aws):
-    check = role_check(aws.arns["NoPerms"])
+def test_missing_permissions_are_listed_with_their_resources(moto_world):
+    check = role_check(moto_world.arns["NoPerms"])
     assert check.verdict == RoleVerdict.FAIL
     missing = {(m["action"], m["resource"]) for m in check.missing}
     assert ("ecr:BatchGetImage",
@@ -137,20 +125,20 @@ def test_missing_permissions_are_listed_with_their_resources(aws):
     assert not any(a.startswith("s3:") for a, _ in missing)
 
 
-def test_kms_and_vpc_actions_are_checked_when_configured(aws):
+def test_kms_and_vpc_actions_are_checked_when_configured(moto_world):
     check = role_check("Good", *VARIANTS["spot-kms-vpc-channels"])
     actions = {m["action"] for m in check.missing}
     assert check.verdict == RoleVerdict.FAIL and {"kms:Decrypt", "ec2:CreateNetworkInterface"} <= actions
     assert role_check("Good").verdict == RoleVerdict.PASS
 
 
-def test_a_missing_role_fails(aws):
+def test_a_missing_role_fails(moto_world):
     check = role_check("Nope")
     assert check.verdict == RoleVerdict.FAIL and "does not exist" in check.problems[0]
 
 
-def test_a_caller_without_pass_role_fails(aws):
-    aws.session.client("iam").delete_user_policy(UserName="moto", PolicyName="pass")
+def test_a_caller_without_pass_role_fails(moto_world):
+    moto_world.session.client("iam").delete_user_policy(UserName="moto", PolicyName="pass")
     check = role_check("Good")
     assert check.verdict == RoleVerdict.FAIL and check.missing[0]["action"] == "iam:PassRole (caller)"
 
@@ -171,33 +159,33 @@ class DenySimulation:
         return one_page_paginator(getattr(self, name))
 
 
-def test_cannot_tell_when_the_caller_may_not_simulate(aws):
+def test_cannot_tell_when_the_caller_may_not_simulate(moto_world):
     plan = build_plan(spec())
     clients = Clients(region="us-west-2")
     check = check_role(plan, DenySimulation(clients.iam), clients.sts)
     assert check.verdict == RoleVerdict.UNKNOWN and check.unknowns and not check.missing
 
 
-def test_submit_goes_on_when_the_role_check_cannot_tell(aws):
+def test_submit_goes_on_when_the_role_check_cannot_tell(moto_world):
     clients = Clients(region="us-west-2", overrides={"iam": DenySimulation(boto3.client("iam"))})
     result = submit(spec(), clients, now=NOW)
     assert result.warnings and "cannot tell" in result.warnings[0] and result.job_name
 
 
-def test_a_failed_role_check_blocks_and_creates_nothing(aws):
+def test_a_failed_role_check_blocks_and_creates_nothing(moto_world):
     with pytest.raises(RoleRefused) as err:
         run(spec(role="NoPerms"))
     assert err.value.exit_code == 3 and "missing ecr:BatchGetImage" in str(err.value)
-    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
-    assert "Contents" not in aws.session.client("s3").list_objects_v2(Bucket=BUCKET)
+    assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET)
 
 
-def test_skip_role_check_resolves_a_role_name(aws):
+def test_skip_role_check_resolves_a_role_name(moto_world):
     result, sent = run(spec(role="NoPerms"), skip_role_check=True)
-    assert sent["RoleArn"] == aws.arns["NoPerms"] and result.role_check is None
+    assert sent["RoleArn"] == moto_world.arns["NoPerms"] and result.role_check is None
 
 
-def test_advisor_errors_block_before_any_aws_call(aws):
+def test_advisor_errors_block_before_any_aws_call(moto_world):
     clients = Clients(region="us-west-2")
     calls = []
     clients.session.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
@@ -206,7 +194,7 @@ def test_advisor_errors_block_before_any_aws_call(aws):
     assert "SMP060" in str(err.value) and calls == []
 
 
-def test_no_role_is_a_usage_error(aws, monkeypatch):
+def test_no_role_is_a_usage_error(moto_world, monkeypatch):
     loaded = load_spec(JOBS / "llama7b.yaml")
     with pytest.raises(UsageError) as err:
         submit(loaded, Clients(region="us-west-2"), now=NOW)
@@ -215,14 +203,14 @@ def test_no_role_is_a_usage_error(aws, monkeypatch):
     assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == RoleVerdict.PASS
 
 
-def test_missing_bucket(aws):
+def test_missing_bucket(moto_world):
     with pytest.raises(AwsError) as err:
         run(spec("output.path=s3://no-such-bucket-here/x"))
     assert "no-such-bucket-here does not exist" in str(err.value) and err.value.exit_code == 4
 
 
-def test_bucket_in_another_region(aws):
-    aws.session.client("s3", region_name="eu-west-1").create_bucket(
+def test_bucket_in_another_region(moto_world):
+    moto_world.session.client("s3", region_name="eu-west-1").create_bucket(
         Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     with pytest.raises(AwsError) as err:
         run(spec("output.path=s3://eu-bucket/x"))
@@ -235,7 +223,7 @@ def failing_start(code, message):
     return start
 
 
-def test_quota_errors_say_which_quota_and_how_to_raise_it(aws):
+def test_quota_errors_say_which_quota_and_how_to_raise_it(moto_world):
     msg = ("The account-level service limit 'ml.p4d.24xlarge for training job usage' is 0 Instances, with current "
            "utilization of 0 Instances and a request delta of 1 Instances.")
     with pytest.raises(QuotaError) as err:
@@ -244,7 +232,7 @@ def test_quota_errors_say_which_quota_and_how_to_raise_it(aws):
     assert "ml.p4d.24xlarge for training job usage" in str(err.value) and "Service Quotas" in str(err.value)
 
 
-def test_validation_exception_is_one_sentence(aws):
+def test_validation_exception_is_one_sentence(moto_world):
     with pytest.raises(AwsError) as err:
         run(spec(), start=failing_start("ValidationException", "Instance type is not supported"))
     assert str(err.value) == "CreateTrainingJob: SageMaker rejected the request: Instance type is not supported"
@@ -273,7 +261,7 @@ def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_no_region_is_one_actionable_line(aws, monkeypatch, tmp_path):
+def test_no_region_is_one_actionable_line(moto_world, monkeypatch, tmp_path):
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -282,7 +270,7 @@ def test_no_region_is_one_actionable_line(aws, monkeypatch, tmp_path):
     assert "no AWS region" in str(err.value) and err.value.exit_code == 2
 
 
-def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
+def test_the_sdk_sends_no_telemetry(moto_world, monkeypatch):
     from launcher.submission.estimator import import_sdk
 
     import_sdk()
@@ -296,7 +284,7 @@ def test_the_sdk_sends_no_telemetry(aws, monkeypatch):
     assert request and result.job_name and sent == [] and http == []
 
 
-def test_the_sdk_sends_the_plans_own_prediction_with_only_the_role_arn_filled_in(aws):
+def test_the_sdk_sends_the_plans_own_prediction_with_only_the_role_arn_filled_in(moto_world):
     """The request `plan` shows is what SageMaker gets, bar the role's ARN, which only IAM knows."""
     clients = Clients(region="us-west-2")
     sent = {}
@@ -306,12 +294,153 @@ def test_the_sdk_sends_the_plans_own_prediction_with_only_the_role_arn_filled_in
     predicted = plan.request
     assert predicted["RoleArn"] == "<ARN of role Good>"
     submit_plan(plan, clients, skip_role_check=True)
-    assert sent == {**predicted, "RoleArn": aws.arns["Good"]}
+    assert sent == {**predicted, "RoleArn": moto_world.arns["Good"]}
 
 
-def test_submit_output_json_keeps_its_keys(aws):
+def test_submit_output_json_keeps_its_keys(moto_world):
     """`submit --output json` is a contract: Submission.to_dict has the keys (and order) it always had."""
     result, _ = run(spec(), dry_run=True)
     assert list(result.to_dict()) == ["job_name", "region", "console_url", "source_uri", "uploaded", "dry_run",
                                       "aws_calls", "role", "warnings", "request", "remembered", "notes"]
     assert result.to_dict()["aws_calls"] == list(result.aws_calls) and result.to_dict()["notes"] == []
+
+
+# -- the role check's details: each test fails on a realistic bug (`make mutation`) --------------------------
+
+class _NoSimulation:
+    """IAM where simulation is refused: the cross-account problem alone must still decide the verdict."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def simulate_principal_policy(self, **_):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SimulatePrincipalPolicy")
+
+    def get_paginator(self, name):
+        return one_page_paginator(getattr(self, name))
+
+
+@pytest.mark.parametrize("simulate", [True, False], ids=["simulated", "simulation-denied"])
+def test_a_role_arn_from_another_account_fails(moto_world, simulate):
+    """Kills: a role ARN whose account differs from the role found getting "cannot tell" (or "pass")."""
+    from tests.aws_setup import ACCOUNT
+
+    other = "210987654321"
+    assert other != ACCOUNT
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role=arn:aws:iam::{other}:role/Good"]))
+    clients = Clients(region="us-west-2")
+    iam = clients.iam if simulate else _NoSimulation(clients.iam)
+    check = check_role(plan, iam, clients.sts)
+    assert check.verdict == RoleVerdict.FAIL
+    assert any(other in p and ACCOUNT in p for p in check.problems), check.problems
+
+
+def test_the_role_check_counts_each_action_it_simulated(moto_world):
+    """Kills iam: the caller's PassRole counted as more than one checked action."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    expected = sum(len(actions) for _, actions in required_permissions(plan, ACCOUNT)) + 1
+    assert check.verdict == "pass" and check.checked == expected
+
+
+@pytest.mark.parametrize("arn, expected", [
+    ("arn:aws:iam::123456789012:user/bob", "arn:aws:iam::123456789012:user/bob"),
+    ("arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:assumed-role/Admin/session-1", "arn:aws:iam::123456789012:role/Admin"),
+    ("arn:aws:sts::123456789012:federated-user/bob", None),
+    ("not-an-arn", None),
+])
+def test_the_caller_becomes_the_principal_simulation_accepts(arn, expected):
+    """Kills iam: a branch of the caller-ARN conversion inverted (roles, users, assumed roles)."""
+    from launcher.submission.role import _caller_arn
+
+    class Sts:
+        def get_caller_identity(self):
+            return {"Arn": arn}
+
+    assert _caller_arn(Sts()) == expected
+
+
+def test_the_output_path_is_written_and_the_checkpoints_also_read(moto_world):
+    """Kills iam: the output path needing s3:GetObject too (by default a write is a write only)."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    needs = dict(required_permissions(plan, ACCOUNT))
+    output = plan.estimator.output_path.rstrip("/")[len("s3://"):]
+    checkpoints = plan.estimator.checkpoint_s3_uri.rstrip("/")[len("s3://"):]
+    assert needs[f"arn:aws:s3:::{output}/*"] == ("s3:PutObject",)
+    assert needs[f"arn:aws:s3:::{checkpoints}/*"] == ("s3:PutObject", "s3:GetObject")
+
+
+def test_a_refused_simulation_names_the_error_code(moto_world):
+    """Kills iam: the reason for "cannot tell" shown as the exception class instead of AWS's error code."""
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, _NoSimulation(clients.iam), clients.sts)
+    assert check.unknowns and all("AccessDenied" in u for u in check.unknowns), check.unknowns
+
+
+def test_a_pinned_image_needs_pull_rights_on_its_own_repository(moto_world):
+    """Kills iam: the ECR repository of a pinned image replaced by the SMP image's."""
+    from launcher.submission.role import required_permissions
+    from tests.aws_setup import ACCOUNT
+
+    image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.4.0-gpu-py311"
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good", f"framework.image_uri={image}"]))
+    resources = dict(required_permissions(plan, ACCOUNT))
+    assert "arn:aws:ecr:us-west-2:763104351884:repository/pytorch-training" in resources
+    assert not any("smdistributed-modelparallel" in r for r in resources)
+
+
+def test_missing_log_permissions_name_the_roles_own_account(moto_world):
+    """Kills iam: the account for the log group's ARN read from the wrong part of the role's ARN."""
+    from tests.aws_setup import ACCOUNT
+
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role={moto_world.arns['NoPerms']}"]))
+    clients = Clients(region="us-west-2")
+    check = check_role(plan, clients.iam, clients.sts)
+    logs = {m["resource"] for m in check.missing if m["action"].startswith("logs:")}
+    assert logs == {f"arn:aws:logs:us-west-2:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:*"}
+
+
+def test_the_role_check_prints_one_safe_line_for_each_finding():
+    """Kills iam: RoleCheck.lines() returning nothing, so `check-role` could not print its verdict."""
+    from launcher.submission.role import RoleCheck
+
+    check = RoleCheck(role="Good", role_arn="arn:aws:iam::123456789012:role/Good", verdict=RoleVerdict.FAIL,
+                      missing=[{"action": "s3:GetObject", "resource": "arn:aws:s3:::b/\x1b[2Jk/*",
+                                "decision": "implicitDeny"}],
+                      problems=["the trust policy does not let sagemaker.amazonaws.com call sts:AssumeRole"],
+                      unknowns=["cannot simulate the caller's iam:PassRole (AccessDenied)"])
+    lines = check.lines()
+    assert lines[0] == "role arn:aws:iam::123456789012:role/Good: fail"
+    assert lines[1] == "  the trust policy does not let sagemaker.amazonaws.com call sts:AssumeRole"
+    assert lines[2].startswith("  missing s3:GetObject on arn:aws:s3:::b/") and lines[2].endswith("(implicitDeny)")
+    assert lines[3] == "  cannot tell: cannot simulate the caller's iam:PassRole (AccessDenied)"
+    assert len(lines) == 4 and not any("\x1b" in line for line in lines)  # a key from AWS cannot clear the screen
+
+
+class _RoleUnreadable:
+    """An IAM client whose caller may not read roles (iam:GetRole denied)."""
+
+    def get_role(self, **_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "GetRole")
+
+
+def test_a_role_the_caller_may_not_read_is_cannot_tell():
+    """Kills iam: the check returning no verdict at all when iam:GetRole is denied."""
+    check = check_role(SimpleNamespace(role="Good"), _RoleUnreadable(), sts=None)
+    assert check.verdict == RoleVerdict.UNKNOWN and not check.missing and not check.problems
+    assert check.unknowns == ("cannot read the role (AccessDenied); the job may still work",)
+    assert check.as_dict()["verdict"] == RoleVerdict.UNKNOWN

@@ -53,7 +53,7 @@ def interrupt_before_creating(*_args):
     raise KeyboardInterrupt
 
 
-def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(aws):
+def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(moto_world):
     with pytest.raises(Interrupted) as err:
         submit(spec(), Clients(), now=NOW, start=real_start_then_interrupt)
     name = err.value.job_name
@@ -63,7 +63,7 @@ def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(aws):
     assert last_submitted()["job_name"] == name  # `latest` is a job that exists
 
 
-def test_interrupt_before_the_job_was_created_says_not_started(aws):
+def test_interrupt_before_the_job_was_created_says_not_started(moto_world):
     with pytest.raises(Interrupted) as err:
         submit(spec(), Clients(), now=NOW, start=interrupt_before_creating)
     assert err.value.started is False and "was not started" in str(err.value)
@@ -83,7 +83,7 @@ class Unreachable:
         raise EndpointConnectionError(endpoint_url="https://sagemaker.us-west-2.amazonaws.com")
 
 
-def test_interrupt_when_nobody_can_tell_gives_the_command_to_check(aws):
+def test_interrupt_when_nobody_can_tell_gives_the_command_to_check(moto_world):
     clients = Clients(overrides={"sagemaker": Unreachable(boto3.client("sagemaker", region_name="us-west-2"))})
     with pytest.raises(Interrupted) as err:
         submit(spec(), clients, now=NOW, start=interrupt_before_creating)
@@ -108,7 +108,7 @@ def sdk_create_then(action, monkeypatch):
     return clients
 
 
-def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(aws, monkeypatch):
+def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(moto_world, monkeypatch):
     """The SDK's telemetry wrapper discards a KeyboardInterrupt (`finally: return`): a real Ctrl-C
     (SIGINT) during CreateTrainingJob must still end submit with exit 130, not "started" and 0."""
     clients = sdk_create_then(lambda: signal.raise_signal(signal.SIGINT), monkeypatch)
@@ -118,7 +118,7 @@ def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(aws, monkeypatch):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
 
 
-def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(aws, monkeypatch):
+def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(moto_world, monkeypatch):
     def interrupt():
         raise KeyboardInterrupt
 
@@ -128,7 +128,7 @@ def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(aws, m
     assert err.value.started is True
 
 
-def test_the_cli_exits_130_with_one_line_after_an_interrupt(aws, run_cli, monkeypatch):
+def test_the_cli_exits_130_with_one_line_after_an_interrupt(moto_world, run_cli, monkeypatch):
     from launcher.submission import estimator
 
     monkeypatch.setattr(estimator, "start", interrupt_before_creating)
@@ -143,7 +143,7 @@ def _timed_out():
     return ReadTimeoutError(endpoint_url="https://api.sagemaker.us-west-2.amazonaws.com/")
 
 
-def test_an_answer_lost_after_the_job_was_created_is_still_started(aws):
+def test_an_answer_lost_after_the_job_was_created_is_still_started(moto_world):
     def create_then_time_out(*args):
         from launcher.submission import estimator
 
@@ -155,7 +155,7 @@ def test_an_answer_lost_after_the_job_was_created_is_still_started(aws):
     assert result.notes and "answer was lost" in result.notes[0] and result.job_name in result.notes[0]
 
 
-def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
+def test_an_answer_lost_before_the_job_was_created_is_one_line(moto_world):
     def time_out(*_args):
         raise _timed_out()
 
@@ -164,7 +164,7 @@ def test_an_answer_lost_before_the_job_was_created_is_one_line(aws):
     assert err.value.exit_code == 4 and "did not answer in time" in str(err.value) and jobs_in("us-west-2") == []
 
 
-def test_json_still_reports_the_jobs_started_before_an_interrupt(aws, run_cli, monkeypatch):
+def test_json_still_reports_the_jobs_started_before_an_interrupt(moto_world, run_cli, monkeypatch):
     from launcher.submission import estimator
 
     real = estimator.start
@@ -179,7 +179,7 @@ def test_json_still_reports_the_jobs_started_before_an_interrupt(aws, run_cli, m
 
 # -- 2. state that cannot be written ------------------------------------------------------------------
 
-def test_an_unwritable_state_folder_is_a_warning_after_the_jobs_name(aws, run_cli, tmp_path):
+def test_an_unwritable_state_folder_is_a_warning_after_the_jobs_name(moto_world, run_cli, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the state folder should be")
     r = run_cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", env={"XDG_STATE_HOME": str(blocker)})
@@ -191,7 +191,7 @@ def test_an_unwritable_state_folder_is_a_warning_after_the_jobs_name(aws, run_cl
     assert len(warning) == 1 and warning[0].startswith(f"warning: {name} is running, but it could not be remembered")
 
 
-def test_json_output_says_whether_latest_was_remembered(aws, run_cli, tmp_path):
+def test_json_output_says_whether_latest_was_remembered(moto_world, run_cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     r = run_cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json",
@@ -203,14 +203,14 @@ def test_json_output_says_whether_latest_was_remembered(aws, run_cli, tmp_path):
 # -- 3. one region ------------------------------------------------------------------------------------
 
 @pytest.fixture
-def eu_bucket(aws):
+def eu_bucket(moto_world):
     boto3.client("s3", region_name="eu-west-1").create_bucket(
         Bucket="eu-smp-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     return "s3://eu-smp-bucket/smp"
 
 
 @pytest.mark.parametrize("spec_region", ["us-west-2", "null"])
-def test_region_flag_is_the_region_of_everything(aws, eu_bucket, run_cli, spec_region):
+def test_region_flag_is_the_region_of_everything(moto_world, eu_bucket, run_cli, spec_region):
     r = run_cli("submit", "jobs/llama7b.yaml", "--region", "eu-west-1", "--set", "role=Good", "--skip-role-check",
                 "--set", f"cluster.region={spec_region}", "--set", f"output.path={eu_bucket}", "--output", "json")
     assert r.code == 0, r.err
@@ -224,7 +224,7 @@ def test_region_flag_is_the_region_of_everything(aws, eu_bucket, run_cli, spec_r
     assert ".eu-west-1." in desc["AlgorithmSpecification"]["TrainingImage"]
 
 
-def test_region_order_flag_spec_env(aws, eu_bucket, monkeypatch):
+def test_region_order_flag_spec_env(moto_world, eu_bucket, monkeypatch):
     from launcher.plan.build import resolve_region
 
     env = {"AWS_REGION": "ap-south-1", "AWS_DEFAULT_REGION": "ca-central-1"}
@@ -237,7 +237,7 @@ def test_region_order_flag_spec_env(aws, eu_bucket, monkeypatch):
     assert result.region == clients.region == clients.s3.meta.region_name == "eu-west-1"
 
 
-def test_a_us_bucket_with_region_flag_eu_is_refused_naming_eu(aws, run_cli):
+def test_a_us_bucket_with_region_flag_eu_is_refused_naming_eu(moto_world, run_cli):
     r = run_cli("submit", "jobs/llama7b.yaml", "--region", "eu-west-1", "--set", "role=Good", "--dry-run")
     assert r.code == 4 and "is in us-west-2 but the job runs in eu-west-1" in r.err
 
@@ -255,12 +255,21 @@ def silent_endpoint():
 
 
 def test_a_silent_endpoint_fails_in_one_line_after_saying_what_it_waits_for(silent_endpoint, monkeypatch):
+    """The notice's delay passes (virtually: `_Timers`) once the request is sent, however long the machine
+    takes to get there; the endpoint never answers."""
+    import threading
+
+    from launcher.core import aws as aws_module
+
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
+    timers = _Timers()
+    monkeypatch.setattr(aws_module, "threading", SimpleNamespace(Timer=timers.Timer, get_ident=threading.get_ident))
     said = []
     env = {"AWS_ENDPOINT_URL": silent_endpoint}
     clients = Clients(region="us-west-2", env=env, connect_timeout=0.5, read_timeout=0.5, max_attempts=1,
                       wait_notice_s=0.2, notify=said.append)
+    clients.sagemaker.meta.events.register("before-send.sagemaker.DescribeTrainingJob", lambda **_: timers.elapse())
     begun = time.monotonic()
     with pytest.raises(AwsError) as err:
         jobs.describe(clients, "any-job")
@@ -292,7 +301,7 @@ class _Timers:
                 t.fire()
 
 
-def test_a_call_that_answers_says_nothing(aws, monkeypatch):
+def test_a_call_that_answers_says_nothing(moto_world, monkeypatch):
     """The notice's timer starts with each call and is cancelled by its answer: once the notice delay has
     passed (virtually), a call that answered has said nothing; a call still waiting would have."""
     import threading
@@ -316,8 +325,16 @@ def test_a_call_that_answers_says_nothing(aws, monkeypatch):
 
 
 def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_cli, monkeypatch):
+    """The notice's delay passes at once (its timer fires as it starts): `status` makes one call, and it never
+    answers, so the notice comes before the error however slow the machine is."""
+    import threading
+
     from launcher.core import aws
 
+    def fires_at_once(_delay, fire):
+        return SimpleNamespace(daemon=False, start=fire, cancel=lambda: None)
+
+    monkeypatch.setattr(aws, "threading", SimpleNamespace(Timer=fires_at_once, get_ident=threading.get_ident))
     monkeypatch.setattr(aws, "READ_TIMEOUT", 0.5)
     monkeypatch.setattr(aws, "TRIES", 2)
     monkeypatch.setattr(aws, "WAIT_NOTICE_S", 0.2)
@@ -327,11 +344,11 @@ def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_c
     assert lines[1].startswith("describing some-job: http://127.0.0.1:") and "Traceback" not in r.err
 
 
-def test_the_default_budget_per_call_is_under_a_minute():
+def test_the_default_budget_per_call_is_under_a_minute(shipped_wait_notice):
     from launcher.core import aws
 
     worst = aws.TRIES * max(aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT) + 2 ** aws.TRIES
-    assert worst < 60 and aws.WAIT_NOTICE_S < 10
+    assert worst < 60 and aws.WAIT_NOTICE_S == shipped_wait_notice < 10
     config = Clients(region="us-west-2").sagemaker.meta.config
     assert config.retries["total_max_attempts"] == aws.TRIES  # botocore's max_attempts counts retries
     assert (config.read_timeout, config.connect_timeout) == (aws.READ_TIMEOUT, aws.CONNECT_TIMEOUT)
@@ -375,15 +392,15 @@ def _unparseable():
 @pytest.mark.parametrize("error", [_server_error(), _server_error(503), _unparseable(),
                                    ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "x"}}, "Sim")],
                          ids=["500", "503", "unparseable", "unavailable"])
-def test_iam_that_cannot_simulate_is_cannot_tell(aws, error):
+def test_iam_that_cannot_simulate_is_cannot_tell(moto_world, error):
     plan = build_plan(spec())
     check = check_role(plan, BadIam(boto3.client("iam"), error), boto3.client("sts"))
     assert check.verdict == RoleVerdict.UNKNOWN and check.unknowns and not check.missing
     assert not any("<" in u or "\n" in u for u in check.unknowns)
-    assert check.role_arn == aws.arns["Good"]
+    assert check.role_arn == moto_world.arns["Good"]
 
 
-def test_an_unparseable_get_role_is_cannot_tell(aws):
+def test_an_unparseable_get_role_is_cannot_tell(moto_world):
     check = check_role(build_plan(spec()), BadIam(boto3.client("iam"), _unparseable(), everything=True),
                        boto3.client("sts"))
     assert check.verdict == RoleVerdict.UNKNOWN and "ResponseParserError" in check.unknowns[0]
@@ -391,7 +408,7 @@ def test_an_unparseable_get_role_is_cannot_tell(aws):
 
 @pytest.mark.parametrize("everything", [True, False], ids=["get-role", "simulation"])
 @pytest.mark.parametrize("code", ["InvalidClientTokenId", "ExpiredToken", "SignatureDoesNotMatch"])
-def test_refused_credentials_stay_exit_4(aws, code, everything):
+def test_refused_credentials_stay_exit_4(moto_world, code, everything):
     error = ClientError({"Error": {"Code": code, "Message": "The security token included in the request is "
                                                             "invalid."}}, "GetRole")
     iam = BadIam(boto3.client("iam"), error, everything=everything)
@@ -402,7 +419,7 @@ def test_refused_credentials_stay_exit_4(aws, code, everything):
     assert err.value.exit_code == 4 and code in str(err.value)
 
 
-def test_a_role_from_another_account_still_fails(aws):
+def test_a_role_from_another_account_still_fails(moto_world):
     assert check_role(build_plan(spec(role="arn:aws:iam::999999999999:role/Good")), boto3.client("iam"),
                       boto3.client("sts")).verdict == RoleVerdict.FAIL
     assert check_role(build_plan(spec()), boto3.client("iam"), boto3.client("sts")).verdict == RoleVerdict.PASS
@@ -411,7 +428,7 @@ def test_a_role_from_another_account_still_fails(aws):
 # -- 6. one line when SageMaker refuses; an unknown profile -------------------------------------------
 
 @pytest.mark.parametrize("command", [["submit", "--dry-run"], ["submit"], ["check-role"]])
-def test_an_unknown_profile_is_one_line(aws, run_cli, tmp_path, command):
+def test_an_unknown_profile_is_one_line(moto_world, run_cli, tmp_path, command):
     config = tmp_path / "config"
     config.write_text("[default]\nregion = us-west-2\n")
     r = run_cli(*command, "jobs/llama7b.yaml", "--set", "role=Good", "--profile", "nosuch",

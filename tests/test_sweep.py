@@ -86,7 +86,7 @@ def test_the_api_takes_a_mapping_of_values():
     assert [c.overrides for c in cands] == [{"training.batch_size": 4}, {"training.batch_size": 2}]
 
 
-def test_dry_run_json_is_a_list_with_one_object_per_plan_and_nothing_is_created(aws, run_cli):
+def test_dry_run_json_is_a_list_with_one_object_per_plan_and_nothing_is_created(moto_world, run_cli):
     r = run_cli("submit", SPEC, *(a for s in SETS for a in ("--set", s)), *(a for s in GRID for a in ("--sweep", s)),
                 "--dry-run", "--output", "json")
     assert r.code == 0, r.err
@@ -101,10 +101,10 @@ def test_dry_run_json_is_a_list_with_one_object_per_plan_and_nothing_is_created(
     assert refused["rank"] is None and refused["state"] == "not_started" and "request" not in refused
     assert refused["reasons"][0].startswith("--sweep:1:32: ")
     assert "SMP001" in r.err and "[refused: smp.tensor_parallel_degree=3 training.batch_size=64]" in r.err
-    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
-def test_the_table_ranks_plans_for_people(aws, run_cli):
+def test_the_table_ranks_plans_for_people(moto_world, run_cli):
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "training.batch_size=2,64", "--dry-run")
     assert r.code == 0, r.err
     lines = r.out.splitlines()
@@ -114,14 +114,14 @@ def test_the_table_ranks_plans_for_people(aws, run_cli):
     assert any(ln.startswith("- ") and "refused" in ln and "SMP060" in ln for ln in lines)
 
 
-def test_nothing_is_submitted_when_every_plan_is_refused_or_strict_and_one_is(aws, run_cli):
+def test_nothing_is_submitted_when_every_plan_is_refused_or_strict_and_one_is(moto_world, run_cli):
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "smp.tensor_parallel_degree=3,5")
     assert r.code == 2 and "nothing was submitted: every plan was refused" in r.err
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", "training.batch_size=2,64", "--strict",
                 "--output", "json")
     assert r.code == 2 and "--strict: 1 of 2 refused" in r.err
     assert [d["state"] for d in json.loads(r.out)] == ["not_started", "not_started"]
-    assert aws.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
 def test_local_refuses_sweep_options(run_cli):
