@@ -3,6 +3,10 @@
 Each function takes plain values and optional injected `clients` (launcher.core.aws.Clients), returns
 typed objects, and raises LauncherError subclasses; nothing here prints, prompts or exits. The CLI
 (launcher.cli) is a thin shell that maps these results and errors to output and exit codes.
+
+This module is the face: `__all__` lists every public name (the package `launcher` exports the same),
+and nothing inside launcher imports it but the CLI (setup.cfg's import contracts). The types are
+re-exported from where they live and load on first use, so importing this module imports no SDK.
 """
 from __future__ import annotations
 
@@ -11,31 +15,118 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datetime import datetime
+    from pathlib import Path
 
-    from launcher.core.aws import Clients
-    from launcher.jobs.status import JobStatus, JobSummary
-    from launcher.jobs.tail import LogLines
+    from launcher.core.aws import AwsError, Clients, QuotaError
+    from launcher.core.errors import (
+        ArgumentError,
+        Interrupted,
+        LauncherError,
+        Mark,
+        Problem,
+        SpecError,
+        UsageError,
+    )
+    from launcher.jobs.failures import Failure
+    from launcher.jobs.metrics import JobMetrics
+    from launcher.jobs.status import JobNotFound, JobStatus, JobSummary
+    from launcher.jobs.tail import LogLine, LogLines
     from launcher.orchestrate.pipeline import PipelineResult
-    from launcher.orchestrate.provenance import Change
+    from launcher.orchestrate.provenance import Change, NotLaunchedHere
     from launcher.orchestrate.queue import Event, PlanRun
+    from launcher.orchestrate.retry import RetryPolicy, next_attempt, submit_with_retries
     from launcher.plan.build import Plan
     from launcher.plan.sweep import Candidate
+    from launcher.rules import Advisory
+    from launcher.rules.advise import Candidate as AdvisedLayout
+    from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.create import Submission
+    from launcher.submission.role import RoleCheck, RoleRefused
+
+# The public names defined elsewhere, and where: each loads on first use (see __getattr__).
+_REEXPORTED = {
+    # specs and plans
+    "LoadedSpec": "launcher.spec.loader",
+    "Plan": "launcher.plan.build",
+    "Advisory": "launcher.rules",
+    "Topology": "launcher.rules.topology",
+    "Candidate": "launcher.plan.sweep",
+    # AWS and submitting
+    "Clients": "launcher.core.aws",
+    "RoleCheck": "launcher.submission.role",
+    "Submission": "launcher.submission.create",
+    # jobs
+    "JobStatus": "launcher.jobs.status",
+    "JobSummary": "launcher.jobs.status",
+    "JobMetrics": "launcher.jobs.metrics",
+    "LogLine": "launcher.jobs.tail",
+    "LogLines": "launcher.jobs.tail",
+    "Failure": "launcher.jobs.failures",
+    # many plans
+    "RetryPolicy": "launcher.orchestrate.retry",
+    "next_attempt": "launcher.orchestrate.retry",
+    "submit_with_retries": "launcher.orchestrate.retry",
+    "PlanRun": "launcher.orchestrate.queue",
+    "Event": "launcher.orchestrate.queue",
+    "Change": "launcher.orchestrate.provenance",
+    "PipelineResult": "launcher.orchestrate.pipeline",
+    # errors (each carries its exit code)
+    "LauncherError": "launcher.core.errors",
+    "SpecError": "launcher.core.errors",
+    "UsageError": "launcher.core.errors",
+    "ArgumentError": "launcher.core.errors",
+    "Problem": "launcher.core.errors",
+    "Mark": "launcher.core.errors",
+    "Interrupted": "launcher.core.errors",
+    "AwsError": "launcher.core.aws",
+    "QuotaError": "launcher.core.aws",
+    "RoleRefused": "launcher.submission.role",
+    "JobNotFound": "launcher.jobs.status",
+    "NotLaunchedHere": "launcher.orchestrate.provenance",
+}
+
+__all__ = [
+    # specs and plans
+    "load_spec", "build_plan", "advisor_errors", "render", "advise", "advised_spec", "rules", "rules_markdown",
+    "schema_text", "LoadedSpec", "Plan", "Advisory", "Topology", "Candidate",
+    # AWS and submitting
+    "connect", "check_role", "submit", "Clients", "RoleCheck", "Submission",
+    # jobs
+    "resolve_job", "status", "wait", "logs", "stop", "list_jobs", "metrics", "JobStatus", "JobSummary",
+    "JobMetrics", "LogLine", "LogLines", "Failure",
+    # many plans
+    "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
+    "RetryPolicy", "next_attempt", "submit_with_retries", "PlanRun", "Event", "Change", "PipelineResult",
+    # errors (each carries its exit code)
+    "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
+    "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
+]
 
 
-def connect(profile: str | None = None, region: str | None = None) -> Clients:
-    """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), created lazily."""
-    from launcher.core.aws import Clients
+def __getattr__(name: str) -> Any:
+    where = _REEXPORTED.get(name)
+    if where is None:
+        raise AttributeError(f"module 'launcher.api' has no attribute {name!r}")
+    import importlib
 
-    return Clients(profile=profile, region=region)
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+# -- specs and plans -----------------------------------------------------------------------------------
 
 def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
               env: Mapping[str, str] | None = None) -> LoadedSpec:
     """Read, merge (extends), override and validate a spec file; raises SpecError with `.problems`.
 
-    `overrides` are `--set` strings (`"training.batch_size=4"`) or a mapping of dotted keys to values."""
+    `overrides` are `"KEY.PATH=VALUE"` strings (`"training.batch_size=4"`, the value typed as YAML) or a
+    mapping of dotted keys to values; a problem with one is marked `overrides:N:COL` (the N-th override)."""
     from launcher.spec.loader import load_spec as _load
 
     if isinstance(overrides, Mapping):
@@ -45,12 +136,109 @@ def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
     return _load(path, list(overrides), env=env)
 
 
-def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
-               now: datetime | None = None) -> Plan:
-    """The frozen plan for a validated spec: pure, no AWS call, no file written."""
+def build_plan(spec: LoadedSpec, *, region: str | None = None, profile: str | None = None,
+               env: Mapping[str, str] | None = None, now: datetime | None = None) -> Plan:
+    """The frozen plan for a validated spec: pure, no AWS call, no file written.
+
+    The region is decided here, once: `region`, else the spec's `cluster.region`, else AWS_REGION /
+    AWS_DEFAULT_REGION (from `env`, default os.environ), else `profile`'s (AWS_PROFILE's) region."""
+    from launcher.core.aws import resolve_region
     from launcher.plan.build import build_plan as _build
 
-    return _build(spec, now=now, env=env, region=region)
+    resolved = resolve_region(spec.spec.cluster.region, env, flag=region, profile=profile)
+    return _build(spec, now=now, env=env, region=resolved)
+
+
+def advisor_errors(plan: Plan) -> list[Problem]:
+    """The advisor's errors for a plan, each a Problem at the field that caused it (empty: nothing blocks
+    submit). A plan is built even for a spec that breaks a rule, so that its numbers show why."""
+    from launcher.plan.build import advisory_problems
+
+    return advisory_problems(plan)
+
+
+def render(plan: Plan, directory: str | Path) -> list[Path]:
+    """Write the plan's source dir (entry script, helper modules, requirements.txt, distribution.json,
+    plan.json, spec.json) into `directory`, created if needed; the paths written, in name order."""
+    from launcher.render.files import write_source_dir
+
+    return write_source_dir(plan.source.files, directory)
+
+
+def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
+           seq_length: int = 4096, global_batch_tokens: int | str | None = None,
+           precision: str = "bf16") -> list[AdvisedLayout]:
+    """SMP v2 layouts for a model preset that fit, best first, ranked as AWS's SMP v2 best practices advise.
+
+    Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
+    (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
+    preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
+    from launcher.rules import advise as _advise
+
+    tokens = _advise.parse_tokens(global_batch_tokens) if isinstance(global_batch_tokens, str) else global_batch_tokens
+    return _advise.advise(model, instance_type, instances, seq_length, tokens, precision)
+
+
+def advised_spec(model: str, layout: AdvisedLayout, *, instance_type: str = "ml.p4d.24xlarge",
+                 seq_length: int = 4096, precision: str = "bf16", path: str | None = None) -> str:
+    """A ready job spec (YAML text) for one layout `advise` returned; `path` is where it will be written
+    (its schema modeline is relative to it)."""
+    from launcher.rules.advise import spec_yaml
+
+    return spec_yaml(model, instance_type, seq_length, precision, layout, path)
+
+
+def rules() -> list[dict[str, str]]:
+    """The advisor's rules, by id: `id`, `severity` (error blocks submit), `title`, `source`."""
+    from launcher.rules.docs import as_json
+
+    return as_json()
+
+
+def rules_markdown() -> str:
+    """The advisor's rules as the Markdown page docs/rules.md is."""
+    from launcher.rules.docs import markdown
+
+    return markdown()
+
+
+def schema_text() -> str:
+    """The job spec's JSON Schema, as text (for editors and CI)."""
+    from launcher.spec.schema import schema_text as _text
+
+    return _text()
+
+
+# -- AWS and submitting --------------------------------------------------------------------------------
+
+def connect(profile: str | None = None, region: str | None = None) -> Clients:
+    """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), its clients made lazily.
+
+    The region is `region`, else AWS_REGION / AWS_DEFAULT_REGION, else the profile's; `.region` is
+    None when nothing names one (a call then says so)."""
+    from launcher.core.aws import Clients, resolve_region
+
+    return Clients(profile=profile, region=resolve_region(flag=region, profile=profile))
+
+
+def check_role(plan: Plan, *, clients: Clients | None = None) -> RoleCheck:
+    """Can the plan's IAM role run its job? Read-only (IAM's policy simulator); never raises for a refusal.
+
+    The verdict (`.verdict`: pass, fail, or unknown when IAM could not tell) comes with what is
+    missing. The clients are for the plan's region (made for it when not given)."""
+    from launcher.core.aws import explain
+    from launcher.core.errors import LauncherError
+    from launcher.submission.create import _bind_region
+    from launcher.submission.role import check_role as _check
+
+    clients = clients or connect(region=plan.region)
+    _bind_region(plan, clients)
+    try:
+        return _check(plan, clients.iam, clients.sts)
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, "checking the role") from None
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
@@ -65,6 +253,16 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     if clients is None:
         clients = connect(region=plan.region)
     return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+
+
+# -- jobs ------------------------------------------------------------------------------------------------
+
+def resolve_job(name: str, region: str | None = None) -> tuple[str, str | None]:
+    """(job name, region): `latest` is the last job submitted from this machine, in its region unless
+    `region` is given; any other name is returned as it is. Raises UsageError when there is no record."""
+    from launcher.core.state import resolve_job as _resolve
+
+    return _resolve(name, region)
 
 
 def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) -> JobStatus:
@@ -120,7 +318,18 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
 
 
-# -- many plans (issue 13: sweeps and a queue) ---------------------------------------------------------
+def metrics(name: str, *, since: float = 3600.0, until: float | None = None,
+            clients: Clients | None = None) -> JobMetrics:
+    """Each host's GPU, GPU memory, CPU and memory utilisation (CloudWatch, per device, 0-100) over the
+    `since` seconds before `until` (epoch seconds, default now); `.to_dict()` is `metrics --output json`."""
+    import time
+
+    from launcher.jobs.metrics import fetch
+
+    return fetch(clients or connect(), name, since, time.time() if until is None else until)
+
+
+# -- many plans: sweeps, a queue, provenance and SageMaker Pipelines ----------------------------------------
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
@@ -155,8 +364,6 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
 
 
-# issue 13 (13c): provenance and SageMaker Pipelines
-
 def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
           clients: Clients | None = None) -> Submission:
     """Submit the plan stored with job `name` again: a new job name (tagged smp-launch:rerun-of=<name>),
@@ -178,6 +385,14 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
     return _diff(a, b, clients or connect(), everything=everything, spec=spec)
 
 
+def is_spec_file(ref: str) -> bool:
+    """Whether `diff` takes `ref` as a spec file rather than a job name (a path: SageMaker job names hold
+    only letters, digits and hyphens)."""
+    from launcher.orchestrate.provenance import is_spec_file as _is_spec_file
+
+    return _is_spec_file(ref)
+
+
 def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
                         clients: Clients | None = None) -> dict[str, Any]:
     """The SageMaker Pipeline definition for the plans (one TrainingStep each, in order): no AWS call."""
@@ -189,7 +404,8 @@ def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | Non
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
                     skip_role_check: bool = False, clients: Clients | None = None) -> PipelineResult:
     """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
-    pipeline (with dry_run: only the checks and the definition)."""
+    pipeline (with dry_run: only the checks and the definition). The clients are for the plans' region
+    (made for it when not given)."""
     from launcher.orchestrate.pipeline import upsert_pipeline as _upsert
 
     return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)

@@ -10,7 +10,7 @@ import sys
 import click
 
 from launcher import __version__
-from launcher.cli import jobs, role, spec, submit
+from launcher.cli import jobs, pipeline, provenance, role, spec, submit
 from launcher.cli import wait as wait_command
 
 
@@ -55,24 +55,20 @@ def cli() -> None:
     """
 
 
-for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS):
-    cli.add_command(_command)
-
-# issue 13 (13c): provenance and SageMaker Pipelines
-from launcher.cli import pipeline, provenance  # noqa: E402
-
-for _command in (*provenance.COMMANDS, *pipeline.COMMANDS):
+for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS,
+                 *provenance.COMMANDS, *pipeline.COMMANDS):
     cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""
+    from launcher.cli.options import shell_lines
     from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 
     try:
         cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)
     except LauncherError as err:
-        for line in err.lines():
+        for line in shell_lines(err):
             click.echo(line, err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
