@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from launcher.submission.create import Submission
     from launcher.submission.role import RoleCheck, RoleRefused
 
-# The public names defined elsewhere, and where: each loads on first use (see __getattr__).
+# The public names defined elsewhere, and where: each loads on first use (see __getattr__). No public name
+# may be a subpackage's (`render`, `rules`): importing the subpackage would replace it on the package.
 _REEXPORTED = {
     # specs and plans
     "LoadedSpec": "launcher.spec.loader",
@@ -88,8 +89,8 @@ _REEXPORTED = {
 
 __all__ = [
     # specs and plans
-    "load_spec", "build_plan", "advisor_errors", "render", "advise", "advised_spec", "rules", "rules_markdown",
-    "schema_text", "LoadedSpec", "Plan", "Advisory", "Topology", "Candidate",
+    "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
+    "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Topology", "Candidate",
     # AWS and submitting
     "connect", "check_role", "submit", "Clients", "RoleCheck", "Submission",
     # jobs
@@ -157,12 +158,12 @@ def advisor_errors(plan: Plan) -> list[Problem]:
     return advisory_problems(plan)
 
 
-def render(plan: Plan, directory: str | Path) -> list[Path]:
+def write_source_dir(plan: Plan, directory: str | Path) -> list[Path]:
     """Write the plan's source dir (entry script, helper modules, requirements.txt, distribution.json,
     plan.json, spec.json) into `directory`, created if needed; the paths written, in name order."""
-    from launcher.render.files import write_source_dir
+    from launcher.render.files import write_source_dir as _write
 
-    return write_source_dir(plan.source.files, directory)
+    return _write(plan.source.files, directory)
 
 
 def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
@@ -188,14 +189,14 @@ def advised_spec(model: str, layout: AdvisedLayout, *, instance_type: str = "ml.
     return spec_yaml(model, instance_type, seq_length, precision, layout, path)
 
 
-def rules() -> list[dict[str, str]]:
+def advisor_rules() -> list[dict[str, str]]:
     """The advisor's rules, by id: `id`, `severity` (error blocks submit), `title`, `source`."""
     from launcher.rules.docs import as_json
 
     return as_json()
 
 
-def rules_markdown() -> str:
+def advisor_rules_markdown() -> str:
     """The advisor's rules as the Markdown page docs/rules.md is."""
     from launcher.rules.docs import markdown
 

@@ -12,7 +12,7 @@ import yaml
 
 import emulator
 from launcher.core.aws import Clients
-from launcher.core.errors import SpecError
+from launcher.core.errors import OVERRIDES, SpecError
 from launcher.plan.build import build_plan
 from launcher.rules.memory import Layout, activations, logits
 from launcher.spec import load_spec
@@ -315,7 +315,7 @@ def test_a_bad_second_set_names_the_second_set(write_spec):
     with pytest.raises(SpecError) as err:
         load_spec(write_spec(MINIMAL), ["smp.backend=nccl", "smp.backend=smdp"])
     (problem,) = err.value.problems
-    assert (problem.mark.file, problem.mark.line) == ("--set", 2)
+    assert (problem.mark.file, problem.mark.line) == (OVERRIDES, 2)
 
 
 def test_decisions_layouts_and_estimates_are_frozen():

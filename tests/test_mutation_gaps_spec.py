@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import ClientError
 
-from launcher.core.errors import SpecError
+from launcher.core.errors import OVERRIDES, SpecError
 from launcher.jobs.tail import LogReader, RateLimiter
 from launcher.spec import load_spec
 from launcher.spec.loader import MAX_BYTES
@@ -64,7 +64,7 @@ def test_a_control_character_in_a_set_value_points_at_its_column(override, col, 
     with pytest.raises(SpecError) as err:
         load_spec(write_spec(MINIMAL), ["cluster.instance_count=2", override])
     (problem,) = err.value.problems
-    assert (problem.mark.file, problem.mark.line, problem.mark.col) == ("--set", 2, col)
+    assert (problem.mark.file, problem.mark.line, problem.mark.col) == (OVERRIDES, 2, col)
     assert problem.message.startswith("control character")
     assert "\x01" not in str(err.value) and "\x1b" not in str(err.value)
 

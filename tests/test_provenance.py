@@ -9,13 +9,13 @@ from launcher import api
 from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
 from launcher.core.names import RERUN_TAG
+from launcher.jobs.stored import read_files
 from launcher.orchestrate.provenance import (
     NotLaunchedHere,
     StoredJob,
     _environment,
     compare,
     flatten,
-    read_files,
     stored_job,
 )
 from launcher.plan.build import build_plan

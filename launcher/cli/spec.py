@@ -112,12 +112,12 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 @OUTPUT
 def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
     """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
-    from launcher.api import build_plan, load_spec, render
+    from launcher.api import build_plan, load_spec, write_source_dir
     from launcher.cli.present import emit_json
     from launcher.core.errors import EXIT_INVALID, EXIT_OK
 
     plan = build_plan(load_spec(spec, overrides))
-    paths = render(plan, out_dir)
+    paths = write_source_dir(plan, out_dir)
     if output == "json":
         emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths]})
     else:
@@ -131,13 +131,13 @@ def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], outpu
 @click.option("--output", "output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 def print_rules(output: str) -> None:
     """List the advisor's rules (ids, severities, sources)."""
-    from launcher.api import rules, rules_markdown
+    from launcher.api import advisor_rules, advisor_rules_markdown
     from launcher.cli.present import emit_json
 
     if output == "json":
-        emit_json(rules())
+        emit_json(advisor_rules())
     else:
-        sys.stdout.write(rules_markdown())
+        sys.stdout.write(advisor_rules_markdown())
 
 
 @click.command("schema")
