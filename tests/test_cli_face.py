@@ -191,3 +191,29 @@ def test_the_console_entry_point_is_the_package():
     from launcher.cli import main
 
     assert callable(main)
+
+
+# -- the API is the face ------------------------------------------------------------------------------------
+
+def test_no_internal_module_imports_the_api_and_the_runtime_stands_alone():
+    """Two of setup.cfg's import contracts (`make lint` checks them all)."""
+    lint = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--no-cache", "--contract", "api-is-the-face", "--contract", "runtime-stands-alone"]
+    out = subprocess.run(lint, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "2 kept, 0 broken" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_the_cli_marks_a_bad_set_value_with_the_flag(run_cli):
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--set", "training.batch_size=many")
+    assert r.code == 2 and r.err.startswith("--set:2:") and "overrides" not in r.err
+
+
+def test_stop_says_what_it_did_in_the_commands_json(jobs_world, run_cli):
+    emulator.add_job(emulator.EmulatedJob("face-stop", training=600), jobs_world)
+    r = run_cli("stop", "face-stop", "--yes", "--output", "json")
+    assert r.code == 0 and json.loads(r.out) == {
+        "job_name": "face-stop", "stopped": True, "status": "Stopping",
+        "message": "face-stop is Stopping; SageMaker uploads what the job saved, then marks it Stopped "
+                   "(follow with `smp-launch logs face-stop`)"}
+    again = json.loads(run_cli("stop", "face-stop", "--yes", "--output", "json").out)
+    assert again["stopped"] is False and again["message"] == "face-stop is Stopping; nothing to stop"
