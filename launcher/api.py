@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from launcher.jobs.metrics import JobMetrics
     from launcher.jobs.status import JobNotFound, JobStatus, JobSummary
     from launcher.jobs.tail import LogLine, LogLines
+    from launcher.local.run import LocalRunResult
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, NotLaunchedHere
     from launcher.orchestrate.queue import Event, PlanRun
@@ -57,6 +58,7 @@ _REEXPORTED = {
     "Clients": "launcher.core.aws",
     "RoleCheck": "launcher.submission.role",
     "Submission": "launcher.submission.create",
+    "LocalRunResult": "launcher.local.run",
     # jobs
     "JobStatus": "launcher.jobs.status",
     "JobSummary": "launcher.jobs.status",
@@ -92,7 +94,7 @@ __all__ = [
     "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Topology", "Candidate",
     # AWS and submitting
-    "connect", "check_role", "submit", "Clients", "RoleCheck", "Submission",
+    "connect", "check_role", "submit", "run_local", "Clients", "RoleCheck", "Submission", "LocalRunResult",
     # jobs
     "resolve_job", "status", "wait", "logs", "stop", "list_jobs", "metrics", "JobStatus", "JobSummary",
     "JobMetrics", "LogLine", "LogLines", "Failure",
@@ -254,6 +256,16 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     if clients is None:
         clients = connect(region=plan.region)
     return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+
+
+def run_local(spec: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,
+              max_steps: int | None = None, echo: Callable[[str], None] = print) -> LocalRunResult:
+    """The CPU preflight: render the job, run its script twice with torchrun on this machine (gloo, `nproc`
+    processes; `tiny` shrinks the model, keeping its architecture), and judge what the runs reported
+    (`.checks`, `.exit_code`). `echo` gets each line the script prints. Needs the `local` extra (torch)."""
+    from launcher.local.run import run_local as _run
+
+    return _run(spec, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, echo=echo)
 
 
 # -- jobs ------------------------------------------------------------------------------------------------
