@@ -94,7 +94,8 @@ __all__ = [
     "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Topology", "Candidate",
     # AWS and submitting
-    "connect", "check_role", "submit", "run_local", "Clients", "RoleCheck", "Submission", "LocalRunResult",
+    "connect", "resolve_region", "check_role", "submit", "run_local", "Clients", "RoleCheck", "Submission",
+    "LocalRunResult",
     # jobs
     "resolve_job", "status", "wait", "logs", "stop", "list_jobs", "metrics", "JobStatus", "JobSummary",
     "JobMetrics", "LogLine", "LogLines", "Failure",
@@ -217,11 +218,20 @@ def schema_text() -> str:
 def connect(profile: str | None = None, region: str | None = None) -> Clients:
     """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), its clients made lazily.
 
-    The region is `region`, else AWS_REGION / AWS_DEFAULT_REGION, else the profile's; `.region` is
-    None when nothing names one (a call then says so)."""
-    from launcher.core.aws import Clients, resolve_region
+    Without `region`, `.region` stays None: a plan's region is then decided by the plan (the spec's
+    first), and clients made for no plan use boto3's default (see `resolve_region`)."""
+    from launcher.core.aws import Clients
 
-    return Clients(profile=profile, region=resolve_region(flag=region, profile=profile))
+    return Clients(profile=profile, region=region)
+
+
+def resolve_region(region: str | None = None, *, profile: str | None = None) -> str | None:
+    """The region of a command that names no spec: `region`, else AWS_REGION / AWS_DEFAULT_REGION, else
+    `profile`'s (AWS_PROFILE's), read from disk with no network call; None when nothing names one.
+    (`build_plan` decides a plan's region the same way, the spec's `cluster.region` before the environment.)"""
+    from launcher.core.aws import resolve_region as _resolve
+
+    return _resolve(flag=region, profile=profile)
 
 
 def check_role(plan: Plan, *, clients: Clients | None = None) -> RoleCheck:

@@ -101,7 +101,7 @@ def test_the_package_exports_exactly_what_the_api_exports():
         importlib.import_module(f"launcher.{package}")
     assert all(getattr(launcher, name) is getattr(api, name) for name in api.__all__)
     with pytest.raises(AttributeError):
-        launcher.resolve_region  # an internal function is not part of the face  # noqa: B018
+        launcher.job_status  # an internal function is not part of the face  # noqa: B018
 
 
 def test_every_api_function_is_in_the_api_doc():
@@ -142,7 +142,10 @@ def test_build_plan_decides_the_region_once(monkeypatch):
     assert launcher.build_plan(unset, env={"AWS_REGION": "ap-south-1"}).region == "ap-south-1"
     monkeypatch.setenv("AWS_DEFAULT_REGION", "ca-central-1")
     monkeypatch.delenv("AWS_REGION", raising=False)
-    assert launcher.connect().region == "ca-central-1" and launcher.connect(region="sa-east-1").region == "sa-east-1"
+    assert launcher.build_plan(unset).region == "ca-central-1"
+    assert launcher.build_plan(loaded).region == "us-west-2"  # the spec's region before the environment's
+    assert launcher.resolve_region() == "ca-central-1" and launcher.resolve_region("sa-east-1") == "sa-east-1"
+    assert launcher.connect().region is None  # clients made for no plan: the region is left to the plan
 
 
 def test_a_bad_dict_override_names_the_argument_not_a_flag(write_spec):

@@ -34,14 +34,14 @@ def aws_options(f):
 def job_clients(profile: str | None, region: str | None) -> Any:
     """Clients for a command about jobs already launched: the region from --region, AWS_REGION /
     AWS_DEFAULT_REGION or the profile; there is no spec to take it from, so a missing one says so."""
-    from launcher.api import connect
+    from launcher.api import connect, resolve_region
     from launcher.core.errors import UsageError
 
-    clients = connect(profile=profile, region=region)
-    if not clients.region:
+    resolved = resolve_region(region, profile=profile)
+    if not resolved:
         raise UsageError("no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), "
                          "or give your profile a region (`aws configure set region REGION`)")
-    return clients
+    return connect(profile=profile, region=resolved)
 
 
 def shell_problem(problem: Any) -> Any:
