@@ -1,4 +1,4 @@
-"""What a new user tripped on, and the CLI's shape: each test here fails on the code before issue 12."""
+"""The CLI as a user meets it: its shape, its words, and that it goes through the Python API only."""
 import json
 import re
 import subprocess
