@@ -53,8 +53,14 @@ test-e2e: venv
 test-local: venv
 	$(PYTEST) -m local
 
+# ruff (style), mypy (types: its settings are setup.cfg's [mypy]) and import-linter (the layers and the
+# API as the only face: setup.cfg's [importlinter] contracts); every one runs, and lint fails if any did.
 lint: venv
-	$(BIN)/ruff check launcher emulator tests benchmarks
+	@status=0; \
+	$(BIN)/ruff check launcher emulator tests benchmarks tools || status=1; \
+	$(BIN)/mypy launcher || status=1; \
+	$(BIN)/lint-imports || status=1; \
+	exit $$status
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli.py

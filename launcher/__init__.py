@@ -1,82 +1,27 @@
 """smp-launch: plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
 
-The Python API (docs/api.md) is exported here. Names load on first use, so `import launcher` stays
-cheap: neither boto3, pydantic nor the SageMaker SDK is imported until a function needs it.
+The Python API (docs/api.md) is launcher.api, and this package exports exactly what it exports
+(`launcher.api.__all__`): the functions, and the types and errors they take, return and raise. Names
+load on first use, so `import launcher` stays cheap: neither boto3, pydantic nor the SageMaker SDK is
+imported until a function needs it.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from launcher import api
+from launcher.core.version import VERSION as __version__
 
-_EXPORTS = {
-    "connect": "launcher.api",
-    "load_spec": "launcher.api",
-    "build_plan": "launcher.api",
-    "submit": "launcher.api",
-    "status": "launcher.api",
-    "wait": "launcher.api",
-    "logs": "launcher.api",
-    "follow": "launcher.api",
-    "stop": "launcher.api",
-    "list_jobs": "launcher.api",
-    "Plan": "launcher.plan.build",
-    "LoadedSpec": "launcher.spec.loader",
-    "Clients": "launcher.core.aws",
-    "LauncherError": "launcher.core.errors",
-    "SpecError": "launcher.core.errors",
-    "UsageError": "launcher.core.errors",
-    "Problem": "launcher.core.errors",
-    "AwsError": "launcher.core.aws",
-    "QuotaError": "launcher.core.aws",
-    "RoleRefused": "launcher.submission.role",
-    "JobNotFound": "launcher.jobs.status",
-    "Interrupted": "launcher.core.errors",
-    "Submission": "launcher.submission.create",
-    "Advisory": "launcher.rules",
-    "Severity": "launcher.rules",
-    "RoleCheck": "launcher.submission.role",
-    "RoleVerdict": "launcher.submission.role",
-    "Topology": "launcher.rules.topology",
-    "JobStatus": "launcher.jobs.status",
-    "JobSummary": "launcher.jobs.status",
-    "LogLine": "launcher.jobs.logs",
-    "LogNote": "launcher.jobs.logs",
-    "NoteKind": "launcher.jobs.logs",
-    "StatusChange": "launcher.jobs.logs",
-    "FollowResult": "launcher.jobs.logs",
-    "Failure": "launcher.jobs.failures",
-    "FailureClass": "launcher.jobs.failures",
-    "RetryPolicy": "launcher.orchestrate.retry",
-    "next_attempt": "launcher.orchestrate.retry",
-    "submit_with_retries": "launcher.orchestrate.retry",
-    "plan_sweep": "launcher.api",
-    "submit_many": "launcher.api",
-    "SweepPlan": "launcher.plan.sweep",
-    "PlanRun": "launcher.orchestrate.queue",
-    "Event": "launcher.orchestrate.queue",
-    "rerun": "launcher.api",
-    "diff": "launcher.api",
-    "pipeline_definition": "launcher.api",
-    "upsert_pipeline": "launcher.api",
-    "Change": "launcher.orchestrate.provenance",
-    "NotLaunchedHere": "launcher.orchestrate.provenance",
-    "PipelineResult": "launcher.orchestrate.pipeline",
-}
-
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *api.__all__]
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in api.__all__:
         raise AttributeError(f"module 'launcher' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(api, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted({*globals(), *__all__})

@@ -3,6 +3,10 @@
 Each function takes plain values and optional injected `clients` (launcher.core.aws.Clients), returns
 typed objects, and raises LauncherError subclasses; nothing here prints, prompts or exits. The CLI
 (launcher.cli) is a thin shell that maps these results and errors to output and exit codes.
+
+This module is the face: `__all__` lists every public name (the package `launcher` exports the same),
+and nothing inside launcher imports it but the CLI (setup.cfg's import contracts). The types are
+re-exported from where they live and load on first use, so importing this module imports no SDK.
 """
 from __future__ import annotations
 
@@ -11,35 +15,131 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datetime import datetime
+    from pathlib import Path
 
-    from launcher.core.aws import Clients
-    from launcher.jobs.logs import FollowResult as FollowResult
-    from launcher.jobs.logs import LogLine as LogLine
-    from launcher.jobs.logs import LogLines as LogLines
-    from launcher.jobs.logs import LogNote as LogNote
-    from launcher.jobs.logs import StatusChange as StatusChange
-    from launcher.jobs.status import JobStatus, JobSummary
+    from launcher.core.aws import AwsError, Clients, QuotaError
+    from launcher.core.errors import (
+        ArgumentError,
+        Interrupted,
+        LauncherError,
+        Mark,
+        Problem,
+        SpecError,
+        UsageError,
+    )
+    from launcher.jobs.failures import Failure, FailureClass
+    from launcher.jobs.logs import FollowResult, LogLine, LogLines, LogNote, NoteKind, StatusChange
+    from launcher.jobs.metrics import JobMetrics
+    from launcher.jobs.status import JobNotFound, JobStatus, JobSummary
+    from launcher.local.run import LocalRunResult
     from launcher.orchestrate.pipeline import PipelineResult
-    from launcher.orchestrate.provenance import Change
+    from launcher.orchestrate.provenance import Change, NotLaunchedHere
     from launcher.orchestrate.queue import Event, PlanRun
+    from launcher.orchestrate.retry import RetryPolicy, next_attempt, submit_with_retries
     from launcher.plan.build import Plan
     from launcher.plan.sweep import SweepPlan
+    from launcher.rules import Advisory, Severity
+    from launcher.rules.advise import AdvisedLayout
+    from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.create import Submission
+    from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict
+
+# The public names defined elsewhere, and where: each loads on first use (see __getattr__). No public name
+# may be a subpackage's (`render`, `rules`): importing the subpackage would replace it on the package.
+_REEXPORTED = {
+    # specs and plans
+    "LoadedSpec": "launcher.spec.loader",
+    "Plan": "launcher.plan.build",
+    "Advisory": "launcher.rules",
+    "Topology": "launcher.rules.topology",
+    "SweepPlan": "launcher.plan.sweep",
+    "Severity": "launcher.rules",
+    # AWS and submitting
+    "Clients": "launcher.core.aws",
+    "RoleCheck": "launcher.submission.role",
+    "RoleVerdict": "launcher.submission.role",
+    "Submission": "launcher.submission.create",
+    "LocalRunResult": "launcher.local.run",
+    # jobs
+    "JobStatus": "launcher.jobs.status",
+    "JobSummary": "launcher.jobs.status",
+    "JobMetrics": "launcher.jobs.metrics",
+    "LogLine": "launcher.jobs.logs",
+    "LogLines": "launcher.jobs.logs",
+    "LogNote": "launcher.jobs.logs",
+    "NoteKind": "launcher.jobs.logs",
+    "StatusChange": "launcher.jobs.logs",
+    "FollowResult": "launcher.jobs.logs",
+    "Failure": "launcher.jobs.failures",
+    "FailureClass": "launcher.jobs.failures",
+    # many plans
+    "RetryPolicy": "launcher.orchestrate.retry",
+    "next_attempt": "launcher.orchestrate.retry",
+    "submit_with_retries": "launcher.orchestrate.retry",
+    "PlanRun": "launcher.orchestrate.queue",
+    "Event": "launcher.orchestrate.queue",
+    "Change": "launcher.orchestrate.provenance",
+    "PipelineResult": "launcher.orchestrate.pipeline",
+    # errors (each carries its exit code)
+    "LauncherError": "launcher.core.errors",
+    "SpecError": "launcher.core.errors",
+    "UsageError": "launcher.core.errors",
+    "ArgumentError": "launcher.core.errors",
+    "Problem": "launcher.core.errors",
+    "Mark": "launcher.core.errors",
+    "Interrupted": "launcher.core.errors",
+    "AwsError": "launcher.core.aws",
+    "QuotaError": "launcher.core.aws",
+    "RoleRefused": "launcher.submission.role",
+    "JobNotFound": "launcher.jobs.status",
+    "NotLaunchedHere": "launcher.orchestrate.provenance",
+}
+
+__all__ = [
+    # specs and plans
+    "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
+    "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Severity", "Topology", "SweepPlan",
+    # AWS and submitting
+    "connect", "resolve_region", "check_role", "submit", "run_local", "Clients", "RoleCheck", "RoleVerdict",
+    "Submission",
+    "LocalRunResult",
+    # jobs
+    "resolve_job", "status", "wait", "logs", "follow", "stop", "list_jobs", "metrics", "JobStatus", "JobSummary",
+    "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind", "StatusChange", "FollowResult", "Failure",
+    "FailureClass",
+    # many plans
+    "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
+    "RetryPolicy", "next_attempt", "submit_with_retries", "PlanRun", "Event", "Change", "PipelineResult",
+    # errors (each carries its exit code)
+    "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
+    "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
+]
 
 
-def connect(profile: str | None = None, region: str | None = None) -> Clients:
-    """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), created lazily."""
-    from launcher.core.aws import Clients
+def __getattr__(name: str) -> Any:
+    where = _REEXPORTED.get(name)
+    if where is None:
+        raise AttributeError(f"module 'launcher.api' has no attribute {name!r}")
+    import importlib
 
-    return Clients(profile=profile, region=region)
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+# -- specs and plans -----------------------------------------------------------------------------------
 
 def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
               env: Mapping[str, str] | None = None) -> LoadedSpec:
     """Read, merge (extends), override and validate a spec file; raises SpecError with `.problems`.
 
-    `overrides` are `--set` strings (`"training.batch_size=4"`) or a mapping of dotted keys to values."""
+    `overrides` are `"KEY.PATH=VALUE"` strings (`"training.batch_size=4"`, the value typed as YAML) or a
+    mapping of dotted keys to values; a problem with one is marked `overrides:N:COL` (the N-th override)."""
     from launcher.spec.loader import load_spec as _load
 
     if isinstance(overrides, Mapping):
@@ -49,12 +149,118 @@ def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
     return _load(path, list(overrides), env=env)
 
 
-def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
-               now: datetime | None = None) -> Plan:
-    """The frozen plan for a validated spec: pure, no AWS call, no file written."""
+def build_plan(spec: LoadedSpec, *, region: str | None = None, profile: str | None = None,
+               env: Mapping[str, str] | None = None, now: datetime | None = None) -> Plan:
+    """The frozen plan for a validated spec: pure, no AWS call, no file written.
+
+    The region is decided here, once: `region`, else the spec's `cluster.region`, else AWS_REGION /
+    AWS_DEFAULT_REGION (from `env`, default os.environ), else `profile`'s (AWS_PROFILE's) region."""
+    from launcher.core.aws import resolve_region
     from launcher.plan.build import build_plan as _build
 
-    return _build(spec, now=now, env=env, region=region)
+    resolved = resolve_region(spec.spec.cluster.region, env, flag=region, profile=profile)
+    return _build(spec, now=now, env=env, region=resolved)
+
+
+def advisor_errors(plan: Plan) -> list[Problem]:
+    """The advisor's errors for a plan, each a Problem at the field that caused it (empty: nothing blocks
+    submit). A plan is built even for a spec that breaks a rule, so that its numbers show why."""
+    from launcher.plan.build import advisory_problems
+
+    return advisory_problems(plan)
+
+
+def write_source_dir(plan: Plan, directory: str | Path) -> list[Path]:
+    """Write the plan's source dir (entry script, helper modules, requirements.txt, distribution.json,
+    plan.json, spec.json) into `directory`, created if needed; the paths written, in name order."""
+    from launcher.render.files import write_source_dir as _write
+
+    return _write(plan.source.files, directory)
+
+
+def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
+           seq_length: int = 4096, global_batch_tokens: int | str | None = None,
+           precision: str = "bf16") -> list[AdvisedLayout]:
+    """SMP v2 layouts for a model preset that fit, best first, ranked as AWS's SMP v2 best practices advise.
+
+    Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
+    (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
+    preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
+    from launcher.rules import advise as _advise
+
+    tokens = _advise.parse_tokens(global_batch_tokens) if isinstance(global_batch_tokens, str) else global_batch_tokens
+    return _advise.advise(model, instance_type, instances, seq_length, tokens, precision)
+
+
+def advised_spec(model: str, layout: AdvisedLayout, *, instance_type: str = "ml.p4d.24xlarge",
+                 seq_length: int = 4096, precision: str = "bf16", path: str | None = None) -> str:
+    """A ready job spec (YAML text) for one layout `advise` returned; `path` is where it will be written
+    (its schema modeline is relative to it)."""
+    from launcher.rules.advise import spec_yaml
+
+    return spec_yaml(model, instance_type, seq_length, precision, layout, path)
+
+
+def advisor_rules() -> list[dict[str, str]]:
+    """The advisor's rules, by id: `id`, `severity` (error blocks submit), `title`, `source`."""
+    from launcher.rules.docs import as_json
+
+    return as_json()
+
+
+def advisor_rules_markdown() -> str:
+    """The advisor's rules as the Markdown page docs/rules.md is."""
+    from launcher.rules.docs import markdown
+
+    return markdown()
+
+
+def schema_text() -> str:
+    """The job spec's JSON Schema, as text (for editors and CI)."""
+    from launcher.spec.schema import schema_text as _text
+
+    return _text()
+
+
+# -- AWS and submitting --------------------------------------------------------------------------------
+
+def connect(profile: str | None = None, region: str | None = None) -> Clients:
+    """The one AWS client factory (profile, region and AWS_ENDPOINT_URL honoured), its clients made lazily.
+
+    Without `region`, `.region` stays None: a plan's region is then decided by the plan (the spec's
+    first), and clients made for no plan use boto3's default (see `resolve_region`)."""
+    from launcher.core.aws import Clients
+
+    return Clients(profile=profile, region=region)
+
+
+def resolve_region(region: str | None = None, *, profile: str | None = None) -> str | None:
+    """The region of a command that names no spec: `region`, else AWS_REGION / AWS_DEFAULT_REGION, else
+    `profile`'s (AWS_PROFILE's), read from disk with no network call; None when nothing names one.
+    (`build_plan` decides a plan's region the same way, the spec's `cluster.region` before the environment.)"""
+    from launcher.core.aws import resolve_region as _resolve
+
+    return _resolve(flag=region, profile=profile)
+
+
+def check_role(plan: Plan, *, clients: Clients | None = None) -> RoleCheck:
+    """Can the plan's IAM role run its job? Read-only (IAM's policy simulator); never raises for a refusal.
+
+    The verdict (`.verdict`: pass, fail, or unknown when IAM could not tell) comes with what is
+    missing. The clients are for the plan's region (made for it when not given)."""
+    from launcher.core.aws import explain
+    from launcher.core.errors import LauncherError
+    from launcher.submission.create import _bind_region
+    from launcher.submission.role import check_role as _check
+
+    clients = clients or connect(region=plan.region)
+    _bind_region(plan, clients)
+    try:
+        return _check(plan, clients.iam, clients.sts)
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, "checking the role") from None
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
@@ -69,6 +275,26 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
     if clients is None:
         clients = connect(region=plan.region)
     return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+
+
+def run_local(spec: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,
+              max_steps: int | None = None, echo: Callable[[str], None] = print) -> LocalRunResult:
+    """The CPU preflight: render the job, run its script twice with torchrun on this machine (gloo, `nproc`
+    processes; `tiny` shrinks the model, keeping its architecture), and judge what the runs reported
+    (`.checks`, `.exit_code`). `echo` gets each line the script prints. Needs the `local` extra (torch)."""
+    from launcher.local.run import run_local as _run
+
+    return _run(spec, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, echo=echo)
+
+
+# -- jobs ------------------------------------------------------------------------------------------------
+
+def resolve_job(name: str, region: str | None = None) -> tuple[str, str | None]:
+    """(job name, region): `latest` is the last job submitted from this machine, in its region unless
+    `region` is given; any other name is returned as it is. Raises UsageError when there is no record."""
+    from launcher.core.state import resolve_job as _resolve
+
+    return _resolve(name, region)
 
 
 def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) -> JobStatus:
@@ -155,7 +381,18 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
 
 
-# -- many plans: sweeps and a queue ---------------------------------------------------------------------
+def metrics(name: str, *, since: float = 3600.0, until: float | None = None,
+            clients: Clients | None = None) -> JobMetrics:
+    """Each host's GPU, GPU memory, CPU and memory utilisation (CloudWatch, per device, 0-100) over the
+    `since` seconds before `until` (epoch seconds, default now); `.to_dict()` is `metrics --output json`."""
+    import time
+
+    from launcher.jobs.metrics import fetch
+
+    return fetch(clients or connect(), name, since, time.time() if until is None else until)
+
+
+# -- many plans: sweeps, a queue, provenance and SageMaker Pipelines ----------------------------------------
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
@@ -190,8 +427,6 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
 
 
-# -- a job's provenance (rerun, diff) and SageMaker Pipelines -------------------------------------------
-
 def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
           clients: Clients | None = None) -> Submission:
     """Submit the plan stored with job `name` again: a new job name (tagged smp-launch:rerun-of=<name>),
@@ -213,6 +448,14 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
     return _diff(a, b, clients or connect(), everything=everything, spec=spec)
 
 
+def is_spec_file(ref: str) -> bool:
+    """Whether `diff` takes `ref` as a spec file rather than a job name (a path: SageMaker job names hold
+    only letters, digits and hyphens)."""
+    from launcher.orchestrate.provenance import is_spec_file as _is_spec_file
+
+    return _is_spec_file(ref)
+
+
 def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
                         clients: Clients | None = None) -> dict[str, Any]:
     """The SageMaker Pipeline definition for the plans (one TrainingStep each, in order): no AWS call."""
@@ -224,7 +467,8 @@ def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | Non
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
                     skip_role_check: bool = False, clients: Clients | None = None) -> PipelineResult:
     """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
-    pipeline (with dry_run: only the checks and the definition)."""
+    pipeline (with dry_run: only the checks and the definition). The clients are for the plans' region
+    (made for it when not given)."""
     from launcher.orchestrate.pipeline import upsert_pipeline as _upsert
 
     return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)

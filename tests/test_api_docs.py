@@ -81,3 +81,97 @@ def test_a_plan_for_one_region_refuses_clients_for_another(moto_world):
     with pytest.raises(launcher.UsageError) as err:
         launcher.submit(plan, dry_run=True, clients=Clients(region="eu-west-1"))
     assert "the plan is for us-west-2 but the clients are for eu-west-1" in str(err.value)
+
+
+def test_the_package_exports_exactly_what_the_api_exports():
+    from launcher import api
+
+    assert launcher.__all__ == ["__version__", *api.__all__]
+    assert len(set(api.__all__)) == len(api.__all__)
+    for name in api.__all__:
+        assert getattr(launcher, name) is getattr(api, name), name
+    assert set(api._REEXPORTED) <= set(api.__all__)  # every type re-exported is public
+    import importlib
+
+    for package in ("render", "rules", "plan", "spec", "jobs"):  # a subpackage named as a public name replaces it
+        importlib.import_module(f"launcher.{package}")
+    assert all(getattr(launcher, name) is getattr(api, name) for name in api.__all__)
+    with pytest.raises(AttributeError):
+        launcher.job_status  # an internal function is not part of the face  # noqa: B018
+
+
+def test_every_api_function_is_in_the_api_doc():
+    from launcher import api
+
+    documented = API_DOC.read_text()
+    functions = [n for n in api.__all__ if n not in api._REEXPORTED and callable(getattr(api, n))]
+    assert len(functions) >= 25
+    assert [n for n in functions if f"`{n}(" not in documented] == []
+
+
+def test_importing_the_api_module_imports_no_sdk():
+    code = ("import sys, launcher.api;"
+            "print([m for m in ('boto3', 'botocore', 'pydantic', 'sagemaker', 'jinja2') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.stdout.split() == ["[]"], out.stderr
+
+
+def test_check_role_gives_a_verdict_and_keeps_to_the_plans_region(aws):
+    from launcher.core.aws import Clients
+
+    good = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
+    check = launcher.check_role(good, clients=Clients(region="us-west-2"))
+    assert isinstance(check, launcher.RoleCheck) and check.verdict == "pass" and check.checked > 0
+    bare = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=NoPerms"]))
+    refused = launcher.check_role(bare, clients=Clients(region="us-west-2"))
+    assert refused.verdict == "fail" and refused.missing  # a refusal is a result, not an exception
+    with pytest.raises(launcher.UsageError, match="the plan is for us-west-2 but the clients are for eu-west-1"):
+        launcher.check_role(good, clients=Clients(region="eu-west-1"))
+
+
+def test_build_plan_decides_the_region_once(monkeypatch):
+    loaded = launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"])
+    assert loaded.spec.cluster.region == "us-west-2"
+    assert launcher.build_plan(loaded).region == "us-west-2"  # the spec's
+    assert launcher.build_plan(loaded, region="eu-west-1").region == "eu-west-1"  # an argument wins
+    unset = launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good", "cluster.region=null"])
+    assert launcher.build_plan(unset, env={"AWS_REGION": "ap-south-1"}).region == "ap-south-1"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ca-central-1")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    assert launcher.build_plan(unset).region == "ca-central-1"
+    assert launcher.build_plan(loaded).region == "us-west-2"  # the spec's region before the environment's
+    assert launcher.resolve_region() == "ca-central-1" and launcher.resolve_region("sa-east-1") == "sa-east-1"
+    assert launcher.connect().region is None  # clients made for no plan: the region is left to the plan
+
+
+def test_a_bad_dict_override_names_the_argument_not_a_flag(write_spec):
+    path = write_spec("name: demo\nmodel: {preset: llama2-7b}\noutput: {path: s3://my-bucket/smp}\n")
+    with pytest.raises(launcher.SpecError) as err:
+        launcher.load_spec(str(path), {"cluster.instance_count": 2, "training.batch_size": "many"})
+    (problem,) = err.value.problems
+    assert (problem.file, problem.line, problem.path) == ("overrides", 2, "training.batch_size")
+    assert "--set" not in str(err.value) and str(err.value).startswith("overrides:2:")
+
+
+def test_advise_names_its_arguments_and_the_cli_its_flags(run_cli):
+    with pytest.raises(launcher.ArgumentError) as err:
+        launcher.advise("no-such-model", instances=2)
+    assert err.value.arguments == ("model",) and str(err.value).startswith("model: unknown preset")
+    assert "--" not in str(err.value)
+    with pytest.raises(launcher.ArgumentError, match=r"^give instances, or global_batch_tokens "):
+        launcher.advise("llama2-7b")
+    assert launcher.advise("llama2-7b", global_batch_tokens="4M")  # text is parsed as the CLI's flag is
+    r = run_cli("advise", "--model", "no-such-model", "--instances", "2")
+    assert r.code == 2 and r.err.startswith("--model: unknown preset")
+    r = run_cli("advise", "--model", "llama2-7b")
+    assert r.code == 2 and "give --instances, or --global-batch-tokens" in r.err
+
+
+def test_write_source_dir_writes_the_plans_files(tmp_path):
+    plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
+    paths = launcher.write_source_dir(plan, tmp_path / "src")
+    assert sorted(p.name for p in paths) == sorted(plan.source.files)
+    assert all(p.read_text() == plan.source.files[p.name] for p in paths)
+    assert launcher.advisor_errors(plan) == []
+    assert {r["id"] for r in launcher.advisor_rules()} and "| id | severity |" in launcher.advisor_rules_markdown()
+    assert '"$schema"' in launcher.schema_text() or '"title"' in launcher.schema_text()

@@ -138,7 +138,8 @@ def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_
         emulator.add_job(emulator.EmulatedJob("m-1", hosts=2, training=3600, decoy=False), sm)
     finally:
         emulator.set_clock(None)
-    data = metrics.fetch(clients, "m-1", 600, time.time())
+    data = launcher.metrics("m-1", since=600, clients=clients)
+    assert launcher.JobMetrics is metrics.JobMetrics
     assert isinstance(data, metrics.JobMetrics) and [h.host for h in data.hosts] == ["algo-1", "algo-2"]
     gpu = data.hosts[0].series["GPUUtilization"]
     assert gpu.points and gpu.min <= gpu.mean <= gpu.max and gpu.values == [v for _, v in gpu.points]
@@ -148,6 +149,8 @@ def test_metrics_are_typed_and_their_dict_is_the_commands_json(sm, clients, run_
     assert [(h["host"], list(h["series"])) for h in shown["hosts"]] == [(h["host"], list(h["series"]))
                                                                        for h in as_dict["hosts"]]
     assert as_dict["hosts"][0]["series"]["GPUUtilization"]["points"] == [list(p) for p in gpu.points]
+    assert list(data.labels) == list(data.units) and data.labels["GPUUtilization"]
+    assert gpu.sparkline() == metrics.sparkline(gpu.values)
 
 
 def test_logs_yields_every_hosts_lines_typed(sm, clients):
@@ -160,3 +163,15 @@ def test_logs_yields_every_hosts_lines_typed(sm, clients):
     assert [line.timestamp for line in got] == sorted(line.timestamp for line in got)
     assert len({line.event_id for line in got}) == len(got)  # each line once
     assert lines.exit_code == 0
+
+
+def test_resolve_job_reads_the_record_of_the_last_submit(tmp_path, monkeypatch):
+    from launcher.core.state import record_submitted
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    with pytest.raises(launcher.UsageError, match="no job has been submitted"):
+        launcher.resolve_job("latest")
+    record_submitted("llama-1", "eu-west-1")
+    assert launcher.resolve_job("latest") == ("llama-1", "eu-west-1")
+    assert launcher.resolve_job("latest", "us-east-1") == ("llama-1", "us-east-1")
+    assert launcher.resolve_job("other-job") == ("other-job", None)

@@ -92,3 +92,58 @@ def test_metrics_follow_next_token_within_one_query_batch(moto_world):
         data = metrics.fetch(clients, "paged-metrics", 600, time.time())
         stub.assert_no_pending_responses()
     assert data.get_metric_data_calls == 2
+
+
+def _events_hooked(emitter) -> int:
+    """How many before-call handlers an event emitter (botocore's, behind its aliaser) runs for an STS call."""
+    return len(list(emitter._emitter._handlers.prefix_search("before-call.sts.GetCallerIdentity")))
+
+
+def test_aws_calls_are_recorded_inside_the_block_only_and_the_hook_is_removed(aws):
+    from launcher.core.aws import recording
+
+    clients = Clients(region="us-west-2")
+    clients.sts.get_caller_identity()  # a client made before the block
+    before_session = _events_hooked(clients.session.events)
+    before_client = _events_hooked(clients.sts.meta.events)
+    with recording(clients) as calls:
+        clients.sts.get_caller_identity()
+        clients.s3.list_buckets()  # a client made inside the block
+        with recording(clients) as inner:  # blocks nest; each records what happens inside it
+            clients.sts.get_caller_identity()
+    assert calls == ["sts.GetCallerIdentity", "s3.ListBuckets", "sts.GetCallerIdentity"]
+    assert inner == ["sts.GetCallerIdentity"]
+    clients.sts.get_caller_identity()
+    clients.s3.list_buckets()
+    clients.iam.list_roles()  # a client made after the block
+    assert len(calls) == 3 and len(inner) == 1
+    assert _events_hooked(clients.session.events) == before_session
+    assert _events_hooked(clients.sts.meta.events) == before_client
+
+
+def test_two_submits_on_shared_clients_record_only_their_own_calls(aws):
+    import launcher
+    from tests.conftest import REPO
+
+    clients = Clients(region="us-west-2")
+    plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
+    first = launcher.submit(plan, dry_run=True, clients=clients)
+    second = launcher.submit(plan, dry_run=True, clients=clients)
+    assert first.aws_calls and first.aws_calls == second.aws_calls  # the same reads; none counted twice
+    assert "iam.SimulatePrincipalPolicy" in first.aws_calls
+
+
+def test_the_region_is_resolved_by_one_function(monkeypatch):
+    import launcher.plan.build
+    from launcher.core import aws as core_aws
+
+    assert launcher.plan.build.resolve_region is core_aws.resolve_region
+    env = {"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-east-1"}
+    assert core_aws.resolve_region("ap-south-1", env, flag="sa-east-1") == "sa-east-1"
+    assert core_aws.resolve_region("ap-south-1", env) == "ap-south-1"
+    assert core_aws.resolve_region(None, env) == "eu-west-1"
+    assert core_aws.resolve_region(None, {"AWS_DEFAULT_REGION": "us-east-1"}) == "us-east-1"
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)  # botocore reads the process's environment too
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    assert core_aws.resolve_region(None, {"AWS_PROFILE": "nobody"}) is None  # an unknown profile: no region

@@ -1,10 +1,15 @@
-"""What a new user trips on first, and the CLI's shape: flags where a user looks for them, one-line errors,
-and start-up that loads only what a command needs."""
+"""The CLI as a user meets it: its shape, flags where a user looks for them, one-line errors, start-up that
+loads only what a command needs, and that it goes through the Python API only."""
 import json
 import re
 import subprocess
 import sys
+import time
 
+import boto3
+import pytest
+
+import emulator
 from launcher.spec.loader import _display as shown
 from tests.conftest import JOBS, MINIMAL, REPO
 
@@ -137,3 +142,43 @@ def test_the_console_entry_point_is_the_package():
     from launcher.cli import main
 
     assert callable(main)
+
+
+# -- the API is the face ------------------------------------------------------------------------------------
+
+def test_no_internal_module_imports_the_api_and_the_runtime_stands_alone():
+    """Two of setup.cfg's import contracts (`make lint` checks them all)."""
+    lint = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--no-cache", "--contract", "api-is-the-face", "--contract", "runtime-stands-alone"]
+    out = subprocess.run(lint, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "2 kept, 0 broken" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_the_cli_marks_a_bad_set_value_with_the_flag(run_cli):
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--set", "training.batch_size=many")
+    assert r.code == 2 and r.err.startswith("--set:2:") and "overrides" not in r.err
+
+
+@pytest.fixture
+def jobs_world():
+    """One eight-host job that ended an hour ago, in moto in-process."""
+    with emulator.mocked():
+        sm = boto3.client("sagemaker", region_name="us-west-2")
+        emulator.set_clock(lambda: time.time() - 3600)
+        try:
+            emulator.add_job(emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False), sm)
+        finally:
+            emulator.set_clock(None)
+        yield sm
+    emulator.set_clock(None)
+
+
+def test_stop_says_what_it_did_in_the_commands_json(jobs_world, run_cli):
+    emulator.add_job(emulator.EmulatedJob("face-stop", training=600), jobs_world)
+    r = run_cli("stop", "face-stop", "--yes", "--output", "json")
+    assert r.code == 0 and json.loads(r.out) == {
+        "job_name": "face-stop", "stopped": True, "status": "Stopping",
+        "message": "face-stop is Stopping; SageMaker uploads what the job saved, then marks it Stopped "
+                   "(follow with `smp-launch logs face-stop`)"}
+    again = json.loads(run_cli("stop", "face-stop", "--yes", "--output", "json").out)
+    assert again["stopped"] is False and again["message"] == "face-stop is Stopping; nothing to stop"

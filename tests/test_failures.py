@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.jobs import failures
+from launcher.jobs import failures, stored
 from launcher.jobs.failures import classify
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
@@ -161,7 +161,7 @@ def test_job_plan_reads_plan_json_from_the_source_tarball():
     (_S3(_tarball({"train.py": b""})), DESC),                                    # no plan.json
     (_S3(b"not a tarball"), DESC),                                                # garbage
     (_S3(_tarball({"plan.json": b"[1, 2]"})), DESC),                              # not an object
-    (_S3(b"x", length=failures.PLAN_TARBALL_LIMIT + 1), DESC),                    # too big to read
+    (_S3(b"x", length=stored.MAX_TARBALL + 1), DESC),                    # too big to read
     (_S3(_tarball({"plan.json": b"{}"})), {"HyperParameters": {}}),               # not launched by this tool
     (_S3(_tarball({"plan.json": b"{}"})), {"HyperParameters": {"sagemaker_submit_directory": '"/etc/x"'}}),
 ])
@@ -170,7 +170,7 @@ def test_job_plan_is_optional_and_never_raises(s3, desc):
 
 
 def test_job_plan_refuses_an_oversized_plan_json():
-    data = _tarball({"plan.json": b"{" + b" " * (failures.PLAN_JSON_LIMIT + 10) + b"}"})
+    data = _tarball({"plan.json": b"{" + b" " * (stored.MAX_JSON + 10) + b"}"})
     assert failures.job_plan(_Clients(_S3(data)), DESC) is None
 
 

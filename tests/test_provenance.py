@@ -9,13 +9,13 @@ from launcher import api
 from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
 from launcher.core.names import RERUN_TAG
+from launcher.jobs.stored import read_files
 from launcher.orchestrate.provenance import (
     NotLaunchedHere,
     StoredJob,
     _environment,
     compare,
     flatten,
-    read_files,
     stored_job,
 )
 from launcher.plan.build import build_plan
@@ -247,3 +247,24 @@ def test_diff_of_spec_files_needs_no_region_and_a_missing_file_is_said_so(run_cl
     assert r.code == 0 and "cluster.instance_count: 32 -> 1" in r.out, r.err
     missing = run_cli("diff", "nosuch.yaml", str(JOBS / "llama7b.yaml"))
     assert missing.code == 2 and "cannot read nosuch.yaml" in missing.err and "region" not in missing.err
+
+
+def test_one_reader_bounds_members_and_json_depth_for_rerun_and_failure_remedies(aws):
+    from launcher.jobs import failures, stored
+
+    first = launch(aws)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    s3 = aws.session.client("s3")
+    here = Clients(region="us-west-2")
+    description = here.sagemaker.describe_training_job(TrainingJobName=first.job_name)
+    assert failures.job_plan(here, description) == stored_job(here, first.job_name).plan  # one reader, one answer
+    deep = '{"a": ' * 100 + "1" + "}" * 100
+    many = {f"f{i}.txt": "" for i in range(stored.MAX_MEMBERS)} | {"plan.json": "{}"}
+    for files, why in (({"plan.json": deep}, "nests deeper than 64 levels"), (many, "more than 1000 members")):
+        s3.put_object(Bucket=bucket, Key=key, Body=tarball(files))
+        with pytest.raises(NotLaunchedHere, match=why):
+            stored_job(here, first.job_name)
+        assert failures.job_plan(here, description) is None
+    shallow = '{"a": ' * 63 + "1" + "}" * 63  # 63 objects inside plan.json's own: 64 levels
+    s3.put_object(Bucket=bucket, Key=key, Body=tarball({"plan.json": shallow}))
+    assert stored_job(here, first.job_name).plan["a"]["a"]

@@ -211,13 +211,13 @@ def test_a_generic_type_error_is_one_lowercase_sentence_with_the_value(write_spe
 
 def test_a_bad_second_set_names_the_second_set(write_spec):
     """Kills loader: `--set` expressions numbered from the wrong start."""
-    from launcher.core.errors import SpecError
+    from launcher.core.errors import OVERRIDES, SpecError
     from launcher.spec import load_spec
 
     with pytest.raises(SpecError) as err:
         load_spec(write_spec(MINIMAL), ["smp.backend=nccl", "smp.backend=smdp"])
     (problem,) = err.value.problems
-    assert (problem.mark.file, problem.mark.line) == ("--set", 2)
+    assert (problem.mark.file, problem.mark.line) == (OVERRIDES, 2)
 
 
 def test_a_set_keeps_the_file_positions_of_every_other_key(write_spec):
@@ -287,12 +287,12 @@ def test_an_empty_spec_is_reported_at_its_first_line(write_spec, text):
                          ids=["inside", "first"])
 def test_a_control_character_in_a_set_value_points_at_its_column(override, col, write_spec):
     """Kills loader: the column of a control character in a --set value one to the left of it."""
-    from launcher.core.errors import SpecError
+    from launcher.core.errors import OVERRIDES, SpecError
     from launcher.spec import load_spec
 
     with pytest.raises(SpecError) as err:
         load_spec(write_spec(MINIMAL), ["cluster.instance_count=2", override])
     (problem,) = err.value.problems
-    assert (problem.mark.file, problem.mark.line, problem.mark.col) == ("--set", 2, col)
+    assert (problem.mark.file, problem.mark.line, problem.mark.col) == (OVERRIDES, 2, col)
     assert problem.message.startswith("control character")
     assert "\x01" not in str(err.value) and "\x1b" not in str(err.value)

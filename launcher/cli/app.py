@@ -62,12 +62,13 @@ for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMAND
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""
+    from launcher.cli.options import shell_lines
     from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 
     try:
         cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)
     except LauncherError as err:
-        for line in err.lines():
+        for line in shell_lines(err):
             click.echo(line, err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:

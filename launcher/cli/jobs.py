@@ -5,6 +5,7 @@ None of these may import the SageMaker SDK (tests/test_logs_e2e.py checks it).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -104,9 +105,8 @@ def show_status(job: str, output: str, profile: str | None, region: str | None) 
 
     Exit 0 while running or Completed, 1 Failed, 5 Stopped.
     """
-    from launcher.api import status
+    from launcher.api import resolve_job, status
     from launcher.cli import present
-    from launcher.core.state import resolve_job
 
     name, region = resolve_job(job, region)
     found = status(name, clients=job_clients(profile, region))
@@ -145,17 +145,41 @@ def list_jobs(running: bool, name_contains: str | None, limit: int, output: str,
 @aws_options
 def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str | None) -> None:
     """Stop a running job (asks first unless --yes); JOB may be `latest`."""
+    from launcher.api import resolve_job, status, stop
     from launcher.cli import present
-    from launcher.core.state import resolve_job
-    from launcher.jobs.status import stop
 
     name, region = resolve_job(job, region)
-    confirm = (lambda q: click.confirm(q, default=False, err=True)) if sys.stdin.isatty() else None
-    result = stop(job_clients(profile, region), name, yes=yes, confirm=confirm)
-    if output == "json":
-        present.emit_json(result.to_dict())
+    clients = job_clients(profile, region)
+    found = status(name, clients=clients, diagnose=False)
+    stopped = False
+    if found.status == "InProgress" and (yes or _confirm_stop(found)):
+        found = stop(name, clients=clients)
+        stopped = found.status in ("Stopping", "Stopped")
+    if stopped:
+        message = (f"{name} is {found.status}; SageMaker uploads what the job saved, then marks it Stopped "
+                   f"(follow with `smp-launch logs {name}`)")
+    elif found.status == "InProgress":
+        message = "not stopped"
     else:
-        click.echo(result.message, err=True)
+        message = f"{name} is {found.status}; nothing to stop"
+    if output == "json":
+        present.emit_json(present.safe_data({"job_name": name, "stopped": stopped, "status": found.status,
+                                             "message": message}))
+    else:
+        click.echo(present.safe(message), err=True)
+
+
+def _confirm_stop(found: Any) -> bool:
+    """Ask on the terminal before stopping a running job (a JobStatus); with none to ask on, refuse."""
+    from launcher.cli import present
+    from launcher.core.errors import UsageError
+
+    if not sys.stdin.isatty():
+        raise UsageError(f"stop asks before stopping {found.job_name}, and there is no terminal to ask on; "
+                         "pass --yes")
+    question = (f"Stop training job {found.job_name} ({found.secondary_status}, {found.instance_count} x "
+                f"{found.instance_type})?")
+    return click.confirm(present.safe(question), default=False, err=True)
 
 
 @click.command("metrics")
@@ -165,15 +189,12 @@ def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str 
 @aws_options
 def show_metrics(job: str, since: str, output: str, profile: str | None, region: str | None) -> None:
     """Per-host GPU, GPU memory, CPU and memory utilisation as sparklines (per device, 0-100)."""
-    import time
-
+    from launcher.api import metrics, resolve_job
     from launcher.cli import present
-    from launcher.core.state import resolve_job
     from launcher.core.timeutil import parse_since
-    from launcher.jobs.metrics import fetch
 
     name, region = resolve_job(job, region)
-    data = fetch(job_clients(profile, region), name, parse_since(since), time.time())
+    data = metrics(name, since=parse_since(since), clients=job_clients(profile, region))
     if output == "json":
         present.emit_json(data.to_dict())
     else:

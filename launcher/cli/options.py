@@ -1,7 +1,20 @@
-"""Options several commands share, and the AWS clients of a command that names no spec."""
+"""Options several commands share, the AWS clients of a command that names no spec, and the API's
+errors in a shell's words (its arguments named as the flags that pass them)."""
 from __future__ import annotations
 
+from typing import Any
+
 import click
+
+# The API's argument names as this CLI's flags (an ArgumentError names arguments; the shell shows flags).
+FLAGS = {
+    "overrides": "--set", "region": "--region", "profile": "--profile", "model": "--model", "preset": "--model",
+    "instance_type": "--instance-type", "instances": "--instances", "seq_length": "--seq-length",
+    "global_batch_tokens": "--global-batch-tokens", "precision": "--precision", "yes": "--yes",
+    "max_attempts": "--max-attempts", "rate": "--rate", "interval": "--interval", "sweeps": "--sweep",
+    "max_concurrent": "--max-concurrent", "hosts": "--host", "since": "--since", "grep": "--grep",
+    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny",
+}
 
 OUTPUT = click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
                       show_default=True, help="table for people, json for pipelines.")
@@ -18,18 +31,36 @@ def aws_options(f):
     return click.option("--profile", default=None, metavar="NAME", help="AWS profile (default: AWS_PROFILE).")(f)
 
 
-def job_clients(profile: str | None, region: str | None):
+def job_clients(profile: str | None, region: str | None) -> Any:
     """Clients for a command about jobs already launched: the region from --region, AWS_REGION /
     AWS_DEFAULT_REGION or the profile; there is no spec to take it from, so a missing one says so."""
-    import os
-
-    from launcher.api import connect
+    from launcher.api import connect, resolve_region
     from launcher.core.errors import UsageError
 
-    clients = connect(profile=profile, region=region or os.environ.get("AWS_REGION") or None)
-    if not clients.region:
-        clients.region = clients.session.region_name  # AWS_DEFAULT_REGION or the profile's
-    if not clients.region:
+    resolved = resolve_region(region, profile=profile)
+    if not resolved:
         raise UsageError("no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), "
                          "or give your profile a region (`aws configure set region REGION`)")
-    return clients
+    return connect(profile=profile, region=resolved)
+
+
+def shell_problem(problem: Any) -> Any:
+    """A spec Problem as a shell reads it: a value given as an override is marked by the --set flag."""
+    import dataclasses
+
+    from launcher.core.errors import OVERRIDES
+
+    if problem.mark.file != OVERRIDES:
+        return problem
+    return dataclasses.replace(problem, mark=dataclasses.replace(problem.mark, file=FLAGS["overrides"]))
+
+
+def shell_lines(err: Any) -> list[str]:
+    """A LauncherError's lines in a shell's words: arguments named as flags, overrides marked as --set."""
+    from launcher.core.errors import ArgumentError, SpecError
+
+    if isinstance(err, ArgumentError):
+        return [err.worded(FLAGS)]
+    if isinstance(err, SpecError):
+        return SpecError([shell_problem(p) for p in err.problems]).lines()
+    return err.lines()

@@ -27,17 +27,13 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
     errors, buckets, the role); then each source tarball not yet in S3 is uploaded and the pipeline
     is upserted. --dry-run prints the pipeline definition (JSON) instead.
     """
-    from launcher.api import connect, load_spec
+    from launcher.api import build_plan, connect, load_spec, upsert_pipeline
     from launcher.cli.present import emit_json, safe_data
     from launcher.core.errors import EXIT_OK
-    from launcher.orchestrate.pipeline import upsert_pipeline
-    from launcher.submission.create import plan_for
 
-    loaded = [load_spec(path, overrides) for path in specs]
-    clients = connect(profile=profile, region=region)
-    plans = [plan_for(spec, clients) for spec in loaded]
+    plans = [build_plan(load_spec(path, overrides), region=region, profile=profile) for path in specs]
     result = upsert_pipeline(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check,
-                             clients=clients)
+                             clients=connect(profile=profile, region=plans[0].region))
     for message in result.warnings:
         click.echo(f"warning: {message}", err=True)
     if output == "json":

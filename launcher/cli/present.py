@@ -122,12 +122,10 @@ def show_jobs(rows: list[Any]) -> None:
 
 
 def show_metrics(data: Any) -> None:
-    """Per metric, one sparkline row per host with min / mean / max (a launcher.jobs.metrics.JobMetrics)."""
-    from launcher.jobs.metrics import METRICS, sparkline
-
+    """Per metric, one sparkline row per host with min / mean / max (a launcher.api.JobMetrics)."""
     parts: list[Any] = [_text(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
                               f"{data.start} to {data.end}, {data.period} s points")]
-    for name, label, _div in METRICS:
+    for name, label in data.labels.items():
         t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
                    right=("host", "min", "mean", "max"))
         for row in data.hosts:
@@ -135,7 +133,7 @@ def show_metrics(data: Any) -> None:
             if s.mean is None:
                 t.add_row(row.host, "no data yet", "-", "-", "-")
             else:
-                t.add_row(row.host, sparkline(s.values), f"{s.min:.1f}", f"{s.mean:.1f}", f"{s.max:.1f}")
+                t.add_row(row.host, s.sparkline(), f"{s.min:.1f}", f"{s.mean:.1f}", f"{s.max:.1f}")
         parts += ["", t]
     show(console(), *parts)
 

@@ -24,10 +24,10 @@ def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: 
     buckets). A job smp-launch did not launch has no stored plan: exit 2.
     """
     from launcher.api import rerun as rerun_job
+    from launcher.api import resolve_job
     from launcher.cli.present import emit_json, safe_data
     from launcher.cli.submit import print_started, warn
     from launcher.core.errors import EXIT_OK
-    from launcher.core.state import resolve_job
 
     job, region = resolve_job(job, region)
     result = rerun_job(job, dry_run=dry_run, skip_role_check=skip_role_check,
@@ -58,12 +58,10 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
     Either side may be `latest` or a spec file (.yaml): its plan as it would be built now. Exits 0 whether or
     not they differ, unless --exit-code.
     """
-    from launcher.api import connect
+    from launcher.api import connect, is_spec_file, resolve_job
     from launcher.api import diff as diff_jobs
     from launcher.cli.present import emit_json, safe_data
     from launcher.core.errors import EXIT_JOB_FAILED, EXIT_OK
-    from launcher.core.state import resolve_job
-    from launcher.orchestrate.provenance import is_spec_file
 
     refs = []
     for ref in (a, b):
@@ -79,9 +77,9 @@ def diff(a: str, b: str, everything: bool, spec: bool, exit_code: bool, output: 
     elif not changes:
         click.echo(f"no difference between the {'specs' if spec else 'plans'} of {a} and {b}")
     else:
-        from launcher.core.sanitize import clean
+        from launcher.cli.present import safe
 
-        click.echo(f"--- {clean(a, 200)}\n+++ {clean(b, 200)}")
+        click.echo(f"--- {safe(a, 200)}\n+++ {safe(b, 200)}")
         for change in changes:
             click.echo(change.line())
     sys.exit(EXIT_JOB_FAILED if exit_code and changes else EXIT_OK)

@@ -10,23 +10,24 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC
+from launcher.cli.options import OUTPUT, SET, SPEC, shell_lines, shell_problem
 
 
 def advisor_errors(plan: Any) -> list[Any]:
-    """The advisor's errors as spec problems (launcher.core.errors.Problem), each at the field that caused it."""
-    from launcher.plan.build import advisory_problems
+    """The advisor's errors as spec problems (launcher.core.errors.Problem), each at the field that caused it,
+    a value given by --set marked as the flag."""
+    from launcher.api import advisor_errors as errors
 
-    return advisory_problems(plan)
+    return [shell_problem(p) for p in errors(plan)]
 
 
 def problem_record(problem: Any) -> dict[str, Any]:
     """A launcher.core.errors.Problem as `validate --output json` gives it (text made safe to print)."""
-    from launcher.core.sanitize import clean
+    from launcher.cli.present import safe
 
     mark = problem.mark
-    return {"file": clean(mark.file), "line": mark.line, "column": mark.col, "path": clean(problem.path),
-            "message": clean(problem.message)}
+    return {"file": safe(mark.file), "line": mark.line, "column": mark.col, "path": safe(problem.path),
+            "message": safe(problem.message)}
 
 
 def print_problems(problems: list[Any]) -> None:
@@ -46,13 +47,15 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
         loaded = load_spec(path, overrides)
         plan = build_plan(loaded)
     except SpecError as err:
-        problems = list(err.problems)
-        return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
+        problems = [shell_problem(p) for p in err.problems]
+        return {"file": path, "valid": False, "errors": SpecError(problems).lines(),
+                "problems": [problem_record(p) for p in problems]}
     except LauncherError as err:
         from launcher.core.errors import Mark
 
-        problems = [Problem(Mark(path, 1, 1), "", str(err))]
-        return {"file": path, "valid": False, "errors": err.lines(), "problems": [problem_record(p) for p in problems]}
+        lines = shell_lines(err)
+        problems = [Problem(Mark(path, 1, 1), "", "; ".join(lines))]
+        return {"file": path, "valid": False, "errors": lines, "problems": [problem_record(p) for p in problems]}
     problems = advisor_errors(plan)
     return {"file": path, "valid": not problems, "errors": [str(p) for p in problems],
             "problems": [problem_record(p) for p in problems], "job_name": plan.job_name,
@@ -109,13 +112,12 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 @OUTPUT
 def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
     """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
-    from launcher.api import build_plan, load_spec
+    from launcher.api import build_plan, load_spec, write_source_dir
     from launcher.cli.present import emit_json
     from launcher.core.errors import EXIT_INVALID, EXIT_OK
-    from launcher.render.files import write_source_dir
 
     plan = build_plan(load_spec(spec, overrides))
-    paths = write_source_dir(plan.source.files, out_dir)
+    paths = write_source_dir(plan, out_dir)
     if output == "json":
         emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths]})
     else:
@@ -129,13 +131,13 @@ def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], outpu
 @click.option("--output", "output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 def print_rules(output: str) -> None:
     """List the advisor's rules (ids, severities, sources)."""
+    from launcher.api import advisor_rules, advisor_rules_markdown
     from launcher.cli.present import emit_json
-    from launcher.rules.docs import as_json, markdown
 
     if output == "json":
-        emit_json(as_json())
+        emit_json(advisor_rules())
     else:
-        sys.stdout.write(markdown())
+        sys.stdout.write(advisor_rules_markdown())
 
 
 @click.command("schema")
@@ -143,7 +145,7 @@ def print_rules(output: str) -> None:
               help="Write the schema to this file instead of printing it.")
 def print_schema(write_to: str | None) -> None:
     """Print the job spec's JSON Schema (for editors and CI)."""
-    from launcher.spec.schema import schema_text
+    from launcher.api import schema_text
 
     text = schema_text()
     if write_to:
@@ -169,18 +171,19 @@ def print_schema(write_to: str | None) -> None:
 def advise_layouts(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
                    precision: str, top: int, write_to: str | None, output: str) -> None:
     """Recommend SMP v2 configurations for a model, ranked as AWS's SMP v2 best practices advise."""
+    from launcher.api import advise, advised_spec
     from launcher.cli import present
     from launcher.core.errors import UsageError
-    from launcher.rules import advise as adv
 
-    target = adv.parse_tokens(global_batch) if global_batch else None
-    ranked = adv.advise(model, instance_type, instances, seq_length, target, precision)
+    ranked = advise(model, instance_type=instance_type, instances=instances, seq_length=seq_length,
+                    global_batch_tokens=global_batch, precision=precision)
     if not ranked:
         raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
                          f"{seq_length}; add instances or use an 80 GB instance type")
     if write_to:
         with open(write_to, "w", encoding="utf-8") as f:
-            f.write(adv.spec_yaml(model, instance_type, seq_length, precision, ranked[0], write_to))
+            f.write(advised_spec(model, ranked[0], instance_type=instance_type, seq_length=seq_length,
+                                 precision=precision, path=write_to))
     if output == "json":
         present.emit_json([c.as_dict() for c in ranked])
     else:

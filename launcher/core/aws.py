@@ -5,6 +5,7 @@ tool at an emulator); code takes a `Clients` as an argument so tests inject thei
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -12,9 +13,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher import __version__
 from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
 from launcher.core.sanitize import clean
+from launcher.core.version import VERSION
 
 # Per call: an endpoint that never answers costs at most TRIES x (CONNECT or READ timeout) plus the
 # standard mode's backoff (under 2 s for 3 tries): about 47 s. Set as total tries, not botocore's
@@ -72,7 +73,7 @@ class Clients:
 
             retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
             config = Config(retries={"mode": "standard", "max_attempts": retries},
-                            user_agent_extra=f"smp-launch/{__version__}",
+                            user_agent_extra=f"smp-launch/{VERSION}",
                             connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
                             read_timeout=self.read_timeout or READ_TIMEOUT)
             kwargs: dict[str, Any] = {"config": config}
@@ -125,6 +126,53 @@ class Clients:
         if name in services:
             return self.client(services[name])
         raise AttributeError(name)
+
+
+def resolve_region(spec_region: str | None = None, env: Mapping[str, str] | None = None, *,
+                   flag: str | None = None, profile: str | None = None) -> str | None:
+    """The one place a region is decided: the one the caller was given (`flag`: an argument, a command's
+    --region), else the spec's, else AWS_REGION / AWS_DEFAULT_REGION, else the profile's (read from disk,
+    no network); None when nothing names one. Decide it once, before anything reads it, and hand the
+    result to everything (plan, bucket checks, clients, state)."""
+    env = os.environ if env is None else env
+    if flag:
+        return flag
+    if spec_region:
+        return spec_region
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if env.get(var):
+            return env[var]
+    import botocore.exceptions
+    import botocore.session  # only when neither the caller, the spec nor the environment names a region
+
+    try:
+        session = botocore.session.Session(profile=profile or env.get("AWS_PROFILE") or None)
+        region = session.get_config_variable("region")
+    except botocore.exceptions.ProfileNotFound:
+        return None  # the client factory says so, in one line, when a client is made
+    return str(region) if region else None
+
+
+@contextlib.contextmanager
+def recording(clients: Clients) -> Iterator[list[str]]:
+    """Every AWS call made through `clients` while inside, as `service.Operation`, in order.
+
+    The hook goes on the session (clients made later copy its handlers) and on every client made
+    already; on the way out it is taken off all of them, those made inside included, so a shared
+    Clients records nothing after the block and no hook piles up. Injected doubles record nothing."""
+    calls: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        calls.append(f"{model.service_model.service_name}.{model.name}")
+
+    session_events = clients.session.events
+    for events in [session_events, *(c.meta.events for c in clients._cache.values())]:
+        events.register("before-call.*.*", note)
+    try:
+        yield calls
+    finally:
+        for events in [session_events, *(c.meta.events for c in clients._cache.values())]:
+            events.unregister("before-call.*.*", note)
 
 
 def _quietly(notify: Callable[[str], None], message: str) -> None:

@@ -4,6 +4,8 @@ Exit codes are a contract for Makefiles and pipelines (README, "Exit codes").
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.core.sanitize import clean
@@ -29,7 +31,7 @@ class LauncherError(Exception):
 
 @dataclass(frozen=True)
 class Mark:
-    """Where a value came from: a spec file position, or a `--set` flag."""
+    """Where a value came from: a spec file position, or the n-th override (file OVERRIDES, line n)."""
 
     file: str
     line: int
@@ -89,8 +91,36 @@ class SpecError(LauncherError):
         return shown
 
 
+# The `file` of a Mark on a value given as an override (`load_spec(path, overrides)`) rather than written
+# in a file: its `line` is the override's position, its `col` the column in `KEY.PATH=VALUE`. A shell
+# words it as the flag the overrides came from.
+OVERRIDES = "overrides"
+
+
 class UsageError(LauncherError):
     exit_code = EXIT_INVALID
+
+
+class ArgumentError(UsageError):
+    """A bad argument, said in its caller's words: the message names arguments as `{name}`, which reads
+    as the Python argument's name (`global_batch_tokens`) unless the caller words them its own way
+    (`worded`: a shell maps them to its flags, `--global-batch-tokens`)."""
+
+    _NAME = re.compile(r"\{([a-z_]+)\}")
+
+    def __init__(self, template: str):
+        self.template = template
+        super().__init__(self.worded())
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The arguments the message names, in order."""
+        return tuple(self._NAME.findall(self.template))
+
+    def worded(self, names: Mapping[str, str] | None = None) -> str:
+        """The message with each `{name}` as `names` words it (the argument's own name when absent)."""
+        words = names or {}
+        return self._NAME.sub(lambda m: words.get(m.group(1), m.group(1)), self.template)
 
 
 class Interrupted(LauncherError):

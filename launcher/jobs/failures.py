@@ -309,8 +309,6 @@ def _propose(plan: Mapping[str, Any]) -> str | None:
 
 # -- reading what a failed job left ---------------------------------------------------------------------------
 
-PLAN_TARBALL_LIMIT = 64 * 1024 * 1024  # bytes of a source tarball read to find plan.json (hostile: bounded)
-PLAN_JSON_LIMIT = 4 * 1024 * 1024
 LOG_LINE_LIMIT = 4096
 
 
@@ -355,32 +353,14 @@ def log_tail(clients: Any, job: str, lines: int = 100) -> list[str]:
 
 
 def job_plan(clients: Any, desc: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The job's plan.json, from the source tarball its `sagemaker_submit_directory` hyperparameter names;
-    None when the job has none (not launched by this tool) or it cannot be read."""
-    import io
-    import json
-    import tarfile
+    """The job's plan.json (launcher.jobs.stored); None when the job has none (not launched by this tool)
+    or it cannot be read: the remedy then falls back to the generic one."""
+    from launcher.jobs.stored import read_source, submit_directory
 
-    try:
-        raw = (desc.get("HyperParameters") or {}).get("sagemaker_submit_directory")
-        if not raw:
-            return None
-        uri = json.loads(raw) if raw.startswith('"') else raw
-        if not isinstance(uri, str) or not uri.startswith("s3://"):
-            return None
-        bucket, _, key = uri[5:].partition("/")
-        obj = clients.s3.get_object(Bucket=bucket, Key=key)
-        if int(obj.get("ContentLength") or 0) > PLAN_TARBALL_LIMIT:
-            return None
-        data = obj["Body"].read(PLAN_TARBALL_LIMIT + 1)
-        if len(data) > PLAN_TARBALL_LIMIT:
-            return None
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-            member = next((m for m in tar.getmembers() if m.name.lstrip("./") == "plan.json" and m.isfile()), None)
-            if member is None or member.size > PLAN_JSON_LIMIT:
-                return None
-            handle = tar.extractfile(member)
-            plan = json.loads(handle.read(PLAN_JSON_LIMIT)) if handle else None
-    except Exception:  # noqa: BLE001 - optional: the remedy falls back to the generic one
+    uri = submit_directory(desc)
+    if uri is None:
         return None
-    return plan if isinstance(plan, dict) else None
+    try:
+        return read_source(clients.s3, uri).plan
+    except Exception:  # noqa: BLE001 - optional: whatever cannot be read is left out
+        return None

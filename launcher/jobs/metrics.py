@@ -54,6 +54,10 @@ class Series:
     def values(self) -> list[float]:
         return [v for _, v in self.points]
 
+    def sparkline(self, width: int = 40) -> str:
+        """The values as one line of block characters, scaled 0-100 (see `sparkline`)."""
+        return sparkline(self.values, width)
+
     def to_dict(self) -> dict[str, Any]:
         return {"points": [list(p) for p in self.points], "min": self.min, "mean": self.mean, "max": self.max}
 
@@ -69,7 +73,8 @@ class HostMetrics:
 
 @dataclass(frozen=True)
 class JobMetrics:
-    """What `smp-launch metrics` shows; `to_dict()` is its `--output json` (text from AWS made safe to print)."""
+    """Each host's series for one job; `to_dict()` is what the metrics command prints as JSON (text from AWS made
+    safe to print)."""
 
     job_name: str
     instance_type: str
@@ -87,6 +92,11 @@ class JobMetrics:
                 "status": self.status, "start": self.start, "end": self.end, "period": self.period,
                 "get_metric_data_calls": self.get_metric_data_calls, "units": dict(self.units),
                 "hosts": [h.to_dict() for h in self.hosts]}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each metric's CloudWatch name -> what it measures, in the order shown ("GPU utilization")."""
+        return {name: label for name, label, _div in METRICS}
 
 
 def fetch(clients: Clients, job: str, since: float, now: float) -> JobMetrics:

@@ -58,7 +58,7 @@ def describe(clients: Clients, job: str) -> dict[str, Any]:
         err = exc.response.get("Error", {})
         if err.get("Code") == "ValidationException" and "find" in str(err.get("Message", "")).lower():
             region = clients.sagemaker.meta.region_name
-            raise JobNotFound(f"no training job named {job!r} in {region}; check the name and --region") from None
+            raise JobNotFound(f"no training job named {job!r} in {region}; check the job name and the region") from None
         raise explain(exc, f"describing {job}") from None
     except BotoCoreError as exc:
         raise explain(exc, f"describing {job}") from None
@@ -296,7 +296,8 @@ def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] |
         itype, count = instances(desc)
         question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")
         if confirm is None:
-            raise UsageError(f"stop asks before stopping {job}, and there is no terminal to ask on; pass --yes")
+            raise UsageError(f"stop asks before stopping {job}, and no `confirm` was given to ask with "
+                             "(pass yes=True to stop without asking)")
         if not confirm(question):
             return StopResult(clean(job), False, clean(status), "not stopped")
     try:
@@ -305,5 +306,4 @@ def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] |
         raise explain(exc, f"stopping {job}") from None
     after = describe(clients, job)["TrainingJobStatus"]
     return StopResult(clean(job), True, clean(after),
-                      clean(f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped "
-                            f"(follow with `smp-launch logs {job}`)"))
+                      clean(f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped"))

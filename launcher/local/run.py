@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher.core.errors import EXIT_OK, EXIT_PREFLIGHT, UsageError
+from launcher.core.errors import EXIT_OK, EXIT_PREFLIGHT, ArgumentError, UsageError
 from launcher.local.checks import Check, RunRecord, final_model_check, judge_runs, not_exercised, substitutions
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
@@ -121,7 +121,7 @@ def _require_torch() -> None:
 
     for name in ("torch", "transformers"):
         if importlib.util.find_spec(name) is None:
-            raise UsageError(f"the local run (`submit --local`) needs torch and transformers ({name} is missing): "
+            raise UsageError(f"the local run needs torch and transformers ({name} is missing): "
                              "pip install 'smp-launch[local]'")
 
 
@@ -184,9 +184,9 @@ def _fits_this_machine(spec: JobSpec, nproc: int) -> None:
     need = nproc * params * 4
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > 0.8 * have:
-        raise UsageError(f"{spec.model.preset or spec.model.type} has {params / 1e9:.2f}B parameters: {nproc} "
-                         f"processes need about {need / 2**30:.0f} GiB to build it, this machine has "
-                         f"{have / 2**30:.0f} GiB; add --tiny to run the same architecture at a small size")
+        raise ArgumentError(f"{spec.model.preset or spec.model.type} has {params / 1e9:.2f}B parameters: {nproc} "
+                            f"processes need about {need / 2**30:.0f} GiB to build it, this machine has "
+                            f"{have / 2**30:.0f} GiB; add {{tiny}} to run the same architecture at a small size")
 
 
 def local_spec(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: int | None,
@@ -197,7 +197,7 @@ def local_spec(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: 
 
     steps = DEFAULT_STEPS if max_steps is None else max_steps
     if steps < 3:
-        raise UsageError("--max-steps must be at least 3: the local run checkpoints part-way and resumes")
+        raise ArgumentError("{max_steps} must be at least 3: the local run checkpoints part-way and resumes")
     base = load_spec(spec_path, overrides)
     refused = blocking_errors(build_plan(base))
     if refused:
@@ -220,7 +220,7 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
     from launcher.render.files import write_source_dir
 
     if nproc < 1:
-        raise UsageError("--nproc must be at least 1")
+        raise ArgumentError("{nproc} must be at least 1")
     _require_torch()
     loaded, changes = local_spec(spec_path, overrides, tiny, max_steps, nproc)
     spec = loaded.spec

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from launcher.core.aws import AwsError, Clients, explain
+from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import LauncherError, UsageError
 from launcher.plan.build import Plan
 
@@ -67,7 +67,7 @@ def _check(name: str, plans: Sequence[Plan]) -> str:
     regions = {p.region for p in plans}
     if len(regions) != 1 or None in regions:
         raise UsageError("every spec of a pipeline must run in one region (got "
-                         f"{', '.join(sorted(str(r) for r in regions))}); set cluster.region or --region")
+                         f"{', '.join(sorted(str(r) for r in regions))}); build every plan for one region")
     return str(next(iter(regions)))
 
 
@@ -114,24 +114,6 @@ def _per_execution(plan: Plan) -> Plan:
 
 
 @contextlib.contextmanager
-def _recording(clients: Clients) -> Iterator[list[str]]:
-    """Every AWS call made through the clients (those made already and those made later) while inside."""
-    calls: list[str] = []
-
-    def note(model, **_):
-        calls.append(f"{model.service_model.service_name}.{model.name}")
-
-    emitters = [clients.session.events, *(c.meta.events for c in clients._cache.values())]
-    for events in emitters:
-        events.register("before-call.*.*", note)
-    try:
-        yield calls
-    finally:
-        for events in emitters:
-            events.unregister("before-call.*.*", note)
-
-
-@contextlib.contextmanager
 def _quiet_pipeline_warning() -> Iterator[None]:
     """The SDK warns (UserWarning) on every fit under a PipelineSession that no job is started: that is the point."""
     import warnings
@@ -169,10 +151,8 @@ def pipeline_tags(plans: Sequence[Plan]) -> list[dict[str, str]]:
 def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
                         clients: Clients | None = None) -> dict[str, Any]:
     """The definition `pipeline --dry-run` prints: pure, no AWS call (a role name stays a placeholder)."""
-    from launcher.api import connect
-
     region = _check(name, plans)
-    clients = clients or connect(region=region)
+    clients = clients or Clients(region=region)
     return definition(build_pipeline(plans, name, role_arn or plans[0].role_arn_placeholder, clients))
 
 
@@ -183,11 +163,9 @@ def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None
 
     `role` (a name or ARN) is the role the pipeline runs under and the jobs get; default: the first
     spec's. Every job of the pipeline gets that role, so it is checked against every plan."""
-    from launcher.api import connect
-
     region = _check(name, plans)
-    clients = clients or connect(region=region)
-    with _recording(clients) as calls:
+    clients = clients or Clients(region=region)
+    with recording(clients) as calls:
         return _upsert_checked(plans, name, region, role, dry_run, skip_role_check, clients, calls)
 
 

@@ -1,18 +1,14 @@
 """Provenance: what a launched job ran, read back from its own source tarball; `rerun` and `diff` on it.
 
-Every job smp-launch starts carries its source tarball (the hyperparameter `sagemaker_submit_directory`
-names it), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets redacted) and
-`spec.json` (the validated spec, secrets redacted). Reading them back needs no local file: a job is
-its own record. Everything read from AWS is hostile input: the tarball's size, its members and their
-JSON are bounded and checked before use.
+Every job smp-launch starts carries its source tarball, which holds `plan.json` and `spec.json`
+(launcher.jobs.stored reads them back, bounded: they come from AWS). Reading them needs no local file:
+a job is its own record.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
-import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,10 +22,6 @@ if TYPE_CHECKING:
     from launcher.plan.build import Plan
     from launcher.submission.create import Submission
 
-MAX_TARBALL = 64 * 1024 * 1024  # a rendered source dir is tens of KB; more is not ours
-MAX_UNPACKED = 64 * 1024 * 1024
-MAX_STORED_JSON = 1024 * 1024  # plan.json and spec.json are a few KB
-STORED = ("plan.json", "spec.json")
 # Keys that differ between any two jobs (or are derived from what differs) and say nothing on their own.
 IGNORED = frozenset({"job_name", "spec_hash", "estimator.tags[smp-launch:spec-hash]"})
 _MISSING = object()
@@ -78,77 +70,30 @@ def _shown(value: Any) -> str:
     return clean(json.dumps(value, sort_keys=True, default=str), 300)
 
 
-def submit_directory(description: Mapping[str, Any]) -> str | None:
-    """The job's source tarball URI: the SDK stores it JSON-quoted in `sagemaker_submit_directory`."""
-    raw = (description.get("HyperParameters") or {}).get("sagemaker_submit_directory")
-    if not isinstance(raw, str):
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
-    return value if isinstance(value, str) and value.startswith("s3://") and value.endswith(".tar.gz") else None
-
-
 def _not_ours(job: str, why: str) -> NotLaunchedHere:
     return NotLaunchedHere(f"{clean(job, 100)} was not launched by smp-launch ({why}); rerun and diff read the "
                            "plan smp-launch stores in the job's source")
 
 
-def read_files(data: bytes) -> dict[str, bytes]:
-    """The regular files of a gzip'd tarball, bounded (no member written to disk, no link followed)."""
-    files: dict[str, bytes] = {}
-    total = 0
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        for member in tar:
-            total += member.size
-            if total > MAX_UNPACKED:
-                raise ValueError("the tarball unpacks to more than 64 MiB")
-            if member.isfile():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    files[member.name] = handle.read()
-    return files
-
-
 def stored_job(clients: Clients, job: str) -> StoredJob:
-    """Read a job's stored plan (and spec) from its source tarball in S3."""
+    """Read a job's stored plan (and spec) from its source tarball in S3 (launcher.jobs.stored)."""
     from launcher.jobs.status import describe
-    from launcher.render.source import split_s3
+    from launcher.jobs.stored import Unreadable, read_source, submit_directory
 
     description = describe(clients, job)
     uri = submit_directory(description)
     if uri is None:
         raise _not_ours(job, "it has no source tarball")
-    bucket, key = split_s3(uri)
     try:
-        obj = clients.s3.get_object(Bucket=bucket, Key=key)
-        if int(obj.get("ContentLength") or 0) > MAX_TARBALL:
-            raise _not_ours(job, f"its source {clean(uri, 200)} is larger than 64 MiB")
-        data = obj["Body"].read(MAX_TARBALL + 1)
+        source = read_source(clients.s3, uri)
+    except Unreadable as why:
+        raise _not_ours(job, str(why)) from None
     except LauncherError:
         raise
     except Exception as exc:
         raise explain(exc, f"reading {clean(job, 100)}'s source {clean(uri, 200)}") from None
-    try:
-        files = read_files(data)
-    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
-        raise _not_ours(job, f"its source is not a readable tarball: {clean(exc, 200)}") from None
-    if "plan.json" not in files:
-        raise _not_ours(job, "its source has no plan.json")
-    stored = {}
-    for name in STORED:
-        if name in files:
-            if len(files[name]) > MAX_STORED_JSON:
-                raise _not_ours(job, f"its {name} is larger than 1 MiB")
-            try:
-                stored[name] = json.loads(files[name])
-            except ValueError:
-                raise _not_ours(job, f"its {name} is not JSON") from None
-            if not isinstance(stored[name], dict):
-                raise _not_ours(job, f"its {name} is not a JSON object")
-    return StoredJob(name=job, description=description, source_uri=uri, tarball=data, files=files,
-                     plan=stored["plan.json"], spec=stored.get("spec.json"))
+    return StoredJob(name=job, description=description, source_uri=uri, tarball=source.tarball,
+                     files=source.files, plan=source.plan, spec=source.spec)
 
 
 # ---------------------------------------------------------------------------------------------- rerun
@@ -232,11 +177,11 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
 def rerun(name: str, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
           now: datetime | None = None) -> Submission:
     """Submit a job's stored plan again under a new name, through the same checks as submit."""
-    from launcher.api import submit
+    from launcher.submission.create import submit
 
     stored = stored_job(clients, name)
     plan, warnings = rerun_plan(stored, clients, now=now)
-    result = submit(plan, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
+    result = submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
     return dataclasses.replace(result, warnings=(*warnings, *result.warnings))
 
 
@@ -303,13 +248,11 @@ def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
 def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
     if is_spec_file(ref):
-        from launcher.plan.build import build_plan, resolve_region
+        from launcher.plan.build import build_plan
         from launcher.render.files import deterministic_plan, stored_spec
         from launcher.spec.loader import load_spec
 
-        loaded = load_spec(ref, [])
-        region = clients.region or resolve_region(loaded.spec.cluster.region, clients.env)
-        plan = build_plan(loaded, env=clients.env, region=region)
+        plan = build_plan(load_spec(ref, []), env=clients.env, region=clients.region)
         return full_spec(stored_spec(plan)) if spec else deterministic_plan(plan)
     stored = stored_job(clients, ref)
     if spec:

@@ -89,10 +89,10 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], 
         return (lambda _region: shared), (lambda _region: shared)
     factory = clients
     if factory is None:
-        from launcher.api import connect
+        from launcher.core.aws import Clients
 
         def factory(region: str | None) -> Clients:
-            return connect(region=region)
+            return Clients(region=region)
 
     polling: dict[str | None, Clients] = {}
 
@@ -136,9 +136,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     from launcher.jobs.status import job_status
 
     if submit is None:
-        from launcher.api import submit as api_submit
-
-        submit = api_submit
+        from launcher.submission.create import submit
     if check is None:
         from launcher.submission.create import check_account
 

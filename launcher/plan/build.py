@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from launcher import __version__
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
+from launcher.core.aws import resolve_region
 from launcher.core.errors import Mark, Problem, SpecError, UsageError
 from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.core.names import (
@@ -30,6 +30,7 @@ from launcher.core.names import (
     SPEC_HASH_TAG,
     VERSION_TAG,
 )
+from launcher.core.version import VERSION
 from launcher.render import progress
 from launcher.rules import Advisory, run_rules
 from launcher.rules.decisions import Decisions
@@ -43,28 +44,6 @@ SMP_PARAMETER_KEYS = (
     "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
     "context_parallel_degree", "expert_parallel_degree", "random_seed",
 )
-
-
-def resolve_region(spec_region: str | None, env: Mapping[str, str], *, flag: str | None = None,
-                   profile: str | None = None) -> str | None:
-    """The one place a command's region is decided: --region, else the spec's, else AWS_REGION /
-    AWS_DEFAULT_REGION, else the profile's (read from disk, no network). Decide it once, before
-    anything reads it, and hand the result to everything (plan, bucket checks, clients, state)."""
-    if flag:
-        return flag
-    if spec_region:
-        return spec_region
-    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        if env.get(var):
-            return env[var]
-    import botocore.exceptions
-    import botocore.session  # only when neither the spec nor the environment names a region
-
-    try:
-        session = botocore.session.Session(profile=profile or env.get("AWS_PROFILE") or None)
-        return session.get_config_variable("region")
-    except botocore.exceptions.ProfileNotFound:
-        return None  # the client factory says so, in one line, when a client is made
 
 
 def job_name(base: str, now: datetime) -> str:
@@ -428,7 +407,7 @@ def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str,
     output = spec.output.path.rstrip("/")
     tags = [{"Key": k, "Value": v} for k, v in spec.tags.items()] + [
         {"Key": MANAGED_TAG, "Value": "true"},
-        {"Key": VERSION_TAG, "Value": __version__},
+        {"Key": VERSION_TAG, "Value": VERSION},
         {"Key": SPEC_HASH_TAG, "Value": hashed},
     ]
     if commit:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.errors import LauncherError, Mark, Problem, SpecError, UsageError
+from launcher.core.errors import OVERRIDES, LauncherError, Mark, Problem, SpecError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 
@@ -190,7 +190,7 @@ class SweepPlan:
 
 def _sweep_mark(mark: Mark, expansion: Expansion, user_sets: int) -> Mark:
     """A problem the loader placed on a synthesized `--set` points at the --sweep flag it came from."""
-    if mark.file != "--set" or mark.line <= user_sets:
+    if mark.file != OVERRIDES or mark.line <= user_sets:
         return mark
     position, column = expansion.origins[mark.line - user_sets - 1]
     key_len = len(expansion.sets[mark.line - 1].partition("=")[0])
@@ -203,7 +203,8 @@ def prepare(expansion: Expansion, *, user_sets: int, region: str | None = None, 
     """Load, validate, plan and advise one expansion (no AWS call); a refusal carries its reasons."""
     import os
 
-    from launcher.plan.build import advisory_problems, build_plan, resolve_region
+    from launcher.core.aws import resolve_region
+    from launcher.plan.build import advisory_problems, build_plan
     from launcher.spec.loader import load_spec
 
     env = os.environ if env is None else env

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.catalog.smp import INSTANCES
-from launcher.core.errors import UsageError
+from launcher.core.errors import ArgumentError
 from launcher.rules import Severity, run_rules
 from launcher.rules.checks import MAX_GLOBAL_TOKENS
 from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
@@ -36,7 +36,7 @@ def parse_tokens(text: str) -> int:
     """`4M`, `4Mi`, `512K` or a plain number; M and K are binary (4M = 4,194,304, the best practices' limit)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMm]i?)?\s*", str(text))
     if not m:
-        raise UsageError(f"--global-batch-tokens: {text!r} is not a token count such as 4M or 2097152")
+        raise ArgumentError(f"{{global_batch_tokens}}: {text!r} is not a token count such as 4M or 2097152")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20}[(m.group(2) or "")[:1].lower()]
     return int(float(m.group(1)) * scale)
 
@@ -182,19 +182,19 @@ def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int |
     if preset not in PRESETS:
         from launcher.spec.models import did_you_mean
 
-        raise UsageError(f"--model: unknown preset '{preset}'{did_you_mean(preset, PRESETS)}")
+        raise ArgumentError(f"{{model}}: unknown preset '{preset}'{did_you_mean(preset, PRESETS)}")
     if instance_type not in INSTANCES:
-        raise UsageError(f"--instance-type: {instance_type} is not one of {', '.join(INSTANCES)}")
+        raise ArgumentError(f"{{instance_type}}: {instance_type} is not one of {', '.join(INSTANCES)}")
     if instances is not None:
         return _search(preset, instance_type, instances, seq_length, precision, global_batch_tokens)
     if global_batch_tokens is None:
-        raise UsageError("give --instances, or --global-batch-tokens to derive the cluster size from it")
+        raise ArgumentError("give {instances}, or {global_batch_tokens} to derive the cluster size from it")
     for n in INSTANCE_COUNTS:
         found = _search(preset, instance_type, n, seq_length, precision, global_batch_tokens)
         if found:
             return found
-    raise UsageError(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches {global_batch_tokens:,} "
-                     "tokens per step with a batch that fits; lower --global-batch-tokens or --seq-length")
+    raise ArgumentError(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches {global_batch_tokens:,} "
+                        "tokens per step with a batch that fits; lower {global_batch_tokens} or {seq_length}")
 
 
 def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, best: AdvisedLayout,

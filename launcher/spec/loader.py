@@ -1,4 +1,4 @@
-"""Load a job spec: YAML with line marks, `extends`, `--set` overrides, `${VAR}` expansion, validation.
+"""Load a job spec: YAML with line marks, `extends`, overrides (`KEY.PATH=VALUE`), `${VAR}` expansion, validation.
 
 Every problem becomes one `FILE:LINE:COL: path: message` line (a SpecError, exit code 2); nothing
 here touches the network.
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from launcher.core.errors import Mark, Problem, SpecError
+from launcher.core.errors import OVERRIDES, Mark, Problem, SpecError
 from launcher.core.sanitize import clean
 from launcher.spec.models import PATTERN_WORDS, JobSpec, did_you_mean
 from launcher.spec.yaml12 import Loader, Refused, scalar
@@ -120,7 +120,7 @@ def _compose(text: str, at: Callable[[Any], Mark], path: str = "yaml") -> tuple[
 
     `at` turns a YAML position into a Mark; `path` names the field in a message about the YAML itself.
     """
-    bad = _NON_PRINTABLE.search(text)  # a --set value; a file's text was checked as it was decoded
+    bad = _NON_PRINTABLE.search(text)  # an override's value; a file's text was checked as it was decoded
     if bad:
         at_char = yaml.Mark("", bad.start(), text.count("\n", 0, bad.start()),
                             bad.start() - text.rfind("\n", 0, bad.start()) - 1, None, None)
@@ -299,18 +299,18 @@ def _apply_set(doc: _Doc, overrides: Sequence[str]) -> None:
     for i, expr in enumerate(overrides, start=1):
         key, eq, raw = expr.partition("=")
         parts = tuple(key.strip().split("."))
-        where = Mark("--set", i, len(key) + 2)
+        where = Mark(OVERRIDES, i, len(key) + 2)
         if not eq or not all(parts):
-            raise SpecError([Problem(Mark("--set", i, 1), clean(key, limit=SHOWN) or "--set",
+            raise SpecError([Problem(Mark(OVERRIDES, i, 1), clean(key, limit=SHOWN) or OVERRIDES,
                                      f"expected KEY.PATH=VALUE, got {shown(expr)}")])
         dotted = clean(key.strip(), limit=200)
         if parts[0] == "extends":
-            raise SpecError([Problem(Mark("--set", i, 1), dotted,
-                                     "extends cannot be set with --set: write `extends:` in the spec file")])
+            raise SpecError([Problem(Mark(OVERRIDES, i, 1), dotted,
+                                     "extends cannot be overridden: write `extends:` in the spec file")])
         value, is_plain = None, True
         if raw.strip():
             def at(m: Any, i: int = i, col: int = where.col) -> Mark:
-                return Mark("--set", i, col + (m.column if m else 0))
+                return Mark(OVERRIDES, i, col + (m.column if m else 0))
             node, value = _compose(raw, at, dotted)
             if node is None:
                 value = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from launcher.core.aws import AwsError, Clients, explain
+from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, build_plan, require_region, resolve_region
@@ -164,14 +164,12 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
     Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
     """
-    calls: list[str] = []
+    with recording(clients) as calls:
+        return _submit(plan, clients, calls, dry_run=dry_run, skip_role_check=skip_role_check, start=start)
 
-    def note(model: Any, **_: Any) -> None:
-        calls.append(f"{model.service_model.service_name}.{model.name}")
 
-    # clients made later copy the session's handlers; those made already (rerun reads first) need their own
-    for events in (clients.session.events, *(c.meta.events for c in clients._cache.values())):
-        events.register("before-call.*.*", note)
+def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, skip_role_check: bool,
+            start: Callable[..., str] | None) -> Submission:
     account = check_account(plan, clients, skip_role_check=skip_role_check)
     source = plan.source
     uploaded = remembered = False

@@ -1,0 +1,125 @@
+"""What a launched job stored: its source tarball in S3 and the plan.json and spec.json inside it.
+
+Every job smp-launch starts carries its source tarball (the SDK names it in the hyperparameter
+`sagemaker_submit_directory`), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets
+redacted) and `spec.json` (the validated spec, secrets redacted): a job is its own record. This is the
+one reader of it, for the failure remedies and for `rerun` and `diff`. Everything read from AWS is
+hostile input: the tarball's bytes, its members and the stored JSON's size and depth are bounded
+before use, no member is written to disk and no link is followed.
+"""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.sanitize import clean
+
+MAX_TARBALL = 64 * 1024 * 1024  # bytes read from S3, and bytes unpacked: a rendered source dir is tens of KB
+MAX_MEMBERS = 1000  # a source dir holds about ten files
+MAX_JSON = 1024 * 1024  # plan.json and spec.json are a few KB
+MAX_DEPTH = 64  # levels of nesting in plan.json or spec.json (a plan nests about six)
+STORED = ("plan.json", "spec.json")
+
+
+class Unreadable(ValueError):
+    """The job's stored source cannot be read back; the message says why ("its source has no plan.json")."""
+
+
+@dataclass(frozen=True)
+class StoredSource:
+    """A job's source tarball (its URI, bytes and regular files) and the plan and spec stored in it."""
+
+    uri: str
+    tarball: bytes
+    files: Mapping[str, bytes]
+    plan: dict[str, Any]
+    spec: dict[str, Any] | None  # None for a job launched before the spec was stored
+
+
+def submit_directory(description: Mapping[str, Any]) -> str | None:
+    """The job's source tarball URI (DescribeTrainingJob's `sagemaker_submit_directory`, JSON-quoted by
+    the SDK); None when the job names none, or names something that is not an S3 tarball."""
+    raw = (description.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return value if isinstance(value, str) and value.startswith("s3://") and value.endswith(".tar.gz") else None
+
+
+def read_files(data: bytes) -> dict[str, bytes]:
+    """The regular files of a gzip'd tarball by name, bounded in members and unpacked bytes (ValueError
+    past either); links and other non-files are left out."""
+    files: dict[str, bytes] = {}
+    total = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for count, member in enumerate(tar, 1):
+            if count > MAX_MEMBERS:
+                raise ValueError(f"the tarball holds more than {MAX_MEMBERS} members")
+            total += member.size
+            if total > MAX_TARBALL:
+                raise ValueError("the tarball unpacks to more than 64 MiB")
+            if member.isfile():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    files[member.name.removeprefix("./")] = handle.read()
+    return files
+
+
+def _depth(value: Any) -> int:
+    """How deeply a parsed JSON value nests (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_stored(name: str, data: bytes) -> dict[str, Any]:
+    """One stored JSON file (plan.json, spec.json) as a dict; Unreadable when it is too large, not JSON,
+    nested too deeply or not an object."""
+    if len(data) > MAX_JSON:
+        raise Unreadable(f"its {name} is larger than 1 MiB")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise Unreadable(f"its {name} nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError:
+        raise Unreadable(f"its {name} is not JSON") from None
+    if not isinstance(value, dict):
+        raise Unreadable(f"its {name} is not a JSON object")
+    if _depth(value) > MAX_DEPTH:
+        raise Unreadable(f"its {name} nests deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def read_source(s3: Any, uri: str) -> StoredSource:
+    """The source tarball at `uri` and the plan (and spec) stored in it. Raises Unreadable (why) for what
+    is not a source smp-launch wrote; S3's own errors (no such key, access denied) pass through."""
+    from launcher.render.source import split_s3
+
+    bucket, key = split_s3(uri)
+    obj = s3.get_object(Bucket=bucket, Key=key)
+    too_big = Unreadable(f"its source {clean(uri, 200)} is larger than 64 MiB")
+    if int(obj.get("ContentLength") or 0) > MAX_TARBALL:
+        raise too_big
+    data = obj["Body"].read(MAX_TARBALL + 1)
+    if len(data) > MAX_TARBALL:
+        raise too_big
+    try:
+        files = read_files(data)
+    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        raise Unreadable(f"its source is not a readable tarball: {clean(exc, 200)}") from None
+    if "plan.json" not in files:
+        raise Unreadable("its source has no plan.json")
+    stored = {name: parse_stored(name, files[name]) for name in STORED if name in files}
+    return StoredSource(uri=uri, tarball=data, files=files, plan=stored["plan.json"], spec=stored.get("spec.json"))
