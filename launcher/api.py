@@ -13,11 +13,12 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from launcher.core.aws import Clients
-    from launcher.jobs.status import JobStatus, JobSummary
+    from launcher.jobs.status import JobStatus, JobSummary, Outcome
     from launcher.jobs.tail import LogLines
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change
     from launcher.orchestrate.queue import Event, PlanRun
+    from launcher.orchestrate.retry import RetryPolicy
     from launcher.plan.build import Plan
     from launcher.plan.sweep import Candidate
     from launcher.spec.loader import LoadedSpec
@@ -53,18 +54,27 @@ def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str,
     return _build(spec, now=now, env=env, region=region)
 
 
+def plan_for_region(spec: LoadedSpec, clients: Clients, *, now: datetime | None = None) -> Plan:
+    """The plan for the region these clients resolve to, which they then keep: their own region (a region
+    the caller chose), else the spec's `cluster.region`, the environment's (AWS_REGION, AWS_DEFAULT_REGION)
+    or the profile's. Pure apart from reading the profile's configuration: no AWS call."""
+    from launcher.submission.create import plan_for
+
+    return plan_for(spec, clients, now)
+
+
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
            clients: Clients | None = None) -> Submission:
     """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run).
 
-    The clients are for the plan's region (made for it when not given). Raises SpecError when the
-    plan's advisor found errors, RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is
-    created (with `.started`: whether it exists). Warnings are in the Submission, never printed."""
-    from launcher.submission.create import submit as _submit
+    A queue of one (submit_many with one plan that does not wait). The clients are for the plan's
+    region (made for it when not given). Raises SpecError when the plan's advisor found errors,
+    RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is submitted (with `.started`:
+    whether it exists). Warnings are in the Submission, never printed."""
+    from launcher.orchestrate.queue import submit_one
 
-    if clients is None:
-        clients = connect(region=plan.region)
-    return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+    return submit_one(plan, dry_run=dry_run, skip_role_check=skip_role_check,
+                      clients=clients or connect(region=plan.region))
 
 
 def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) -> JobStatus:
@@ -87,6 +97,22 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
     from launcher.jobs.status import wait as _wait
 
     return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
+
+
+def worst_exit_code(outcomes: Iterable[Outcome]) -> int:
+    """One exit code for what `wait` or `submit_many` returned: an error's (the first), else 1 any Failed,
+    5 any Stopped, 124 any job a wait left running, 0 all Completed (the CLI's exit code)."""
+    from launcher.jobs.status import worst_exit_code as _worst
+
+    return _worst(outcomes)
+
+
+def resolve_job(job: str, region: str | None = None) -> tuple[str, str | None]:
+    """(job name, region) for a job argument: `latest` is the job last submitted from this machine, in its
+    region unless `region` is given; any other name is itself. Raises UsageError when nothing was submitted."""
+    from launcher.core.state import resolve_job as _resolve
+
+    return _resolve(job, region)
 
 
 def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
@@ -120,7 +146,7 @@ def list_jobs(*, running: bool = False, name_contains: str | None = None, limit:
     return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
 
 
-# -- many plans (issue 13: sweeps and a queue) ---------------------------------------------------------
+# -- many plans: sweeps and a queue ------------------------------------------------------------------------
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
@@ -139,20 +165,30 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
     return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now)
 
 
+def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:
+    """Why plans that keep their instances warm (cluster.keep_alive) will not reuse each other's pool."""
+    from launcher.plan.sweep import warm_pool_notes as _notes
+
+    return _notes(plans, max_concurrent)
+
+
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
                 wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
                 clients: Clients | Callable[[str], Clients] | None = None,
-                on_event: Callable[[Event], None] | None = None,
-                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> list[PlanRun]:
+                on_event: Callable[[Event], None] | None = None, retry: RetryPolicy | None = None,
+                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> tuple[PlanRun, ...]:
     """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
 
-    Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or an
-    `on_failure` hook, which may return a plan to submit again for a job that Failed or was Stopped)
-    once every job ended. Nothing is printed: `on_event` gets each start, end, resubmission and error."""
+    Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or a
+    `retry` policy, or an `on_failure` hook) once every job ended. A job that ends in a failure class
+    `retry` retries is submitted again as its next attempt after the policy's backoff; `on_failure`
+    may instead return any plan to submit for a job that Failed or was Stopped (give one or the other).
+    Nothing is printed: `on_event` gets each start, end, resubmission and error as an Event."""
     from launcher.orchestrate.queue import run_queue
 
     return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
-                     skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
+                     skip_role_check=skip_role_check, clients=clients, on_event=on_event, retry=retry,
+                     on_failure=on_failure)
 
 
 # issue 13 (13c): provenance and SageMaker Pipelines
