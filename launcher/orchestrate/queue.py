@@ -229,6 +229,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     runs = [PlanRun(i, p) for i, p in enumerate(plans)]
     current = dict(enumerate(plans))  # the plan each run submits next (a resubmission replaces it)
     backoff: dict[int, float] = {}  # seconds a resubmission still waits, counted down by the queue's sleeps
+    waited: dict[int, float] = {}  # the backoff a resubmission waits in all
     pending = deque(range(len(runs)))
     running: dict[str, int] = {}
     in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
@@ -239,7 +240,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
 
     def start(i: int) -> bool:
         run, plan = runs[i], current[i]
-        waited = backoff.pop(i, 0.0)
+        backoff.pop(i, None)
         in_flight.append(i)
         try:
             result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check,
@@ -253,7 +254,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             return False
         finally:
             in_flight.remove(i)
-        attempts = (*run.attempts, Attempt(result, None, waited))
+        attempts = (*run.attempts, Attempt(result, None, waited.pop(i, 0.0)))
         if dry_run:
             update(i, attempts=attempts, state=PlanState.DRY_RUN)
             emit(Event(EventKind.DRY_RUN, i, result.job_name, running=len(running), submission=result))
@@ -279,6 +280,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             decided = again_after(current[i], status, len(runs[i].attempts))
             if decided is not None:
                 current[i], backoff[i] = decided
+                waited[i] = decided[1]
                 pending.appendleft(i)
                 emit(Event(EventKind.RESUBMIT, i, decided[0].job_name, status=status, running=len(running),
                            backoff_s=decided[1]))
