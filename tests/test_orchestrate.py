@@ -183,3 +183,15 @@ def test_worst_exit_code_puts_an_error_first_then_failed_stopped_and_a_timed_out
     assert worst_exit_code([job("Stopped"), job("Failed")]) == 1
     assert worst_exit_code([SimpleNamespace(exit_code=1), SimpleNamespace(exit_code=4)]) == 4  # an error wins
     assert worst_exit_code([]) == 0 and job("Failed").status is JobState.FAILED
+
+
+def test_the_public_api_has_one_submit_path_and_its_typed_states():
+    import launcher
+
+    for name in ("plan_for_region", "worst_exit_code", "resolve_job", "warm_pool_notes", "JobState", "PlanState",
+                 "EventKind"):
+        assert name in launcher.__all__ and getattr(launcher, name) is not None
+    assert "submit_with_retries" not in launcher.__all__
+    with pytest.raises(AttributeError):
+        launcher.submit_with_retries  # noqa: B018
+    assert launcher.EventKind("resubmit") is launcher.EventKind.RESUBMIT and launcher.PlanState.ERROR == "error"

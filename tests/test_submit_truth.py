@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 import emulator
+from launcher.cli.submit import for_shell
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import EXIT_INTERRUPTED, Interrupted
 from launcher.core.state import last_submitted
@@ -58,7 +59,9 @@ def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(aws):
         submit(spec(), Clients(), now=NOW, start=real_start_then_interrupt)
     name = err.value.job_name
     assert err.value.started is True and err.value.exit_code == EXIT_INTERRUPTED == 130
-    assert f"{name} was started in us-west-2" in str(err.value) and f"smp-launch stop {name}" in str(err.value)
+    worded = str(for_shell(err.value, "us-west-2"))  # the CLI adds the commands to follow and stop it
+    assert f"{name} was started in us-west-2" in str(err.value) and f"smp-launch stop {name}" in worded
+    assert "smp-launch" not in str(err.value) and f"smp-launch logs {name} --region us-west-2" in worded
     assert jobs_in("us-west-2") == [name]
     assert last_submitted()["job_name"] == name  # `latest` is a job that exists
 
@@ -89,8 +92,10 @@ def test_interrupt_when_nobody_can_tell_gives_the_command_to_check(aws):
         submit(spec(), clients, now=NOW, start=interrupt_before_creating)
     name = err.value.job_name
     assert err.value.started is None and "cannot tell whether" in str(err.value)
-    assert f"`smp-launch status {name} --region us-west-2`" in str(err.value)
-    assert "started in" not in str(err.value) and "not started" not in str(err.value)
+    assert "smp-launch" not in str(err.value) and "us-west-2" in str(err.value)  # the library names no command
+    worded = str(for_shell(err.value, "us-west-2"))  # the CLI does
+    assert f"`smp-launch status {name} --region us-west-2`" in worded
+    assert "started in" not in worded and "not started" not in worded
 
 
 def sdk_create_then(action, monkeypatch):
@@ -418,3 +423,24 @@ def test_an_unknown_profile_is_one_line(aws, run_cli, tmp_path, command):
                 env={"AWS_CONFIG_FILE": str(config)})
     assert r.code == 4 and r.err.strip().splitlines() == [
         "The config profile (nosuch) could not be found; check AWS_PROFILE and ~/.aws/config"]
+
+
+def test_the_api_plans_for_the_clients_region_and_binds_them_to_it(aws, eu_bucket):
+    from launcher import api
+
+    clients = Clients(region="eu-west-1")
+    plan = api.plan_for_region(spec(f"output.path={eu_bucket}"), clients, now=NOW)
+    assert plan.region == clients.region == "eu-west-1" and ".eu-west-1." in plan.framework.image_uri
+    clients = Clients()
+    plan = api.plan_for_region(spec("cluster.region=ap-south-1"), clients, now=NOW)
+    assert plan.region == clients.region == "ap-south-1"
+
+
+def test_clients_shared_by_many_submits_record_each_submits_calls_once(aws):
+    clients = Clients(region="us-west-2")
+    first = submit(spec(), clients, now=NOW, dry_run=True)
+    second = submit(spec(), clients, now=NOW, dry_run=True)
+    assert first.aws_calls == second.aws_calls and "s3.GetBucketLocation" in first.aws_calls
+    for events in (clients.session.events, clients.s3.meta.events, clients.iam.meta.events):
+        ids = getattr(events, "_emitter", events)._unique_id_handlers  # botocore's, behind its aliaser
+        assert not [i for i in ids if str(i).startswith("smp-launch-calls-")], "a recorder was left behind"

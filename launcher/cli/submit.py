@@ -35,6 +35,21 @@ def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
         raise UsageError(f"--retry {retry[:80]!r}: {err}") from None
 
 
+def for_shell(err: Any, region: str | None) -> Any:
+    """The error with the commands that settle what it leaves open: a job an interrupt left running (follow
+    it, stop it) or left unknown (look it up)."""
+    from launcher.core.errors import Interrupted
+
+    if not isinstance(err, Interrupted) or not err.job_name or err.started is False:
+        return err
+    name, where = err.job_name, f" --region {region}" if region else ""
+    if err.started:
+        hint = (f": follow it with `smp-launch logs {name}{where}`, stop it with `smp-launch stop {name}{where}`")
+    else:
+        hint = f" (`smp-launch status {name}{where}`)"
+    return Interrupted(f"{err}{hint}", name, err.started)
+
+
 def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
@@ -101,7 +116,7 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
                          clients=clients, retry=retry, on_event=attempt_printer(as_json) if retry else None)
     if run.error is not None:
-        raise run.error
+        raise for_shell(run.error, plan.region)
     if retry is not None:
         if as_json:
             emit_json(safe_data({"job_name": run.job_name, "status": run.status.status.value if run.status else None,
@@ -220,9 +235,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     for run in runs:
         for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
             warn(message)
-    errors = [run.error for run in runs if run.error is not None]
-    for err in dict.fromkeys(errors):  # an interrupt while waiting is one error shared by the plans it stopped
-        for line in err.lines():
+    errors = {run.error: run.plan.region for run in runs if run.error is not None}
+    for err, plan_region in errors.items():  # an interrupt while waiting is one error shared by the plans it stopped
+        for line in for_shell(err, plan_region).lines():
             click.echo(safe(line), err=True)
     if as_json:
         out = []

@@ -110,8 +110,8 @@ def _role_arn(plan: Plan, clients: Clients) -> str:
 
 
 def plan_for(loaded: LoadedSpec, clients: Clients, now: datetime | None = None) -> Plan:
-    """The plan for a CLI submit: the region decided once (--region as clients.region, else the spec's,
-    the environment's or the profile's), then set on the clients so every call uses it."""
+    """The plan for these clients' region, decided once (the clients' own region, else the spec's, the
+    environment's or the profile's), then set on the clients so every call uses it."""
     clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
                                     profile=clients.profile)
     return build_plan(loaded, now=now, env=clients.env, region=clients.region)
@@ -242,8 +242,8 @@ def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Client
             if state is JobExistence.EXISTS:  # a try timed out after SageMaker had created the job
                 return f"CreateTrainingJob's answer was lost ({error}), but SageMaker has {name}"
             if state is JobExistence.UNKNOWN:
-                raise AwsError(f"{error}; cannot tell whether {name} was started: check with "
-                               f"`smp-launch status {name} --region {plan.region}` before submitting again") from None
+                raise AwsError(f"{error}; cannot tell whether {name} was started: look it up in {plan.region} "
+                               "before submitting it again") from None
             raise error from None
     if not interrupted.is_set():
         return None
@@ -252,14 +252,11 @@ def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Client
     region = plan.region
     if state is JobExistence.EXISTS:
         _remember(plan, clients)
-        message = (f"interrupted, but {name} was started in {region} and is running: follow it with "
-                   f"`smp-launch logs {name} --region {region}`, stop it with "
-                   f"`smp-launch stop {name} --region {region}`")
+        message = f"interrupted, but {name} was started in {region} and is running"
     elif state is JobExistence.ABSENT:
         message = f"interrupted: {name} was not started (SageMaker has no such job in {region}); nothing is running"
     else:
-        message = (f"interrupted: cannot tell whether {name} was started; check with "
-                   f"`smp-launch status {name} --region {region}` before submitting again")
+        message = f"interrupted: cannot tell whether {name} was started; look it up in {region} before submitting again"
     raise Interrupted(message, name, state.value)
 
 
