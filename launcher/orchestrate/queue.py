@@ -314,17 +314,18 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
 
     try:
         while True:
+            started = False
             while pending and free() and backoff.get(pending[0], 0.0) <= 0:
                 if not start(pending.popleft()):
                     pending.clear()
                     return _finish(runs)
+                started = True
             if not pending and (not running or not follow):
                 return _finish(runs)
-            ended = len(running)
+            if not started:  # a job just started is polled at once: it may end (or fail) as it starts
+                rest()
             if running:
                 poll()
-            if len(running) == ended:  # nothing ended: nothing new can start before the next poll
-                rest()
     except KeyboardInterrupt:
         for i in in_flight:
             name = current[i].job_name
