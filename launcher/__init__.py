@@ -13,7 +13,6 @@ _EXPORTS = {
     "connect": "launcher.api",
     "load_spec": "launcher.api",
     "build_plan": "launcher.api",
-    "plan_for_region": "launcher.api",
     "submit": "launcher.api",
     "status": "launcher.api",
     "wait": "launcher.api",

@@ -46,21 +46,20 @@ def load_spec(path: str, overrides: Sequence[str] | Mapping[str, Any] = (),
     return _load(path, list(overrides), env=env)
 
 
-def build_plan(spec: LoadedSpec, *, region: str | None = None, env: Mapping[str, str] | None = None,
-               now: datetime | None = None) -> Plan:
-    """The frozen plan for a validated spec: pure, no AWS call, no file written."""
+def build_plan(spec: LoadedSpec, *, region: str | None = None, profile: str | None = None,
+               env: Mapping[str, str] | None = None, now: datetime | None = None) -> Plan:
+    """The frozen plan for a validated spec: pure, no AWS call, no file written.
+
+    The region is decided here, once: `region`, else the spec's `cluster.region`, else AWS_REGION /
+    AWS_DEFAULT_REGION (from `env`, default os.environ), else `profile`'s (AWS_PROFILE's) region."""
+    import os
+
     from launcher.plan.build import build_plan as _build
+    from launcher.plan.build import resolve_region
 
-    return _build(spec, now=now, env=env, region=region)
-
-
-def plan_for_region(spec: LoadedSpec, clients: Clients, *, now: datetime | None = None) -> Plan:
-    """The plan for the region these clients resolve to, which they then keep: their own region (a region
-    the caller chose), else the spec's `cluster.region`, the environment's (AWS_REGION, AWS_DEFAULT_REGION)
-    or the profile's. Pure apart from reading the profile's configuration: no AWS call."""
-    from launcher.submission.create import plan_for
-
-    return plan_for(spec, clients, now)
+    resolved = resolve_region(spec.spec.cluster.region, os.environ if env is None else env, flag=region,
+                              profile=profile)
+    return _build(spec, now=now, env=env, region=resolved)
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
@@ -107,12 +106,12 @@ def worst_exit_code(outcomes: Iterable[Outcome]) -> int:
     return _worst(outcomes)
 
 
-def resolve_job(job: str, region: str | None = None) -> tuple[str, str | None]:
-    """(job name, region) for a job argument: `latest` is the job last submitted from this machine, in its
-    region unless `region` is given; any other name is itself. Raises UsageError when nothing was submitted."""
+def resolve_job(name: str, region: str | None = None) -> tuple[str, str | None]:
+    """(job name, region): `latest` is the last job submitted from this machine, in its region unless
+    `region` is given; any other name is returned as it is. Raises UsageError when there is no record."""
     from launcher.core.state import resolve_job as _resolve
 
-    return _resolve(job, region)
+    return _resolve(name, region)
 
 
 def logs(name: str, *, follow: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,

@@ -188,7 +188,7 @@ def test_worst_exit_code_puts_an_error_first_then_failed_stopped_and_a_timed_out
 def test_the_public_api_has_one_submit_path_and_its_typed_states():
     import launcher
 
-    for name in ("plan_for_region", "worst_exit_code", "resolve_job", "warm_pool_notes", "JobState", "PlanState",
+    for name in ("worst_exit_code", "resolve_job", "warm_pool_notes", "JobState", "PlanState",
                  "EventKind"):
         assert name in launcher.__all__ and getattr(launcher, name) is not None
     assert "submit_with_retries" not in launcher.__all__

@@ -423,24 +423,3 @@ def test_an_unknown_profile_is_one_line(aws, run_cli, tmp_path, command):
                 env={"AWS_CONFIG_FILE": str(config)})
     assert r.code == 4 and r.err.strip().splitlines() == [
         "The config profile (nosuch) could not be found; check AWS_PROFILE and ~/.aws/config"]
-
-
-def test_the_api_plans_for_the_clients_region_and_binds_them_to_it(aws, eu_bucket):
-    from launcher import api
-
-    clients = Clients(region="eu-west-1")
-    plan = api.plan_for_region(spec(f"output.path={eu_bucket}"), clients, now=NOW)
-    assert plan.region == clients.region == "eu-west-1" and ".eu-west-1." in plan.framework.image_uri
-    clients = Clients()
-    plan = api.plan_for_region(spec("cluster.region=ap-south-1"), clients, now=NOW)
-    assert plan.region == clients.region == "ap-south-1"
-
-
-def test_clients_shared_by_many_submits_record_each_submits_calls_once(aws):
-    clients = Clients(region="us-west-2")
-    first = submit(spec(), clients, now=NOW, dry_run=True)
-    second = submit(spec(), clients, now=NOW, dry_run=True)
-    assert first.aws_calls == second.aws_calls and "s3.GetBucketLocation" in first.aws_calls
-    for events in (clients.session.events, clients.s3.meta.events, clients.iam.meta.events):
-        ids = getattr(events, "_emitter", events)._unique_id_handlers  # botocore's, behind its aliaser
-        assert not [i for i in ids if str(i).startswith("smp-launch-calls-")], "a recorder was left behind"

@@ -101,7 +101,7 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     """Submit one spec: a queue of one. With `wait`, follow the job's logs to its end; with a `retry`
     policy (launcher.orchestrate.retry.RetryPolicy), wait for it and resubmit it while it fails in a retried
     class. Exit with the (last) job's outcome when it was waited for, else 0."""
-    from launcher.api import connect, load_spec, plan_for_region, submit_many, worst_exit_code
+    from launcher.api import build_plan, connect, load_spec, submit_many, worst_exit_code
     from launcher.cli.present import emit_json, safe_data
     from launcher.core.errors import EXIT_OK, UsageError
 
@@ -110,9 +110,8 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     if wait and dry_run:
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
     as_json = output == "json"
-    loaded = load_spec(spec_file, overrides)
-    clients = connect(profile=profile, region=region)  # the plan's region: flag > spec > env > profile
-    plan = plan_for_region(loaded, clients)
+    plan = build_plan(load_spec(spec_file, overrides), region=region, profile=profile)  # flag > spec > env > profile
+    clients = connect(profile=profile, region=plan.region)
     (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
                          clients=clients, retry=retry, on_event=attempt_printer(as_json) if retry else None)
     if run.error is not None:

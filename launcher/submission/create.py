@@ -176,16 +176,10 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     def record(model: Any, **_: Any) -> None:
         calls.append(f"{model.service_model.service_name}.{model.name}")
 
-    # Clients made later copy the session's handlers; those made already (rerun reads first) need their own.
-    # Each is removed again, so clients shared by many submits record each submit's calls once.
-    hooks = [clients.session.events, *(c.meta.events for c in clients._cache.values())]
-    for events in hooks:
-        events.register("before-call.*.*", record, unique_id=f"smp-launch-calls-{id(calls)}")
-    try:
-        return _submit(plan, clients, calls, dry_run=dry_run, skip_role_check=skip_role_check, start=start)
-    finally:
-        for events in (*hooks, *(c.meta.events for c in clients._cache.values())):
-            events.unregister("before-call.*.*", unique_id=f"smp-launch-calls-{id(calls)}")
+    # clients made later copy the session's handlers; those made already (rerun reads first) need their own
+    for events in (clients.session.events, *(c.meta.events for c in clients._cache.values())):
+        events.register("before-call.*.*", record)
+    return _submit(plan, clients, calls, dry_run=dry_run, skip_role_check=skip_role_check, start=start)
 
 
 def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, skip_role_check: bool,
