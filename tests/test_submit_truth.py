@@ -177,7 +177,7 @@ def test_json_still_reports_the_jobs_started_before_an_interrupt(aws, run_cli, m
     monkeypatch.setattr(estimator, "start", lambda *a: next(starts)(*a))
     r = run_cli("submit", "jobs/llama7b.yaml", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
     assert r.code == 130 and "was not started" in r.err
-    reported = json.loads(r.out)  # one object per plan (issue 13): the first started, the second did not
+    reported = json.loads(r.out)  # one object per plan: the first started, the second did not
     assert [x["job_name"] for x in reported if x["started"]] == jobs_in("us-west-2") and len(reported) == 2
     assert reported[1]["state"] == "error" and "was not started" in reported[1]["error"]
 
