@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from launcher.jobs.failures import Failure, FailureClass
     from launcher.jobs.logs import FollowResult, LogLine, LogLines, LogNote, NoteKind, StatusChange
     from launcher.jobs.metrics import JobMetrics
-    from launcher.jobs.status import JobNotFound, JobStatus, JobSummary
+    from launcher.jobs.status import JobNotFound, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, NotLaunchedHere
-    from launcher.orchestrate.queue import Event, PlanRun
-    from launcher.orchestrate.retry import RetryPolicy, next_attempt, submit_with_retries
+    from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
+    from launcher.orchestrate.retry import RetryPolicy, next_attempt
     from launcher.plan.build import Plan
     from launcher.plan.sweep import SweepPlan
     from launcher.rules import Advisory, Severity
@@ -63,6 +63,7 @@ _REEXPORTED = {
     "LocalRunResult": "launcher.local.run",
     # jobs
     "JobStatus": "launcher.jobs.status",
+    "JobState": "launcher.jobs.status",
     "JobSummary": "launcher.jobs.status",
     "JobMetrics": "launcher.jobs.metrics",
     "LogLine": "launcher.jobs.logs",
@@ -76,8 +77,9 @@ _REEXPORTED = {
     # many plans
     "RetryPolicy": "launcher.orchestrate.retry",
     "next_attempt": "launcher.orchestrate.retry",
-    "submit_with_retries": "launcher.orchestrate.retry",
     "PlanRun": "launcher.orchestrate.queue",
+    "PlanState": "launcher.orchestrate.queue",
+    "EventKind": "launcher.orchestrate.queue",
     "Event": "launcher.orchestrate.queue",
     "Change": "launcher.orchestrate.provenance",
     "PipelineResult": "launcher.orchestrate.pipeline",
@@ -105,12 +107,13 @@ __all__ = [
     "Submission",
     "LocalRunResult",
     # jobs
-    "resolve_job", "status", "wait", "logs", "follow", "stop", "list_jobs", "metrics", "JobStatus", "JobSummary",
-    "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind", "StatusChange", "FollowResult", "Failure",
+    "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "stop", "list_jobs", "metrics",
+    "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind", "StatusChange", "FollowResult", "Failure",
     "FailureClass",
     # many plans
     "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
-    "RetryPolicy", "next_attempt", "submit_with_retries", "PlanRun", "Event", "Change", "PipelineResult",
+    "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
+    "PipelineResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
     "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
@@ -267,14 +270,14 @@ def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
            clients: Clients | None = None) -> Submission:
     """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run).
 
-    The clients are for the plan's region (made for it when not given). Raises SpecError when the
-    plan's advisor found errors, RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is
-    created (with `.started`: whether it exists). Warnings are in the Submission, never printed."""
-    from launcher.submission.create import submit as _submit
+    A queue of one (submit_many with one plan that does not wait). The clients are for the plan's
+    region (made for it when not given). Raises SpecError when the plan's advisor found errors,
+    RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is submitted (with `.started`:
+    whether it exists). Warnings are in the Submission, never printed."""
+    from launcher.orchestrate.queue import submit_one
 
-    if clients is None:
-        clients = connect(region=plan.region)
-    return _submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+    return submit_one(plan, dry_run=dry_run, skip_role_check=skip_role_check,
+                      clients=clients or connect(region=plan.region))
 
 
 def run_local(spec: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,
@@ -317,6 +320,14 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
     from launcher.jobs.status import wait as _wait
 
     return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
+
+
+def worst_exit_code(outcomes: Iterable[Outcome]) -> int:
+    """One exit code for what `wait` or `submit_many` returned: an error's (the first), else 1 any Failed,
+    5 any Stopped, 124 any job a wait left running, 0 all Completed (the CLI's exit code)."""
+    from launcher.jobs.status import worst_exit_code as _worst
+
+    return _worst(outcomes)
 
 
 def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = None, since: float | None = None,
@@ -411,20 +422,30 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
     return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now)
 
 
+def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:
+    """Why plans that keep their instances warm (cluster.keep_alive) will not reuse each other's pool."""
+    from launcher.plan.sweep import warm_pool_notes as _notes
+
+    return _notes(plans, max_concurrent)
+
+
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
                 wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
                 clients: Clients | Callable[[str | None], Clients] | None = None,
-                on_event: Callable[[Event], None] | None = None,
-                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> list[PlanRun]:
+                on_event: Callable[[Event], None] | None = None, retry: RetryPolicy | None = None,
+                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> tuple[PlanRun, ...]:
     """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
 
-    Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or an
-    `on_failure` hook, which may return a plan to submit again for a job that Failed or was Stopped)
-    once every job ended. Nothing is printed: `on_event` gets each start, end, resubmission and error."""
+    Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or a
+    `retry` policy, or an `on_failure` hook) once every job ended. A job that ends in a failure class
+    `retry` retries is submitted again as its next attempt after the policy's backoff; `on_failure`
+    may instead return any plan to submit for a job that Failed or was Stopped (give one or the other).
+    Nothing is printed: `on_event` gets each start, end, resubmission and error as an Event."""
     from launcher.orchestrate.queue import run_queue
 
     return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
-                     skip_role_check=skip_role_check, clients=clients, on_event=on_event, on_failure=on_failure)
+                     skip_role_check=skip_role_check, clients=clients, on_event=on_event, retry=retry,
+                     on_failure=on_failure)
 
 
 def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,

@@ -6,7 +6,8 @@ import pytest
 
 import launcher.jobs.status
 from launcher.core.errors import Interrupted, LauncherError
-from launcher.orchestrate.queue import run_queue, worst_exit_code
+from launcher.jobs.status import worst_exit_code
+from launcher.orchestrate.queue import PlanState, run_queue
 from launcher.plan.sweep import plan_sweep, warm_pool_notes
 from tests.conftest import JOBS
 
@@ -142,3 +143,55 @@ def test_warm_pool_notes_say_what_keeps_plans_from_sharing_a_pool():
                                         ["cluster.instance_count=1,2"])]
     assert "differ in instance count" in warm_pool_notes(apart, 1)[0]
     assert warm_pool_notes([c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=2,4"])], 2) == []
+
+
+def test_runs_are_frozen_and_built_anew(fake):
+    import dataclasses
+
+    runs = run_queue(plans(2), max_concurrent=1, wait=True, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert isinstance(runs, tuple) and isinstance(runs[0].attempts, tuple)
+    assert isinstance(runs[0].submissions, tuple) and isinstance(runs[0].statuses, tuple)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runs[0].state = PlanState.ERROR
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runs[0].attempts[0].status = None
+    assert runs[0].state is PlanState.STARTED and runs[0].state == "started"
+
+
+def test_a_queue_of_one_makes_no_separate_account_check_and_raises_its_error(fake, monkeypatch):
+    from launcher.orchestrate import queue
+
+    (run,) = run_queue(plans(1), clients=object(), submit=fake.submit, check=fake.check, sleep=lambda s: None)
+    assert fake.checked == [] and fake.started == ["job-0"] and run.state is PlanState.STARTED
+    fake.outcome = {"job-0": "refuse"}
+    monkeypatch.setattr("launcher.submission.create.submit", fake.submit)
+    with pytest.raises(LauncherError, match="AWS refused job-0"):
+        queue.submit_one(plans(1)[0], clients=object())
+
+
+def test_worst_exit_code_puts_an_error_first_then_failed_stopped_and_a_timed_out_wait():
+    from launcher.jobs.status import JobState
+
+    def job(state):
+        from tests.test_retry import _status
+
+        return _status("j", state)
+
+    assert worst_exit_code([job("Completed"), job("InProgress")]) == 124  # a wait left it running
+    assert worst_exit_code([job("InProgress"), job("Stopped")]) == 5
+    assert worst_exit_code([job("Stopped"), job("Failed")]) == 1
+    assert worst_exit_code([SimpleNamespace(exit_code=1), SimpleNamespace(exit_code=4)]) == 4  # an error wins
+    assert worst_exit_code([]) == 0 and job("Failed").status is JobState.FAILED
+
+
+def test_the_public_api_has_one_submit_path_and_its_typed_states():
+    import launcher
+
+    for name in ("worst_exit_code", "resolve_job", "warm_pool_notes", "JobState", "PlanState",
+                 "EventKind"):
+        assert name in launcher.__all__ and getattr(launcher, name) is not None
+    assert "submit_with_retries" not in launcher.__all__
+    with pytest.raises(AttributeError):
+        launcher.submit_with_retries  # noqa: B018
+    assert launcher.EventKind("resubmit") is launcher.EventKind.RESUBMIT and launcher.PlanState.ERROR == "error"

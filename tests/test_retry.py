@@ -1,20 +1,17 @@
-"""Retries: the policy, the linked attempt names and tags, the pinned checkpoint URI, and the loop."""
+"""Retries: the policy, the linked attempt names and tags, the pinned checkpoint URI, and the queue applying it."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
 import launcher
+import launcher.jobs.status
 from launcher.core.errors import UsageError
 from launcher.jobs.failures import Failure
-from launcher.jobs.status import JobStatus
-from launcher.orchestrate.retry import (
-    ATTEMPT_TAG,
-    RETRY_OF_TAG,
-    RetryPolicy,
-    attempt_name,
-    next_attempt,
-    submit_with_retries,
-)
+from launcher.jobs.status import JobState, JobStatus, worst_exit_code
+from launcher.orchestrate.queue import EventKind, run_queue
+from launcher.orchestrate.retry import ATTEMPT_TAG, RETRY_OF_TAG, RetryPolicy, attempt_name, next_attempt
 from tests.conftest import JOBS
 
 
@@ -76,34 +73,79 @@ def test_next_attempt_refuses_other_classes_success_and_the_last_attempt(plan):
     assert next_attempt(plan, _status("a", "Failed", "capacity"), 1, policy) is not None
 
 
-def test_submit_with_retries_waits_the_backoff_and_stops_at_success(plan):
-    outcomes = iter([("Failed", "capacity"), ("Failed", "capacity"), ("Completed", None)])
+def retried(plan, policy, outcomes, monkeypatch):
+    """The queue of one plan under `policy`, with a fake submit, and statuses that end each job at its first
+    poll with the next of `outcomes`: (what was submitted, what was slept, the events, the PlanRun)."""
+    outcomes = iter(outcomes)
+    monkeypatch.setattr(launcher.jobs.status, "job_status",
+                        lambda clients, name, diagnose=False: _status(name, *next(outcomes)))
     submitted, slept, events = [], [], []
-    result = submit_with_retries(
-        plan, RetryPolicy(max_attempts=5, backoff=10), clients=None,
-        submit=lambda p: submitted.append(p) or p.job_name,
-        wait=lambda names: [_status(names[0], *next(outcomes))],
-        sleep=slept.append, on_event=lambda kind, value: events.append(kind))
+
+    def submit(p, **_):
+        submitted.append(p)
+        return SimpleNamespace(job_name=p.job_name, dry_run=False, warnings=(), notes=())
+
+    (run,) = run_queue([plan], retry=policy, interval=1, clients=object(), submit=submit, sleep=slept.append,
+                       on_event=events.append)
+    return submitted, slept, events, run
+
+
+def test_the_queue_waits_the_backoff_and_stops_at_success(plan, monkeypatch):
+    submitted, slept, events, result = retried(plan, RetryPolicy(max_attempts=5, backoff=10),
+                                               [("Failed", "capacity"), ("Failed", "capacity"), ("Completed", None)],
+                                               monkeypatch)
     assert [p.job_name for p in submitted] == [plan.job_name, f"{plan.job_name}-r2", f"{plan.job_name}-r3"]
-    assert slept == [10, 20] and result.exit_code == 0 and result.final.status == "Completed"
-    assert events == ["submitted", "ended", "backoff"] * 2 + ["submitted", "ended"]
-    assert [a["failure_class"] for a in result.to_dict()["attempts"]] == ["capacity", "capacity", None]
+    assert slept == [10, 20] and result.exit_code == 0 and result.status.status == "Completed"
+    kinds = [e.kind for e in events]
+    assert kinds == [EventKind.STARTED, EventKind.ENDED, EventKind.RESUBMIT] * 2 + [EventKind.STARTED, EventKind.ENDED]
+    assert [e.backoff_s for e in events if e.kind is EventKind.RESUBMIT] == [10, 20]
+    assert [a.to_dict()["failure_class"] for a in result.attempts] == ["capacity", "capacity", None]
+    assert [a.to_dict()["backoff_s"] for a in result.attempts] == [0, 10, 20]
+    assert result.status.status is JobState.COMPLETED and result.job_name == f"{plan.job_name}-r3"
 
 
-def test_submit_with_retries_gives_up_after_max_attempts(plan):
-    result = submit_with_retries(plan, RetryPolicy(max_attempts=2, backoff=0), clients=None,
-                                 submit=lambda p: p.job_name,
-                                 wait=lambda names: [_status(names[0], "Failed", "capacity")], sleep=lambda s: None)
-    assert len(result.attempts) == 2 and result.exit_code == 1
+def test_the_queue_gives_up_after_max_attempts(plan, monkeypatch):
+    _, _, _, result = retried(plan, RetryPolicy(max_attempts=2, backoff=0), [("Failed", "capacity")] * 2,
+                              monkeypatch)
+    assert len(result.attempts) == 2 and result.exit_code == 1 and worst_exit_code([result]) == 1
 
 
-def test_the_queue_hook_counts_attempts_per_plan_and_stops_at_the_limit(plan):
-    from launcher.orchestrate.retry import retrying
-
-    hook = retrying(RetryPolicy(classes=frozenset({"capacity"}), max_attempts=3))
-    second = hook(plan, _status(plan.job_name, "Failed", "capacity"))
-    third = hook(second, _status(second.job_name, "Failed", "capacity"))
+def test_the_queue_counts_attempts_per_plan_and_stops_at_the_limit(plan, monkeypatch):
+    policy = RetryPolicy(classes=frozenset({"capacity"}), max_attempts=3, backoff=0)
+    submitted, _, _, run = retried(plan, policy, [("Failed", "capacity")] * 3, monkeypatch)
+    second, third = submitted[1:]
     assert (second.job_name, third.job_name) == (f"{plan.job_name}-r2", f"{plan.job_name}-r3")
-    assert hook(third, _status(third.job_name, "Failed", "capacity")) is None  # three attempts in all
-    assert hook(plan, _status(plan.job_name, "Failed", "out_of_memory")) is None  # a class not retried
+    assert len(submitted) == 3 and run.status.status == "Failed"  # three attempts in all
     assert third.estimator.checkpoint_s3_uri == plan.estimator.checkpoint_s3_uri
+    submitted, _, _, run = retried(plan, policy, [("Failed", "out_of_memory")], monkeypatch)
+    assert len(submitted) == 1 and run.exit_code == 1  # a class not retried
+
+
+def test_a_retry_policy_and_a_hook_are_not_both_given(plan):
+    with pytest.raises(UsageError, match="not both"):
+        run_queue([plan], retry=RetryPolicy(), on_failure=lambda p, s: None, clients=object())
+
+
+def test_library_errors_name_arguments_and_the_cli_names_its_flag(run_cli):
+    with pytest.raises(UsageError) as err:
+        RetryPolicy(max_attempts=0)
+    assert "max_attempts 0" in str(err.value) and "--" not in str(err.value)
+    with pytest.raises(UsageError) as err:
+        RetryPolicy.parse("capacty")
+    assert "--" not in str(err.value)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--retry", "capacty")
+    assert r.code == 2 and "--retry 'capacty': 'capacty' is not a failure class; did you mean 'capacity'?" in r.err
+
+
+def test_ctrl_c_during_a_backoff_says_the_retry_was_not_submitted(plan, monkeypatch):
+    from launcher.core.errors import Interrupted
+
+    def sleep(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher.jobs.status, "job_status",
+                        lambda clients, name, diagnose=False: _status(name, "Failed", "capacity"))
+    submit = lambda p, **_: SimpleNamespace(job_name=p.job_name, dry_run=False, warnings=(), notes=())  # noqa: E731
+    (run,) = run_queue([plan], retry=RetryPolicy(backoff=10), clients=object(), submit=submit, sleep=sleep)
+    assert isinstance(run.error, Interrupted) and f"before {plan.job_name}-r2 was submitted again" in str(run.error)
+    assert worst_exit_code([run]) == 130 and run.job_name == plan.job_name

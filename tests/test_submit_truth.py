@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 import emulator
+from launcher.cli.submit import for_shell
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import EXIT_INTERRUPTED, Interrupted
 from launcher.core.state import last_submitted
@@ -58,7 +59,9 @@ def test_interrupt_after_the_job_was_created_says_started_and_remembers_it(moto_
         submit(spec(), Clients(), now=NOW, start=real_start_then_interrupt)
     name = err.value.job_name
     assert err.value.started is True and err.value.exit_code == EXIT_INTERRUPTED == 130
-    assert f"{name} was started in us-west-2" in str(err.value) and f"smp-launch stop {name}" in str(err.value)
+    worded = str(for_shell(err.value, "us-west-2"))  # the CLI adds the commands to follow and stop it
+    assert f"{name} was started in us-west-2" in str(err.value) and f"smp-launch stop {name}" in worded
+    assert "smp-launch" not in str(err.value) and f"smp-launch logs {name} --region us-west-2" in worded
     assert jobs_in("us-west-2") == [name]
     assert last_submitted()["job_name"] == name  # `latest` is a job that exists
 
@@ -89,8 +92,10 @@ def test_interrupt_when_nobody_can_tell_gives_the_command_to_check(moto_world):
         submit(spec(), clients, now=NOW, start=interrupt_before_creating)
     name = err.value.job_name
     assert err.value.started is None and "cannot tell whether" in str(err.value)
-    assert f"`smp-launch status {name} --region us-west-2`" in str(err.value)
-    assert "started in" not in str(err.value) and "not started" not in str(err.value)
+    assert "smp-launch" not in str(err.value) and "us-west-2" in str(err.value)  # the library names no command
+    worded = str(for_shell(err.value, "us-west-2"))  # the CLI does
+    assert f"`smp-launch status {name} --region us-west-2`" in worded
+    assert "started in" not in worded and "not started" not in worded
 
 
 def sdk_create_then(action, monkeypatch):

@@ -2,22 +2,52 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
 from launcher.cli.options import OUTPUT, SET, aws_options
-from launcher.cli.retrying import retry_options, submit_retrying
 
 
-def start_job(loaded: Any, clients: Any, *, dry_run: bool, skip_role_check: bool) -> Any:
-    """The one call into the submit code (it loads the SageMaker SDK): the region is decided once
-    (--region, the spec, the environment, the profile), then the API submits the plan built for it."""
-    from launcher.api import submit
-    from launcher.submission.create import plan_for
+def retry_options(f: Any) -> Any:
+    """`--retry`, `--max-attempts` and `--retry-backoff`, for `submit`."""
+    f = click.option("--retry-backoff", type=click.FloatRange(min=0), default=60.0, show_default=True,
+                     metavar="SECONDS", help="With --retry: seconds before the second attempt, doubling after each "
+                                             "(at most 900).")(f)
+    f = click.option("--max-attempts", type=click.IntRange(min=1, max=20), default=3, show_default=True,
+                     help="With --retry: attempts in all, the first included.")(f)
+    return click.option("--retry", "retry", default=None, metavar="CLASSES",
+                        help="Wait for the job and resubmit it when it fails in one of these failure classes "
+                             "(comma-separated: capacity, spot, ...); a spot job resumes from its checkpoints.")(f)
 
-    return submit(plan_for(loaded, clients), dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
+
+def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
+    """The RetryPolicy `--retry CLASSES` asks for (None without it); a bad class is named with its flag."""
+    if not retry:
+        return None
+    from launcher import RetryPolicy
+    from launcher.core.errors import UsageError
+
+    try:
+        return RetryPolicy.parse(retry, max_attempts=max_attempts, backoff=backoff)
+    except UsageError as err:
+        raise UsageError(f"--retry {retry[:80]!r}: {err}") from None
+
+
+def for_shell(err: Any, region: str | None) -> Any:
+    """The error with the commands that settle what it leaves open: a job an interrupt left running (follow
+    it, stop it) or left unknown (look it up)."""
+    from launcher.core.errors import Interrupted
+
+    if not isinstance(err, Interrupted) or not err.job_name or err.started is False:
+        return err
+    name, where = err.job_name, f" --region {region}" if region else ""
+    if err.started:
+        hint = (f": follow it with `smp-launch logs {name}{where}`, stop it with `smp-launch stop {name}{where}`")
+    else:
+        hint = f" (`smp-launch status {name}{where}`)"
+    return Interrupted(f"{err}{hint}", name, err.started)
 
 
 def warn(message: str) -> None:
@@ -41,45 +71,73 @@ def print_started(result: Any, dry_run: bool) -> None:
         warn(note)
 
 
-def submit_to_sagemaker(specs: Sequence[str], overrides: Sequence[str], *, dry_run: bool, wait: bool,
-                        interval: float, skip_role_check: bool, output: str, profile: str | None,
-                        region: str | None) -> int:
-    """Submit each spec (all are loaded and validated first, so a bad one stops them all); with `wait`,
-    follow the one job to its end and exit with its outcome."""
-    from launcher.api import connect, load_spec
-    from launcher.cli.present import emit_json, safe_data
-    from launcher.core.errors import EXIT_OK, LauncherError, UsageError
+def attempt_printer(as_json: bool) -> Callable[[Any], None]:
+    """`submit --retry`'s progress, one line per event (on stderr with --output json): each job started, how
+    it ended (with its failure class and remedy), and the backoff before the next attempt."""
+    from launcher import EventKind
+    from launcher.cli.present import safe
 
-    if wait and (dry_run or len(specs) != 1):
+    def say(event: Any) -> None:
+        if event.kind is EventKind.STARTED:
+            for message in event.submission.warnings:
+                warn(message)
+            text = f"started {event.job_name} in {event.submission.region}"
+        elif event.kind is EventKind.ENDED:
+            failure = event.status.failure
+            text = f"{event.job_name}: {event.status.status}" + (
+                f" [{failure.failure_class}] {failure.remedy}" if failure else "")
+        elif event.kind is EventKind.RESUBMIT:
+            text = f"retrying in {event.backoff_s:g} s"
+        else:
+            return
+        click.echo(safe(text), err=as_json)
+
+    return say
+
+
+def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bool, wait: bool, interval: float,
+                        skip_role_check: bool, output: str, profile: str | None, region: str | None,
+                        retry: Any = None) -> int:
+    """Submit one spec: a queue of one. With `wait`, follow the job's logs to its end; with a `retry`
+    policy (launcher.orchestrate.retry.RetryPolicy), wait for it and resubmit it while it fails in a retried
+    class. Exit with the (last) job's outcome when it was waited for, else 0."""
+    from launcher.api import build_plan, connect, load_spec, submit_many, worst_exit_code
+    from launcher.cli.present import emit_json, safe_data
+    from launcher.core.errors import EXIT_OK, UsageError
+
+    if retry is not None and dry_run:
+        raise UsageError("--retry submits one spec and waits for it: give one spec and no --dry-run")
+    if wait and dry_run:
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
-    loaded = [load_spec(path, overrides) for path in specs]
-    results: list[Any] = []
-    for spec in loaded:
-        clients = connect(profile=profile, region=region)  # submit resolves flag > spec > env > profile
-        try:
-            result = start_job(spec, clients, dry_run=dry_run, skip_role_check=skip_role_check)
-        except LauncherError:
-            if output == "json" and results:  # the jobs already started must still be reported
-                emit_json([safe_data(r.to_dict()) for r in results])
-            raise
-        for message in result.warnings:
-            warn(message)
-        results.append(result)
-        if output != "json":
-            print_started(result, dry_run)
-    if output == "json":
-        data = [safe_data(r.to_dict()) for r in results]
-        emit_json(data[0] if len(data) == 1 else data)
-        for note in (n for r in results for n in r.notes):
+    as_json = output == "json"
+    plan = build_plan(load_spec(spec_file, overrides), region=region, profile=profile)  # flag > spec > env > profile
+    clients = connect(profile=profile, region=plan.region)
+    (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
+                         clients=clients, retry=retry, on_event=attempt_printer(as_json) if retry else None)
+    if run.error is not None:
+        raise for_shell(run.error, plan.region)
+    if retry is not None:
+        if as_json:
+            emit_json(safe_data({"job_name": run.job_name, "status": run.status.status.value if run.status else None,
+                                 "attempts": [a.to_dict() for a in run.attempts]}))
+        return worst_exit_code([run])
+    result = run.submissions[0]
+    for message in result.warnings:
+        warn(message)
+    if as_json:
+        emit_json(safe_data(result.to_dict()))
+        for note in result.notes:
             warn(note)
+    else:
+        print_started(result, dry_run)
     if wait:
         from launcher.api import follow
         from launcher.cli.logprint import Printer
 
-        clients = connect(profile=profile, region=results[0].region)
+        clients = connect(profile=profile, region=result.region)
         printer = Printer(as_json=output == "json")
         clients.notify = printer.note
-        followed = follow(results[0].job_name, interval=interval, clients=clients, **printer.hooks())
+        followed = follow(result.job_name, interval=interval, clients=clients, **printer.hooks())
         printer.finish(followed)
         return followed.exit_code
     return EXIT_OK
@@ -130,12 +188,12 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                       output: str, profile: str | None, region: str | None, retry: Any = None) -> int:
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused).
-    With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted."""
-    from launcher.api import connect, plan_sweep, submit_many
+    With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted
+    after the policy's backoff."""
+    from launcher import EventKind, PlanState
+    from launcher.api import connect, plan_sweep, submit_many, warm_pool_notes, worst_exit_code
     from launcher.cli.present import emit_json, safe, safe_data
     from launcher.core.errors import EXIT_INVALID
-    from launcher.orchestrate.queue import worst_exit_code
-    from launcher.plan.sweep import warm_pool_notes
 
     as_json = output == "json"
     candidates = plan_sweep(specs, overrides, sweeps, region=region)
@@ -154,10 +212,11 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     if blocked:
         why = "every plan was refused" if not ok else f"--strict: {len(refused)} of {len(candidates)} refused"
         if as_json:
-            emit_json([safe_data({**c.to_dict(), "state": "not_started"}) for c in candidates])
+            emit_json([safe_data({**c.to_dict(), "state": PlanState.NOT_STARTED.value}) for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
-    for note in warm_pool_notes([c.plan for c in ok if c.plan is not None], max_concurrent):
+    plans = [c.plan for c in ok if c.plan is not None]  # every plan that is ok has one
+    for note in warm_pool_notes(plans, max_concurrent):
         warn(note)
 
     def clients_for(plan_region: str | None) -> Any:
@@ -166,34 +225,32 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     def on_event(event: Any) -> None:
         if as_json:
             return
-        if event.kind == "started":
+        if event.kind is EventKind.STARTED:
             click.echo(safe(f"started {event.job_name} ({event.running} running)"))
-        elif event.kind == "ended":
+        elif event.kind is EventKind.ENDED:
             click.echo(safe(f"{event.job_name} {event.status.status} ({event.running} running)"))
-        elif event.kind == "resubmit":
+        elif event.kind is EventKind.RESUBMIT:
             click.echo(safe(f"resubmitting as {event.job_name}"))
 
-    from launcher.orchestrate.retry import retrying
-
-    runs = submit_many([c.plan for c in ok if c.plan is not None], max_concurrent=max_concurrent, dry_run=dry_run,
-                       wait=wait, interval=interval, skip_role_check=skip_role_check, clients=clients_for,
-                       on_event=on_event, on_failure=retrying(retry) if retry else None)
+    runs = submit_many(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
+                       interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
+                       retry=retry)
     by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
     for run in runs:
         for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
             warn(message)
-    errors = [run.error for run in runs if run.error is not None]
-    for err in dict.fromkeys(errors):  # an interrupt while waiting is one error shared by the plans it stopped
-        for line in err.lines():
+    errors = {run.error: run.plan.region for run in runs if run.error is not None}
+    for err, plan_region in errors.items():  # an interrupt while waiting is one error shared by the plans it stopped
+        for line in for_shell(err, plan_region).lines():
             click.echo(safe(line), err=True)
     if as_json:
         out = []
         for c in candidates:
-            started = by_index.get(c.index)
-            out.append(safe_data({**c.to_dict(), **(started.to_dict() if started else {"state": "not_started"})}))
+            ran = by_index.get(c.index)
+            out.append(safe_data({**c.to_dict(), **(ran.to_dict() if ran else {"state": PlanState.NOT_STARTED.value})}))
         emit_json(out)
     elif dry_run:
-        checked = sum(run.state == "dry_run" for run in runs)
+        checked = sum(run.state is PlanState.DRY_RUN for run in runs)
         click.echo(f"dry run: {checked} of {len(ok)} plans passed the account checks (buckets, role); "
                    "nothing was written")
     else:
@@ -271,20 +328,14 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
             raise UsageError("--local runs one spec here; --sweep, --max-concurrent and --strict are for "
                              "SageMaker jobs")
         sys.exit(run_here(specs, overrides, tiny=tiny, nproc=nproc, max_steps=max_steps, output=output))
+    policy = retry_policy(retry, max_attempts, retry_backoff)
     if len(specs) > 1 or sweeps or max_concurrent or strict:
-        from launcher.orchestrate.retry import RetryPolicy
-
-        policy = RetryPolicy.parse(retry, max_attempts=max_attempts, backoff=retry_backoff) if retry else None
         sys.exit(submit_many_plans(specs, overrides, sweeps, dry_run=dry_run, wait=wait, interval=interval,
                                    max_concurrent=max_concurrent, strict=strict, skip_role_check=skip_role_check,
                                    output=output, profile=profile, region=region, retry=policy))
-    # --retry: wait for the job, resubmit it after a retryable failure (launcher/cli/retrying.py).
-    if retry:
-        sys.exit(submit_retrying(specs, overrides, retry, max_attempts, retry_backoff, dry_run=dry_run,
-                                 interval=interval, skip_role_check=skip_role_check, output=output,
-                                 profile=profile, region=region))
-    sys.exit(submit_to_sagemaker(specs, overrides, dry_run=dry_run, wait=wait, interval=interval,
-                                 skip_role_check=skip_role_check, output=output, profile=profile, region=region))
+    sys.exit(submit_to_sagemaker(specs[0], overrides, dry_run=dry_run, wait=wait, interval=interval,
+                                 skip_role_check=skip_role_check, output=output, profile=profile, region=region,
+                                 retry=policy))
 
 
 COMMANDS = (submit_jobs,)

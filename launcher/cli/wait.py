@@ -12,7 +12,7 @@ from launcher.cli.options import OUTPUT, aws_options, job_clients
 def wait_row(job: Any) -> dict[str, Any]:
     """One job in `wait --output json`: its outcome, failure class, remedy and times (text already sanitised)."""
     failure = job.failure
-    return {"job_name": job.job_name, "status": job.status, "secondary_status": job.secondary_status,
+    return {"job_name": job.job_name, "status": job.status.value, "secondary_status": job.secondary_status,
             "terminal": job.terminal, "failure_class": failure.failure_class if failure else None,
             "failure_reason": failure.reason if failure else job.failure_reason,  # bounded when classified
             "remedy": failure.remedy if failure else None,
@@ -31,7 +31,7 @@ def _line(job: Any) -> str:
     return safe(text)
 
 
-def _table(statuses: dict[str, Any], names: list[str]):
+def _table(statuses: dict[str, Any], names: list[str]) -> Any:
     from rich.text import Text
 
     from launcher.cli.present import STATUS_STYLES, _table
@@ -68,11 +68,9 @@ def wait_jobs(jobs: tuple[str, ...], timeout: float | None, interval: float, out
     Exit with the worst outcome: 1 any Failed, 5 any Stopped, 124 any still running at --timeout, 0 all
     Completed. Failed jobs are shown with their failure class and a remedy.
     """
-    from launcher.api import wait
+    from launcher.api import resolve_job, wait, worst_exit_code
     from launcher.cli import present
     from launcher.core.errors import UsageError
-    from launcher.core.state import resolve_job
-    from launcher.jobs.status import worst_exit_code
 
     resolved = [resolve_job(job, region) for job in jobs]
     regions = {r for _, r in resolved if r}

@@ -7,9 +7,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.core.aws import Clients, explain, pages
+from launcher.core.enums import StrEnum
 from launcher.core.errors import (
     EXIT_INVALID,
     EXIT_JOB_FAILED,
@@ -19,14 +20,45 @@ from launcher.core.errors import (
     LauncherError,
     UsageError,
 )
-from launcher.core.names import MANAGED_TAG, RUNNING, TERMINAL
+from launcher.core.names import MANAGED_TAG
 from launcher.core.sanitize import clean
 from launcher.core.timeutil import epoch
 
 if TYPE_CHECKING:
     from launcher.jobs.failures import Failure
 
-_EXIT = {"Completed": EXIT_OK, "Failed": EXIT_JOB_FAILED, "Stopped": EXIT_STOPPED}
+
+class JobState(StrEnum):
+    """A training job's TrainingJobStatus (DescribeTrainingJob); each value is SageMaker's own word, so the
+    JSON that carries one is unchanged and a member equals its string."""
+
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+
+    @classmethod
+    def parse(cls, text: str) -> JobState:
+        """The state SageMaker named; a word it has never used is an error, not a traceback."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise LauncherError(f"SageMaker reported a job status this version does not know: {clean(text, 80)!r}") \
+                from None
+
+    @property
+    def terminal(self) -> bool:
+        """Completed, Failed or Stopped: nothing about the job changes any more."""
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.STOPPED)
+
+    @property
+    def exit_code(self) -> int:
+        """The documented exit code for a job in this state: 1 Failed, 5 Stopped, else 0."""
+        return {JobState.FAILED: EXIT_JOB_FAILED, JobState.STOPPED: EXIT_STOPPED}.get(self, EXIT_OK)
+
+
+RUNNING_STATES = (JobState.IN_PROGRESS, JobState.STOPPING)
 
 
 class JobNotFound(LauncherError):
@@ -34,16 +66,35 @@ class JobNotFound(LauncherError):
 
 
 def exit_code_for(status: str) -> int:
-    """The documented exit code for a job status: 1 Failed, 5 Stopped, else 0."""
-    return _EXIT.get(status, EXIT_OK)
+    """The documented exit code for a job status: 1 Failed, 5 Stopped, else 0 (any other text too)."""
+    try:
+        return JobState(status).exit_code
+    except ValueError:
+        return EXIT_OK
 
 
-def worst_exit_code(statuses: Iterable[JobStatus]) -> int:
-    """One exit code for many jobs, the worst outcome first: 1 any Failed, 5 any Stopped, 124 any still running
-    (a wait that timed out), else 0 (all Completed)."""
-    seen = {s.status if s.terminal else "running" for s in statuses}
-    for status, code in (("Failed", EXIT_JOB_FAILED), ("Stopped", EXIT_STOPPED), ("running", EXIT_TIMEOUT)):
-        if status in seen:
+class Outcome(Protocol):
+    """Anything with an exit code: a JobStatus, a queue's PlanRun."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+
+_ENDINGS = (EXIT_JOB_FAILED, EXIT_STOPPED, EXIT_TIMEOUT)  # a job's outcomes, worst first; 0 is the best
+
+
+def worst_exit_code(outcomes: Iterable[Outcome]) -> int:
+    """One exit code for many outcomes (job statuses after a wait, a queue's PlanRuns).
+
+    The first code that is not a job's ending wins (an error's: 2 invalid input, 3 refused, 4 AWS, 130
+    interrupted); else 1 any Failed, 5 any Stopped, 124 any job still running, 0 all Completed. A JobStatus
+    not yet terminal counts as 124: the wait that returned it ran out of time."""
+    codes = [EXIT_TIMEOUT if isinstance(o, JobStatus) and not o.terminal else o.exit_code for o in outcomes]
+    for code in codes:
+        if code != EXIT_OK and code not in _ENDINGS:
+            return code
+    for code in _ENDINGS:
+        if code in codes:
             return code
     return EXIT_OK
 
@@ -95,7 +146,7 @@ class JobStatus:
 
     job_name: str
     arn: str | None
-    status: str
+    status: JobState
     secondary_status: str | None
     transitions: tuple[Transition, ...]
     instance_type: str
@@ -109,6 +160,9 @@ class JobStatus:
     failure_reason: str | None
     model_artifacts: str | None
     failure: Failure | None = None  # the failure class (launcher.jobs.failures) of a Failed or spot-Stopped job
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobState(self.status))
 
     @classmethod
     def from_description(cls, desc: Mapping[str, Any], failure: Failure | None = None) -> JobStatus:
@@ -124,7 +178,7 @@ class JobStatus:
         itype, count = instances(desc)
         return cls(
             job_name=clean(desc["TrainingJobName"]), arn=_clean(desc.get("TrainingJobArn")),
-            status=clean(desc["TrainingJobStatus"]), secondary_status=_clean(desc.get("SecondaryStatus")),
+            status=JobState.parse(desc["TrainingJobStatus"]), secondary_status=_clean(desc.get("SecondaryStatus")),
             transitions=tuple(Transition(clean(t["Status"]), epoch(t.get("StartTime")), epoch(t.get("EndTime")),
                                          clean(t.get("StatusMessage", "")))
                               for t in desc.get("SecondaryStatusTransitions", [])),
@@ -140,16 +194,16 @@ class JobStatus:
     @property
     def terminal(self) -> bool:
         """Completed, Failed or Stopped: nothing about the job changes any more."""
-        return self.status in TERMINAL
+        return self.status.terminal
 
     @property
     def exit_code(self) -> int:
         """The CLI's exit code for this status: 1 Failed, 5 Stopped, else 0."""
-        return exit_code_for(self.status)
+        return self.status.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "job_name": self.job_name, "arn": self.arn, "status": self.status,
+            "job_name": self.job_name, "arn": self.arn, "status": self.status.value,
             "secondary_status": self.secondary_status, "transitions": [t.to_dict() for t in self.transitions],
             "instance_type": self.instance_type, "instance_count": self.instance_count, "image": self.image,
             "created": self.created, "training_start": self.training_start, "training_end": self.training_end,
@@ -166,7 +220,7 @@ class JobSummary:
     """One row of `list`: a job this tool launched, as SageMaker Search returns it (text made safe to print)."""
 
     job_name: str
-    status: str | None
+    status: JobState | None
     secondary_status: str | None
     instance_type: str
     instance_count: int
@@ -177,14 +231,16 @@ class JobSummary:
     @classmethod
     def from_search(cls, job: Mapping[str, Any]) -> JobSummary:
         itype, count = instances(job)
-        return cls(job_name=clean(job["TrainingJobName"]), status=_clean(job.get("TrainingJobStatus")),
+        state = job.get("TrainingJobStatus")
+        return cls(job_name=clean(job["TrainingJobName"]), status=None if state is None else JobState.parse(state),
                    secondary_status=_clean(job.get("SecondaryStatus")), instance_type=clean(itype),
                    instance_count=count, created=epoch(job.get("CreationTime")),
                    training_end=epoch(job.get("TrainingEndTime")), billable_seconds=job.get("BillableTimeInSeconds"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_name": self.job_name, "status": self.status, "secondary_status": self.secondary_status,
-                "instance_type": self.instance_type, "instance_count": self.instance_count,
+        return {"job_name": self.job_name, "status": self.status.value if self.status else None,
+                "secondary_status": self.secondary_status, "instance_type": self.instance_type,
+                "instance_count": self.instance_count,
                 "created": self.created, "training_end": self.training_end,
                 "billable_seconds": self.billable_seconds}
 
@@ -195,11 +251,15 @@ class StopResult:
 
     job_name: str
     stopped: bool
-    status: str
+    status: JobState
     message: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobState(self.status))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"job_name": self.job_name, "stopped": self.stopped, "status": self.status, "message": self.message}
+        return {"job_name": self.job_name, "stopped": self.stopped, "status": self.status.value,
+                "message": self.message}
 
 
 def _clean(text: str | None) -> str | None:
@@ -210,7 +270,7 @@ def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
     """The job's status now (one DescribeTrainingJob); with `diagnose`, a job that Failed (or was stopped by
     managed spot) is classified with algo-1's log tail and its plan too (launcher.jobs.failures.diagnose)."""
     desc = describe(clients, job)
-    if diagnose and desc.get("TrainingJobStatus") in ("Failed", "Stopped"):
+    if diagnose and desc.get("TrainingJobStatus") in (JobState.FAILED, JobState.STOPPED):
         from launcher.jobs.failures import diagnose as diagnose_job
 
         return JobStatus.from_description(desc, diagnose_job(clients, desc))
@@ -275,7 +335,7 @@ def list_jobs(clients: Clients, running: bool = False, name_contains: str | None
                 continue
             if name_contains and name_contains not in job.get("TrainingJobName", ""):
                 continue
-            if running and job.get("TrainingJobStatus") not in RUNNING:
+            if running and job.get("TrainingJobStatus") not in RUNNING_STATES:
                 continue
             rows.append(JobSummary.from_search(job))
         if len(rows) >= limit:
@@ -289,9 +349,9 @@ def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] |
     from botocore.exceptions import BotoCoreError, ClientError
 
     desc = describe(clients, job)
-    status = desc["TrainingJobStatus"]
-    if status != "InProgress":
-        return StopResult(clean(job), False, clean(status), clean(f"{job} is {status}; nothing to stop"))
+    status = JobState.parse(desc["TrainingJobStatus"])
+    if status is not JobState.IN_PROGRESS:
+        return StopResult(clean(job), False, status, clean(f"{job} is {status}; nothing to stop"))
     if not yes:
         itype, count = instances(desc)
         question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")
@@ -299,11 +359,11 @@ def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] |
             raise UsageError(f"stop asks before stopping {job}, and no `confirm` was given to ask with "
                              "(pass yes=True to stop without asking)")
         if not confirm(question):
-            return StopResult(clean(job), False, clean(status), "not stopped")
+            return StopResult(clean(job), False, status, "not stopped")
     try:
         clients.sagemaker.stop_training_job(TrainingJobName=job)
     except (ClientError, BotoCoreError) as exc:
         raise explain(exc, f"stopping {job}") from None
-    after = describe(clients, job)["TrainingJobStatus"]
-    return StopResult(clean(job), True, clean(after),
+    after = JobState.parse(describe(clients, job)["TrainingJobStatus"])
+    return StopResult(clean(job), True, after,
                       clean(f"{job} is {after}; SageMaker uploads what the job saved, then marks it Stopped"))

@@ -1,65 +1,119 @@
-"""Submitting many plans with at most N jobs running: a queue that starts the next plan as a job ends.
+"""The one way a plan becomes a job: a queue that submits plans in order with at most N jobs running.
 
-Plans start in the order given (`launcher.plan.sweep.rank` puts the best first) through the API's own
-submit, so each gets the same checks as a single submit. Nothing here prints: progress goes to an
-`on_event` callback and the result is one PlanRun per plan. An `on_failure(plan, status)` hook may
-return a new plan for a job that ended Failed or Stopped; that plan takes the same place in the queue
-(launcher.orchestrate.retry builds such plans). A submit that fails stops the queue: what started is reported,
-what did not is `not_started`.
+A single submit is a queue of one (`submit_one`). Plans start in the order given
+(`launcher.plan.sweep.rank` puts the best first) through launcher.submission.create.submit, so each gets
+the same checks. A job that ends Failed or Stopped may be submitted again in its plan's place: a
+RetryPolicy (launcher.orchestrate.retry) decides whether, when (its backoff) and as what (the linked next
+attempt); an `on_failure(plan, status)` hook may decide instead. Nothing here prints: progress goes to an
+`on_event` callback as typed Events, and the result is one frozen PlanRun per plan. A submit that fails
+stops the queue: what started is reported, what did not is `not_started`.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from launcher.core.errors import EXIT_OK, Interrupted, LauncherError
+from launcher.core.enums import StrEnum
+from launcher.core.errors import EXIT_OK, Interrupted, LauncherError, UsageError
 
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
     from launcher.jobs.status import JobStatus
+    from launcher.orchestrate.retry import RetryPolicy
     from launcher.plan.build import Plan
-    from launcher.submission.create import Submission
+    from launcher.submission.create import AccountCheck, Submission
 
 ClientsFor = Union["Clients", Callable[[str | None], "Clients"], None]
 OnFailure = Callable[["Plan", "JobStatus"], Union["Plan", None]]
 
-PLANNED, DRY_RUN, STARTED, NOT_STARTED, ERROR = "planned", "dry_run", "started", "not_started", "error"
+
+class PlanState(StrEnum):
+    """Where a plan got to in the queue; the values are the `state` key of `submit --output json`."""
+
+    PLANNED = "planned"  # not yet submitted; a returned PlanRun is never left in this state
+    DRY_RUN = "dry_run"
+    STARTED = "started"
+    NOT_STARTED = "not_started"
+    ERROR = "error"
+
+
+class EventKind(StrEnum):
+    """What the queue just did for a plan."""
+
+    STARTED = "started"  # a job was created (the event carries its Submission)
+    DRY_RUN = "dry_run"  # a dry run passed every check (the event carries its Submission)
+    ENDED = "ended"  # a job the queue holds ended (the event carries its JobStatus)
+    RESUBMIT = "resubmit"  # the job that ended will be followed by `job_name`, after `backoff_s` seconds
+    ERROR = "error"  # a check or a submit failed (the event's `message` says why)
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something the queue did: `started`, `dry_run`, `ended`, `resubmit` or `error`, for plan `index`."""
+    """Something the queue did for plan `index`; `running` is the jobs it holds as running after it."""
 
-    kind: str
+    kind: EventKind
     index: int
     job_name: str | None = None
     status: JobStatus | None = None
     message: str = ""
-    running: int = 0  # jobs the queue holds as running after this event
+    running: int = 0
+    submission: Submission | None = None
+    backoff_s: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
+class Attempt:
+    """One job started for a plan (or, with dry_run, one that would be): what was submitted, the last status
+    seen for it, and the backoff waited before it."""
+
+    submission: Submission
+    status: JobStatus | None = None
+    backoff_s: float = 0.0
+
+    @property
+    def job_name(self) -> str:
+        return self.submission.job_name
+
+    def to_dict(self) -> dict[str, Any]:
+        """One attempt of `submit --retry --output json`."""
+        status, failure = self.status, self.status.failure if self.status else None
+        return {"job_name": self.job_name, "status": status.status.value if status else None,
+                "failure_class": failure.failure_class if failure else None,
+                "failure_reason": status.failure_reason if status else None,
+                "remedy": failure.remedy if failure else None, "backoff_s": self.backoff_s}
+
+
+@dataclass(frozen=True)
 class PlanRun:
     """What happened to one plan: each job started for it (a resubmission adds one), and how each ended."""
 
     index: int
     plan: Plan
-    state: str = PLANNED
-    submissions: list[Submission] = field(default_factory=list)
-    statuses: list[JobStatus | None] = field(default_factory=list)  # the last status seen, per submission
+    state: PlanState = PlanState.PLANNED
+    attempts: tuple[Attempt, ...] = ()
     error: LauncherError | None = None
+
+    @property
+    def submissions(self) -> tuple[Submission, ...]:
+        return tuple(a.submission for a in self.attempts)
+
+    @property
+    def statuses(self) -> tuple[JobStatus | None, ...]:
+        """The last status seen for each submission (None before the first poll)."""
+        return tuple(a.status for a in self.attempts)
 
     @property
     def job_name(self) -> str:
         """The latest job's name once one started, else the plan's."""
-        return self.submissions[-1].job_name if self.submissions else self.plan.job_name
+        return self.attempts[-1].job_name if self.attempts else self.plan.job_name
 
     @property
     def status(self) -> JobStatus | None:
-        return self.statuses[-1] if self.statuses else None
+        return self.attempts[-1].status if self.attempts else None
 
     @property
     def exit_code(self) -> int:
@@ -70,30 +124,31 @@ class PlanRun:
         return status.exit_code if status is not None and status.terminal else EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
-        last = self.submissions[-1].to_dict() if self.submissions else None
+        last = self.submissions[-1].to_dict() if self.attempts else None
         if last is not None:
             last.pop("request", None)  # the plan's own keys hold it
-        return {"job_name": self.job_name, "state": self.state, "started": self.state == STARTED,
+        return {"job_name": self.job_name, "state": self.state.value, "started": self.state is PlanState.STARTED,
                 "jobs": [s.job_name for s in self.submissions if not s.dry_run], "submission": last,
                 "job_status": self.status.to_dict() if self.status else None,
                 "error": str(self.error) if self.error else None}
 
 
 def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], Callable[[str | None], Clients]]:
-    """(clients for one submit, clients for status polls) by region.
-
-    Each submit gets its own clients from a factory: a Submission's `aws_calls` are recorded by a hook
-    on the session, which a client made earlier by another submit would not carry."""
+    """(clients for one submit, clients for status polls) by region: one Clients for all, or made by a
+    factory per submit (the default makes them for the plan's region)."""
     if clients is not None and not callable(clients):
         shared = clients
         return (lambda _region: shared), (lambda _region: shared)
-    factory = clients
-    if factory is None:
-        from launcher.core.aws import Clients
+    factory: Callable[[str | None], Clients]
+    if clients is None:
+        from launcher.core.aws import Clients as Made
 
-        def factory(region: str | None) -> Clients:
-            return Clients(region=region)
+        def made(region: str | None) -> Clients:
+            return Made(region=region or None)
 
+        factory = made
+    else:
+        factory = clients
     polling: dict[str | None, Clients] = {}
 
     def for_polls(region: str | None) -> Clients:
@@ -104,7 +159,7 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], 
     return factory, for_polls
 
 
-def account_key(plan: Plan) -> tuple:
+def account_key(plan: Plan) -> tuple[Any, ...]:
     """What the account checks read for a plan (region, role, buckets, keys, VPC, image, secrets): plans
     with equal keys pass or fail them alike, so each key is checked once before anything starts."""
     est = getattr(plan, "estimator", None)
@@ -116,130 +171,188 @@ def account_key(plan: Plan) -> tuple:
             tuple(sorted(plan.channels.items())), tuple(sorted(plan.secrets.items())))
 
 
+def _resubmitter(retry: RetryPolicy | None, on_failure: OnFailure | None
+                 ) -> Callable[[Plan, JobStatus, int], tuple[Plan, float] | None] | None:
+    """(the next plan, the seconds to wait first) for a job that ended badly after `attempt` attempts."""
+    if retry is not None and on_failure is not None:
+        raise UsageError("give retry or on_failure, not both")
+    if retry is not None:
+        from launcher.orchestrate.retry import next_attempt
+
+        policy = retry
+
+        def by_policy(plan: Plan, status: JobStatus, attempt: int) -> tuple[Plan, float] | None:
+            again = next_attempt(plan, status, attempt, policy)
+            return None if again is None else (again, policy.delay(attempt))
+
+        return by_policy
+    if on_failure is not None:
+        hook = on_failure
+
+        def by_hook(plan: Plan, status: JobStatus, _attempt: int) -> tuple[Plan, float] | None:
+            again = hook(plan, status)
+            return None if again is None else (again, 0.0)
+
+        return by_hook
+    return None
+
+
 def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
               wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
               clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
-              on_failure: OnFailure | None = None, submit: Callable[..., Submission] | None = None,
-              check: Callable[..., Any] | None = None,
-              sleep: Callable[[float], None] | None = None) -> list[PlanRun]:
+              retry: RetryPolicy | None = None, on_failure: OnFailure | None = None,
+              submit: Callable[..., Submission] | None = None, check: Callable[..., AccountCheck | None] | None = None,
+              sleep: Callable[[float], None] | None = None) -> tuple[PlanRun, ...]:
     """Submit every plan, in order, keeping at most `max_concurrent` jobs running (None: no limit).
 
-    Before the first job starts, the account checks (buckets, role) run once for each distinct
-    account_key: one that refuses stops the queue with nothing started. A queued plan starts when a
-    running job ends (statuses polled every `interval` seconds). Returns once every plan started, or
-    (with `wait` or an `on_failure` hook) once every job ended. `clients` is one Clients, a function
-    of a region, or None (made per plan's region). `submit`, `check` and `sleep` replace the API's
-    submit, launcher.submission.create.check_account and time.sleep (tests). Ctrl-C while waiting stops the
-    queue: the plans not yet started are `not_started` with an Interrupted error."""
+    With several plans, the account checks (buckets, role) run first, once for each distinct account_key:
+    one that refuses stops the queue with nothing started (one plan's submit makes the same checks). A
+    queued plan starts when a running job ends (statuses polled every `interval` seconds). A job that ends
+    Failed or Stopped is submitted again in its plan's place when `retry` (a RetryPolicy) retries its
+    failure class, after the policy's backoff (the queue's head waits it out), or when the `on_failure`
+    hook returns a plan. Returns once every plan started, or (with `wait`, `retry` or `on_failure`) once
+    every job ended. `clients` is one Clients, a function of a region, or None (made per plan's region).
+    `submit`, `check` and `sleep` replace launcher.submission.create's submit and check_account and
+    time.sleep (tests). Ctrl-C while waiting stops the queue: the plans not yet (re)submitted get an
+    Interrupted error."""
     if max_concurrent is not None and max_concurrent < 1:
-        raise ValueError("max_concurrent must be at least 1")
-    from launcher.jobs.status import job_status
+        raise UsageError(f"max_concurrent {max_concurrent}: give 1 or more")
+    from launcher.jobs import status as jobs
+    from launcher.submission import create
 
-    if submit is None:
-        from launcher.submission.create import submit
-    if check is None:
-        from launcher.submission.create import check_account
-
-        check = check_account
-    sleep = sleep or time.sleep
+    submit_plan = submit or create.submit
+    check_plan = check or create.check_account
+    nap = sleep or (lambda seconds: time.sleep(seconds))
     emit = on_event or (lambda _event: None)
+    again_after = _resubmitter(retry, on_failure)
     client_of, poll_client = _clients_for(clients)
     runs = [PlanRun(i, p) for i, p in enumerate(plans)]
-    current = {i: p for i, p in enumerate(plans)}  # the plan each run submits next (a hook may replace it)
+    current = dict(enumerate(plans))  # the plan each run submits next (a resubmission replaces it)
+    backoff: dict[int, float] = {}  # seconds a resubmission still waits, counted down by the queue's sleeps
+    waited: dict[int, float] = {}  # the backoff a resubmission waits in all
     pending = deque(range(len(runs)))
     running: dict[str, int] = {}
-    follow = (wait or on_failure is not None) and not dry_run
+    in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
+    follow = (wait or again_after is not None) and not dry_run
+
+    def update(i: int, **changes: Any) -> None:
+        runs[i] = dataclasses.replace(runs[i], **changes)
 
     def start(i: int) -> bool:
         run, plan = runs[i], current[i]
+        backoff.pop(i, None)
+        in_flight.append(i)
         try:
-            result = submit(plan, dry_run=dry_run, skip_role_check=skip_role_check, clients=client_of(plan.region))
+            result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check,
+                                 clients=client_of(plan.region or ""))
         except LauncherError as err:
-            run.error = err
             if isinstance(err, Interrupted) and err.started:
-                run.state = STARTED  # the job exists: the error says so and names it
-            elif not run.submissions:
-                run.state = ERROR
-            emit(Event("error", i, plan.job_name, message=str(err), running=len(running)))
+                update(i, error=err, state=PlanState.STARTED)  # the job exists: the error says so and names it
+            else:
+                update(i, error=err, state=run.state if run.attempts else PlanState.ERROR)
+            emit(Event(EventKind.ERROR, i, plan.job_name, message=str(err), running=len(running)))
             return False
-        run.submissions.append(result)
-        run.statuses.append(None)
+        finally:
+            in_flight.remove(i)
+        attempts = (*run.attempts, Attempt(result, None, waited.pop(i, 0.0)))
         if dry_run:
-            run.state = DRY_RUN
-            emit(Event("dry_run", i, result.job_name, running=len(running)))
+            update(i, attempts=attempts, state=PlanState.DRY_RUN)
+            emit(Event(EventKind.DRY_RUN, i, result.job_name, running=len(running), submission=result))
             return True
-        run.state = STARTED
+        update(i, attempts=attempts, state=PlanState.STARTED)
         running[result.job_name] = i
-        emit(Event("started", i, result.job_name, running=len(running)))
+        emit(Event(EventKind.STARTED, i, result.job_name, running=len(running), submission=result))
         return True
 
     def poll() -> None:
         for name, i in list(running.items()):
-            # With a hook, a failed job is classified (algo-1's log tail, its plan) so the hook sees why.
-            status = job_status(poll_client(current[i].region), name, diagnose=on_failure is not None)
-            runs[i].statuses[-1] = status
+            # A failed job that may be resubmitted is classified (algo-1's log tail, its plan) so the
+            # policy or hook sees why.
+            status = jobs.job_status(poll_client(current[i].region or ""), name, diagnose=again_after is not None)
+            run = runs[i]
+            update(i, attempts=(*run.attempts[:-1], dataclasses.replace(run.attempts[-1], status=status)))
             if not status.terminal:
                 continue
             del running[name]
-            emit(Event("ended", i, name, status=status, running=len(running)))
-            if status.status != "Completed" and on_failure is not None:
-                again = on_failure(current[i], status)
-                if again is not None:
-                    current[i] = again
-                    pending.appendleft(i)
-                    emit(Event("resubmit", i, again.job_name, status=status, running=len(running)))
+            emit(Event(EventKind.ENDED, i, name, status=status, running=len(running)))
+            if status.status == jobs.JobState.COMPLETED or again_after is None:
+                continue
+            decided = again_after(current[i], status, len(runs[i].attempts))
+            if decided is not None:
+                current[i], backoff[i] = decided
+                waited[i] = decided[1]
+                pending.appendleft(i)
+                emit(Event(EventKind.RESUBMIT, i, decided[0].job_name, status=status, running=len(running),
+                           backoff_s=decided[1]))
 
-    if not dry_run:  # a dry run's submit makes exactly these checks, plan by plan
-        checked: set[tuple] = set()
+    def free() -> bool:
+        return max_concurrent is None or len(running) < max_concurrent
+
+    def rest() -> None:
+        """Sleep until the next poll, or less when the queue's head waits out a shorter backoff."""
+        seconds = interval
+        if pending and free() and backoff.get(pending[0], 0.0) > 0:
+            head = backoff[pending[0]]
+            seconds = min(seconds, head) if running else head
+        nap(seconds)
+        for i in backoff:
+            backoff[i] = max(0.0, backoff[i] - seconds)
+
+    if not dry_run and len(plans) > 1:  # one plan's submit (and a dry run's) makes exactly these checks
+        checked: set[tuple[Any, ...]] = set()
         for i, plan in enumerate(plans):
             key = account_key(plan)
             if key in checked:
                 continue
             checked.add(key)
             try:
-                check(plan, client_of(plan.region), skip_role_check=skip_role_check)
+                check_plan(plan, client_of(plan.region or ""), skip_role_check=skip_role_check)
             except LauncherError as err:
-                runs[i].error, runs[i].state = err, ERROR
-                emit(Event("error", i, plan.job_name, message=str(err)))
+                update(i, error=err, state=PlanState.ERROR)
+                emit(Event(EventKind.ERROR, i, plan.job_name, message=str(err)))
                 return _finish(runs)
 
     try:
         while True:
-            while pending and (max_concurrent is None or len(running) < max_concurrent):
+            started = False
+            while pending and free() and backoff.get(pending[0], 0.0) <= 0:
                 if not start(pending.popleft()):
                     pending.clear()
                     return _finish(runs)
-            if not running or (not pending and not follow):
+                started = True
+            if not pending and (not running or not follow):
                 return _finish(runs)
-            sleep(interval)
-            poll()
+            if not started:  # a job just started is polled at once: it may end (or fail) as it starts
+                rest()
+            if running:
+                poll()
     except KeyboardInterrupt:
-        stopped = Interrupted("interrupted: the queue stopped before this plan started; the jobs it started "
-                              "keep running", "", False)
+        for i in in_flight:
+            name = current[i].job_name
+            update(i, error=Interrupted(f"interrupted while {name} was being submitted: cannot tell whether it was "
+                                        "started; look it up by name before submitting again", name, None))
+        stopped = Interrupted("interrupted: the queue stopped before this plan started; the jobs it started keep "
+                              "running", "", False)  # one error for every plan it stopped
         for i in pending:
-            if not runs[i].submissions:
-                runs[i].error = stopped
+            name = current[i].job_name
+            update(i, error=Interrupted(f"interrupted: the queue stopped before {name} was submitted again; the "
+                                        "jobs it started keep running", "", False) if runs[i].attempts else stopped)
         return _finish(runs)
     except LauncherError as err:  # a status poll that failed: stop watching, say so on every job still held
         for i in running.values():
-            runs[i].error = err
+            update(i, error=err)
         return _finish(runs)
 
 
-def _finish(runs: list[PlanRun]) -> list[PlanRun]:
-    for run in runs:
-        if run.state == PLANNED:
-            run.state = NOT_STARTED
-    return runs
+def _finish(runs: list[PlanRun]) -> tuple[PlanRun, ...]:
+    return tuple(dataclasses.replace(run, state=PlanState.NOT_STARTED) if run.state is PlanState.PLANNED else run
+                 for run in runs)
 
 
-def worst_exit_code(runs: Sequence[PlanRun]) -> int:
-    """The exit code for a queue: an error's (the first), else the worst ending, 1 Failed over 5 Stopped."""
-    for run in runs:
-        if run.error is not None:
-            return run.error.exit_code
-    codes = {run.exit_code for run in runs}
-    for code in (1, 5):
-        if code in codes:
-            return code
-    return EXIT_OK
+def submit_one(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
+               clients: ClientsFor = None) -> Submission:
+    """A single submit: a queue of one that does not wait. Its Submission, or the error that stopped it."""
+    (run,) = run_queue([plan], dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
+    if run.error is not None:
+        raise run.error
+    return run.attempts[0].submission

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from launcher.core.aws import AwsError, Clients, explain, recording
@@ -66,7 +67,13 @@ class Submission:
                 "remembered": self.remembered, "notes": list(self.notes)}
 
 
-STARTED, NOT_STARTED, UNKNOWN_START = True, False, None
+class JobExistence(Enum):
+    """What SageMaker says of a job name after a create whose answer may not have come back; the value is
+    Interrupted's `started` (True, False, or None for cannot tell)."""
+
+    EXISTS = True
+    ABSENT = False
+    UNKNOWN = None
 
 
 def console_url(region: str, job: str) -> str:
@@ -93,18 +100,18 @@ def _check_bucket(s3: Any, uri: str, region: str, what: str) -> None:
 
 
 def _role_arn(plan: Plan, clients: Clients) -> str:
-    assert plan.role, "check_account refuses a plan without a role before asking for its ARN"
-    if plan.role.startswith("arn:"):
-        return plan.role
+    role = plan.role or ""  # check_account refuses a plan without one before asking
+    if role.startswith("arn:"):
+        return role
     try:
-        return clients.iam.get_role(RoleName=role_name(plan.role))["Role"]["Arn"]
+        return str(clients.iam.get_role(RoleName=role_name(role))["Role"]["Arn"])
     except Exception as exc:
         raise explain(exc, f"looking up role {plan.role}") from None
 
 
 def plan_for(loaded: LoadedSpec, clients: Clients, now: datetime | None = None) -> Plan:
-    """The plan for a CLI submit: the region decided once (--region as clients.region, else the spec's,
-    the environment's or the profile's), then set on the clients so every call uses it."""
+    """The plan for these clients' region, decided once (the clients' own region, else the spec's, the
+    environment's or the profile's), then set on the clients so every call uses it."""
     clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
                                     profile=clients.profile)
     return build_plan(loaded, now=now, env=clients.env, region=clients.region)
@@ -170,13 +177,20 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
 
 def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, skip_role_check: bool,
             start: Callable[..., str] | None) -> Submission:
-    account = check_account(plan, clients, skip_role_check=skip_role_check)
+    try:
+        account = check_account(plan, clients, skip_role_check=skip_role_check)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {plan.job_name} was not started; nothing is running", plan.job_name,
+                          JobExistence.ABSENT.value) from None
     source = plan.source
     uploaded = remembered = False
     notes: list[str] = []
     if not dry_run:
         try:
             uploaded = upload(clients.s3, source.uri, source.tarball, plan.estimator.output_kms_key)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted while uploading the source: {plan.job_name} was not started; nothing "
+                              "is running", plan.job_name, JobExistence.ABSENT.value) from None
         except Exception as exc:
             raise explain(exc, "uploading the source tarball") from None
         if start is None:
@@ -212,28 +226,25 @@ def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Client
             if not _answer_may_be_lost(exc):
                 raise error from None
             state = job_exists(clients, name)
-            if state is STARTED:  # a try timed out after SageMaker had created the job
+            if state is JobExistence.EXISTS:  # a try timed out after SageMaker had created the job
                 return f"CreateTrainingJob's answer was lost ({error}), but SageMaker has {name}"
-            if state is UNKNOWN_START:
-                raise AwsError(f"{error}; cannot tell whether {name} was started: check with "
-                               f"`smp-launch status {name} --region {plan.region}` before submitting again") from None
+            if state is JobExistence.UNKNOWN:
+                raise AwsError(f"{error}; cannot tell whether {name} was started: look it up in {plan.region} "
+                               "before submitting it again") from None
             raise error from None
     if not interrupted.is_set():
         return None
     clients.cancel_waits()
     state = job_exists(clients, name)
     region = plan.region
-    if state is STARTED:
+    if state is JobExistence.EXISTS:
         _remember(plan, clients)
-        message = (f"interrupted, but {name} was started in {region} and is running: follow it with "
-                   f"`smp-launch logs {name} --region {region}`, stop it with "
-                   f"`smp-launch stop {name} --region {region}`")
-    elif state is NOT_STARTED:
+        message = f"interrupted, but {name} was started in {region} and is running"
+    elif state is JobExistence.ABSENT:
         message = f"interrupted: {name} was not started (SageMaker has no such job in {region}); nothing is running"
     else:
-        message = (f"interrupted: cannot tell whether {name} was started; check with "
-                   f"`smp-launch status {name} --region {region}` before submitting again")
-    raise Interrupted(message, name, state)
+        message = f"interrupted: cannot tell whether {name} was started; look it up in {region} before submitting again"
+    raise Interrupted(message, name, state.value)
 
 
 @contextlib.contextmanager
@@ -274,22 +285,22 @@ def _answer_may_be_lost(exc: BaseException) -> bool:
     return False
 
 
-def job_exists(clients: Clients, name: str) -> bool | None:
-    """DescribeTrainingJob by name: True exists, False SageMaker says there is no such job, None unknown."""
+def job_exists(clients: Clients, name: str) -> JobExistence:
+    """DescribeTrainingJob by name: EXISTS, ABSENT (SageMaker says there is no such job) or UNKNOWN."""
     from botocore.exceptions import ClientError
 
     try:
         clients.sagemaker.describe_training_job(TrainingJobName=name)
-        return STARTED
+        return JobExistence.EXISTS
     except ClientError as exc:
         err = exc.response.get("Error", {})
         code, message = str(err.get("Code", "")), str(err.get("Message", "")).lower()
         if code in ("ResourceNotFound", "ResourceNotFoundException") or (
                 code == "ValidationException" and ("not found" in message or "could not find" in message)):
-            return NOT_STARTED
-        return UNKNOWN_START
+            return JobExistence.ABSENT
+        return JobExistence.UNKNOWN
     except (Exception, KeyboardInterrupt):  # unreachable, throttled, or a second Ctrl-C: cannot tell
-        return UNKNOWN_START
+        return JobExistence.UNKNOWN
     finally:
         clients.cancel_waits()
 
