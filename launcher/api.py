@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from launcher.jobs.failures import Failure, FailureClass
     from launcher.jobs.logs import FollowResult, LogLine, LogLines, LogNote, NoteKind, StatusChange
     from launcher.jobs.metrics import JobMetrics
-    from launcher.jobs.status import JobNotFound, JobStatus, JobSummary, Outcome
+    from launcher.jobs.status import JobNotFound, JobState, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, NotLaunchedHere
@@ -104,12 +104,11 @@ __all__ = [
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Severity", "Topology", "SweepPlan",
     # AWS and submitting
     "connect", "resolve_region", "check_role", "submit", "run_local", "Clients", "RoleCheck", "RoleVerdict",
-    "Submission",
-    "LocalRunResult",
+    "Submission", "LocalRunResult",
     # jobs
     "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "stop", "list_jobs", "metrics",
-    "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind", "StatusChange", "FollowResult", "Failure",
-    "FailureClass",
+    "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind",
+    "StatusChange", "FollowResult", "Failure", "FailureClass",
     # many plans
     "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
     "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
