@@ -20,7 +20,8 @@ def tarball(files: Mapping[str, str | bytes]) -> bytes:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(files):
-            data = files[name].encode() if isinstance(files[name], str) else files[name]
+            content = files[name]
+            data = content.encode() if isinstance(content, str) else content
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), 0, 0o644
             info.uid = info.gid = 0

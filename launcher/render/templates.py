@@ -240,10 +240,10 @@ def render(templates: TemplateSet, name: str, context: dict[str, Any]) -> str:
         failing = paths.get(exc.filename or "") or templates[name]
         raise TemplateError(failing.shown, f"does not render: {exc.message}", exc.lineno) from None
     except Exception as exc:
-        failing, line = _failing_line(exc.__traceback__, paths)
-        if failing is None and not isinstance(exc, jinja2.TemplateError):
+        found, line = _failing_line(exc.__traceback__, paths)
+        if found is None and not isinstance(exc, jinja2.TemplateError):
             raise  # not a template's fault
-        failing = failing or templates[name]
+        blamed = found or templates[name]
         message = exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
         kind = "" if isinstance(exc, jinja2.TemplateError) else f"{type(exc).__name__}: "
-        raise TemplateError(failing.shown, f"does not render: {kind}{message}", line) from None
+        raise TemplateError(blamed.shown, f"does not render: {kind}{message}", line) from None
