@@ -587,3 +587,27 @@ def test_render_takes_what_it_needs_and_imports_nothing_above_it():
         names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not [n for n in names if n.startswith(above)], f"{path.name} imports {sorted(names)}"
+
+
+def test_what_submit_uploads_is_rendered_from_the_team_template(aws, tmp_path, monkeypatch):
+    """Through the public API against moto: the tarball holds the team's script and the job carries the hash
+    that covers it."""
+    import io
+    import tarfile
+
+    import launcher
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    team = _team(tmp_path / "team", {"train.py.j2": shipped()["train.py.j2"].text + TEAM_MARK})
+    loaded = launcher.load_spec(str(JOBS / "llama7b.yaml"), {"templates": str(team), "role": "Good"})
+    plan = launcher.build_plan(loaded, region="us-west-2")
+    result = launcher.submit(plan, skip_role_check=True)
+    bucket, key = result.source_uri[len("s3://"):].split("/", 1)
+    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        assert tar.extractfile("train.py").read().decode().endswith(TEAM_MARK)
+        stored = json.loads(tar.extractfile("plan.json").read())
+    assert stored["templates"]["train.py.j2"] == "team" and stored["spec_hash"] == plan.spec_hash
+    tags = aws.sagemaker.list_tags(ResourceArn=aws.sagemaker.describe_training_job(
+        TrainingJobName=result.job_name)["TrainingJobArn"])["Tags"]
+    assert {"Key": "smp-launch:spec-hash", "Value": plan.spec_hash} in tags
