@@ -18,7 +18,8 @@ def templates_option(f):
     """`--templates DIR`: a team's templates folder, each *.j2 there replacing the shipped template of its name.
 
     It is the spec's `templates:` given on the command line (relative to the current folder), so it reaches
-    the spec as the last `--set` and wins over the spec's own; every command that plans takes it alike."""
+    the spec as the last `--set` and wins over the spec's own; every command that plans takes it alike. Put
+    it on a command that takes SET: it hands the command the `overrides` it extends."""
 
     @functools.wraps(f)
     def with_templates(*args, templates: str | None = None, **kwargs):
