@@ -106,14 +106,16 @@ plan: venv
 render: venv
 	$(BIN)/smp-launch render $(JOB) -o $(OUT)
 
-# The rendered source dir of every example job, as the golden tests expect it (run after changing templates),
-# less the launcher/runtime modules copied verbatim (the golden test compares those with their sources).
+# One golden source dir per code path of the templates (tests/goldens/variants.txt: a name, a spec and its
+# --set overrides), rendered by `smp-launch render` (run after changing templates and review the diff), less
+# the launcher/runtime modules copied verbatim (the golden test compares those with their sources).
 goldens: venv
 	runtime=$$($(BIN)/python -c 'from launcher.render.files import RUNTIME_MODULES; print(*RUNTIME_MODULES)'); \
-	for job in jobs/*.yaml; do \
-	  name=$$(basename $$job .yaml); rm -rf tests/goldens/$$name; \
-	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job \
-	    -o tests/goldens/$$name || exit 1; \
+	find tests/goldens -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +; \
+	grep -v '^#' tests/goldens/variants.txt | while read -r name job sets; do \
+	  [ -n "$$name" ] || continue; \
+	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job $$sets \
+	    -o tests/goldens/$$name > /dev/null || exit 1; \
 	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
 

@@ -60,6 +60,9 @@ TESTS: dict[str, list[str]] = {
     "launcher/plan/build.py": ["tests/test_plan.py", "tests/test_plan_json.py"],
     "launcher/render/files.py": ["tests/test_render.py",
                                  "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
+    "launcher/render/templates.py": ["tests/test_render.py",
+                                     "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
+    "launcher/render/distribution.py": ["tests/test_render.py"],
     "launcher/submission/role.py": [*tests_in(
         "test_submit.py", "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
         "the_caller_becomes_the_principal_simulation_accepts",
@@ -105,7 +108,7 @@ EQUIVALENT = {
         "any number of experts is divisible by 1",
     ("launcher/spec/loader.py", "return Mark(file, 1, 1)", "1 -> 2"):
         "every spec has a mark for its root (), so this fallback is never reached",
-    ("launcher/render/files.py", "lstrip_blocks=True,", "True -> False"):
+    ("launcher/render/templates.py", "lstrip_blocks=True,", "True -> False"):
         "no template indents a block tag today: every rendered file stays byte-identical (the goldens)",
     ("launcher/rules/decisions.py", "NATIVE_HYBRID_SHARD_DEGREE = 8", "8 -> 9"):
         "used only in min(world, 8, gpus) and every instance in the catalog has 8 GPUs",

@@ -94,7 +94,7 @@ def test_service_errors_win_over_quoted_text():
 
 def _plan_json(spec: str = "jobs/llama7b.yaml") -> dict:
     import launcher
-    from launcher.render.files import deterministic_plan
+    from launcher.plan.bundle import deterministic_plan
 
     return json.loads(json.dumps(deterministic_plan(launcher.build_plan(launcher.load_spec(spec)))))
 

@@ -1,23 +1,47 @@
-"""Rendering the source dir: goldens, valid Python, determinism, the progress line, and no code from specs."""
+"""Rendering the source dir: goldens, valid Python, determinism, the progress line, no code from specs, the
+distribution rendered from its template, and a team's own templates."""
 import ast
 import difflib
 import json
 import re
+import shlex
 from datetime import datetime, timezone
 
+import jinja2
 import pytest
 import yaml
 
+from launcher.core.errors import SpecError
 from launcher.plan.build import build_plan
 from launcher.render import progress
 from launcher.render.files import RUNTIME_MODULES, SOURCE_TEMPLATES
+from launcher.render.templates import shipped, shown_path
 from launcher.spec import load_spec
 from tests.conftest import JOBS, REPO
 
 GOLDENS = REPO / "tests" / "goldens"
-EXAMPLE_JOBS = sorted(JOBS.glob("*.yaml"))
 EXPECTED_FILES = {*SOURCE_TEMPLATES, *RUNTIME_MODULES, "distribution.json", "plan.json", "spec.json"}
 RUNTIME = REPO / "launcher" / "runtime"
+
+
+def golden_variants() -> dict[str, tuple[str, list[str]]]:
+    """tests/goldens/variants.txt: NAME SPEC [--set KEY=VALUE ...], as `make goldens` reads it."""
+    variants = {}
+    for line in (GOLDENS / "variants.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, spec, *rest = shlex.split(line)
+        assert rest[::2] == ["--set"] * (len(rest) // 2) and len(rest) % 2 == 0, line
+        variants[name] = (spec, rest[1::2])
+    return variants
+
+
+VARIANTS_OF_GOLDENS = golden_variants()
+
+
+def golden_plan(name: str):
+    spec, sets = VARIANTS_OF_GOLDENS[name]
+    return build_plan(load_spec(REPO / spec, sets))
 
 
 @pytest.fixture(autouse=True)
@@ -27,19 +51,52 @@ def _golden_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
-@pytest.mark.parametrize("job", EXAMPLE_JOBS, ids=lambda p: p.stem)
-def test_rendered_source_matches_the_goldens(job):
-    files = build_plan(load_spec(job)).source.files
-    golden_dir = GOLDENS / job.stem
-    assert golden_dir.is_dir(), f"no goldens for {job.name}: run `make goldens`"
+@pytest.mark.parametrize("name", sorted(VARIANTS_OF_GOLDENS))
+def test_rendered_source_matches_the_goldens(name):
+    files = golden_plan(name).source.files
+    golden_dir = GOLDENS / name
+    assert golden_dir.is_dir(), f"no goldens for {name}: run `make goldens`"
     golden = {p.name: p.read_text(encoding="utf-8") for p in golden_dir.iterdir()}
-    golden.update((name, (RUNTIME / name).read_text(encoding="utf-8")) for name in RUNTIME_MODULES)
+    golden.update((module, (RUNTIME / module).read_text(encoding="utf-8")) for module in RUNTIME_MODULES)
     assert set(files) == set(golden) == EXPECTED_FILES, "run `make goldens` and review the diff"
-    for name, content in files.items():
-        if content != golden[name]:
-            diff = "".join(difflib.unified_diff(golden[name].splitlines(True), content.splitlines(True),
-                                                f"goldens/{job.stem}/{name}", "rendered", n=1))
-            pytest.fail(f"{job.stem}/{name} drifted from its golden (run `make goldens`):\n{diff[:3000]}")
+    for file, content in files.items():
+        if content != golden[file]:
+            diff = "".join(difflib.unified_diff(golden[file].splitlines(True), content.splitlines(True),
+                                                f"goldens/{name}/{file}", "rendered", n=1))
+            pytest.fail(f"{name}/{file} drifted from its golden (run `make goldens`):\n{diff[:3000]}")
+
+
+def test_every_golden_folder_is_a_variant_and_every_example_job_has_one():
+    folders = {p.name for p in GOLDENS.iterdir() if p.is_dir()}
+    assert folders == set(VARIANTS_OF_GOLDENS), "a stale or missing golden: run `make goldens`"
+    as_is = {spec for spec, sets in VARIANTS_OF_GOLDENS.values() if not sets}
+    assert as_is == {f"jobs/{p.name}" for p in JOBS.glob("*.yaml")}
+
+
+def _conditions(text: str) -> list[str]:
+    """The expressions of every `{% if %}` and `{% elif %}` in a template, and of every `{{ a if b else c }}`."""
+    blocks = re.findall(r"{%-?\s*(?:el)?if\s+(.+?)\s*-?%}", text)
+    return blocks + re.findall(r"{{[^}]*? if (.+?) else [^}]*}}", text)
+
+
+@pytest.mark.parametrize("template", shipped().names)
+def test_every_condition_in_a_template_is_true_in_one_golden_and_false_in_another(template):
+    """The goldens are one per code path: each branch of every template is rendered by some golden, and
+    skipped by another."""
+    from launcher.render.files import template_context
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    contexts = {}
+    for name in VARIANTS_OF_GOLDENS:
+        plan = golden_plan(name)
+        contexts[name] = template_context(plan.spec, plan.decisions)
+    conditions = _conditions(shipped()[template].text)
+    if template in ("train.py.j2", "distribution.json.j2"):
+        assert conditions, f"{template} has no conditions: the parser missed them"
+    for condition in conditions:
+        test = env.compile_expression(condition)
+        outcomes = {name: bool(test(**context)) for name, context in contexts.items()}
+        assert set(outcomes.values()) == {True, False}, f"{template}: `{condition}` is {outcomes} in every golden"
 
 
 def test_rendering_is_deterministic_across_runs_and_clocks():
@@ -187,7 +244,8 @@ def test_render_command_writes_the_source_dir(run_cli, tmp_path):
     assert r.code == 0, r.err
     assert set(json.loads(r.out)["files"]) == EXPECTED_FILES
     assert {p.name for p in out.iterdir()} == EXPECTED_FILES
-    assert (out / "train.py").read_text() == (GOLDENS / "llama70b" / "train.py").read_text()
+    assert (out / "train.py").read_text() == (GOLDENS / "delayed-init" / "train.py").read_text()
+    assert json.loads(r.out)["templates"] == dict.fromkeys(shipped().names, "shipped")
     r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(tmp_path / "t"), "--set", "smp.bogus=1")
     assert r.code == 2 and "bogus" in r.err
 
@@ -196,12 +254,11 @@ def _render_with(overrides: list[str], **decisions: object) -> dict[str, str]:
     """The source dir with some of the plan's decisions forced: the script follows what it is given."""
     import dataclasses
 
-    from launcher.render.files import render_template, script_context
+    from launcher.render.files import render_template, template_context
 
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", overrides))
-    forced = dataclasses.replace(plan, decisions=dataclasses.replace(plan.decisions, **decisions))
-    context = script_context(forced)
-    return {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
+    context = template_context(plan.spec, dataclasses.replace(plan.decisions, **decisions))
+    return {name: render_template(template, context) for name, template in SOURCE_TEMPLATES.items()}
 
 
 def _function(source: str, name: str) -> str:
@@ -383,3 +440,270 @@ def test_the_templates_folder_holds_the_templates():
     from launcher.render.files import SOURCE_TEMPLATES, templates_dir
 
     assert all((templates_dir() / name).is_file() for name in SOURCE_TEMPLATES.values())
+
+
+# ---- the distribution, rendered from templates/distribution.json.j2 and checked
+
+CAPTURED = json.loads((GOLDENS / "distributions.json").read_text())  # what the Python-built dict was
+BASE_SPEC = {"name": "demo", "model": {"preset": "llama2-7b"}, "output": {"path": "s3://my-bucket/smp"}}
+
+
+@pytest.mark.parametrize("job", sorted(CAPTURED["jobs"]))
+def test_each_example_jobs_distribution_is_the_dict_python_built(job):
+    plan = build_plan(load_spec(JOBS / job))
+    want = CAPTURED["jobs"][job]
+    assert plan.distribution == want == plan.estimator.distribution
+    assert json.dumps(plan.distribution) == json.dumps(want)  # the key order too: mp_parameters is this JSON
+    assert json.loads(plan.source.files["distribution.json"]) == want
+    params = want["smdistributed"]["modelparallel"]["parameters"]
+    assert plan.request["HyperParameters"]["mp_parameters"] == json.dumps(params)
+
+
+@pytest.mark.parametrize("case", CAPTURED["smp_sections"], ids=lambda c: json.dumps(c["smp"], sort_keys=True)[:80])
+def test_every_smp_section_the_tests_use_renders_the_dict_python_built(case, write_spec):
+    """The distribution depends on the smp section alone: each one a test of the plan, render, rules, spec,
+    submit or provenance builds (and each parameter those leave at its default, set) gives the same dict."""
+    plan = build_plan(load_spec(write_spec(yaml.safe_dump({**BASE_SPEC, "smp": case["smp"]}))))
+    assert json.dumps(plan.distribution) == json.dumps(case["distribution"])
+
+
+def _params(d: dict) -> dict:
+    return d["smdistributed"]["modelparallel"]["parameters"]
+
+
+REFUSED = {  # a change to a good distribution -> words of the refusal
+    "no torch_distributed": (lambda d: d.pop("torch_distributed"), "the distribution has no torch_distributed"),
+    "another launcher": (lambda d: d.update(pytorchddp={"enabled": True}), "has 'pytorchddp'"),
+    "torchrun off": (lambda d: d["torch_distributed"].update(enabled=False), "SMP v2 runs under torchrun"),
+    "torchrun 'true'": (lambda d: d["torch_distributed"].update(enabled="true"), "SMP v2 runs under torchrun"),
+    "SMDDP too": (lambda d: d["smdistributed"].update(dataparallel={"enabled": True}), "has 'dataparallel'"),
+    "enabled 1": (lambda d: d["smdistributed"]["modelparallel"].update(enabled=1), "the boolean true"),
+    "no parameters": (lambda d: d["smdistributed"]["modelparallel"].pop("parameters"), "has no parameters"),
+    "parameters from a file": (lambda d: d["smdistributed"]["modelparallel"].update(parameters="mp.json"),
+                               "must be an object"),
+    "an SMP v1 parameter": (lambda d: _params(d).update(pipeline_parallel_degree=2), "not an SMP v2 parameter"),
+    "a misspelt one": (lambda d: _params(d).update(random_sead=1), "did you mean random_seed?"),
+    "a bool for a degree": (lambda d: _params(d).update(context_parallel_degree=True), "context_parallel_degree:"),
+    "a float for a degree": (lambda d: _params(d).update(expert_parallel_degree=1.0), "expert_parallel_degree:"),
+    "a horizon of 0": (lambda d: _params(d).update(activation_loading_horizon=0), "activation_loading_horizon:"),
+    "a string for a flag": (lambda d: _params(d).update(allow_empty_shards="no"), "allow_empty_shards:"),
+    "a negative seed": (lambda d: _params(d).update(random_seed=-1), "random_seed:"),
+    "a null seed": (lambda d: _params(d).update(random_seed=None), "random_seed is null"),
+    "another degree": (lambda d: _params(d).update(hybrid_shard_degree=4),
+                       "hybrid_shard_degree 4 is not the spec's smp.hybrid_shard_degree (8)"),
+    "a degree left out": (lambda d: _params(d).pop("hybrid_shard_degree"),
+                          "hybrid_shard_degree left out (SMP's default 0) is not the spec's"),
+}
+
+
+@pytest.mark.parametrize("change", REFUSED, ids=str)
+def test_a_distribution_smp_v2_would_refuse_is_refused_with_the_reason(change):
+    import copy
+
+    from launcher.render.distribution import refusal
+
+    smp = load_spec(JOBS / "llama7b.yaml").spec.smp
+    good = copy.deepcopy(CAPTURED["jobs"]["llama7b.yaml"])
+    assert refusal(good, smp) is None
+    edit, words = REFUSED[change]
+    edit(good)
+    problem = refusal(good, smp)
+    assert problem is not None and words in problem, problem
+
+
+def test_every_captured_distribution_passes_the_check_and_other_parameters_may_differ():
+    from launcher.render.distribution import refusal
+    from launcher.spec.models import SmpSpec
+
+    for case in CAPTURED["smp_sections"]:
+        assert refusal(case["distribution"], SmpSpec.model_validate(case["smp"])) is None, case["smp"]
+    smp = load_spec(JOBS / "llama7b.yaml").spec.smp
+    house = json.loads(json.dumps(CAPTURED["jobs"]["llama7b.yaml"]))
+    _params(house).update(fsdp_cache_flush_warnings=False, allow_empty_shards=True, random_seed=2**32 - 1)
+    _params(house).pop("activation_loading_horizon")
+    assert refusal(house, smp) is None  # a house policy on the flags; the degrees stay the spec's
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"a": 1, "a": 2}', "key 'a' is written twice"),
+    ('{"a": NaN}', "NaN is not a JSON number"),
+])
+def test_the_rendered_json_is_read_strictly(text, words):
+    from launcher.render.distribution import parse
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        parse(text)
+
+
+# ---- a team's own templates
+
+def _team(folder, texts: dict[str, str]):
+    """A templates folder holding these templates, by file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+TEAM_MARK = "\n# built by the team's template\n"
+
+
+def test_a_team_train_template_replaces_the_script_and_nothing_else(tmp_path, write_spec):
+    team = _team(tmp_path / "team", {"train.py.j2": shipped()["train.py.j2"].text + TEAM_MARK})
+    spec = write_spec(f"extends: {JOBS / 'llama7b.yaml'}\ntemplates: team\n")
+    plan = build_plan(load_spec(spec))
+    ours = build_plan(load_spec(JOBS / "llama7b.yaml"))
+    files, shipped_files = plan.source.files, ours.source.files
+    assert files["train.py"] == shipped_files["train.py"] + TEAM_MARK
+    for name in ("train_secrets.py", "requirements.txt", "distribution.json", *RUNTIME_MODULES):
+        assert files[name] == shipped_files[name]
+    assert plan.templates.used() == {**dict.fromkeys(shipped().names, "shipped"),
+                                     "train.py.j2": shown_path((team / "train.py.j2").resolve())}
+    assert plan.templates["train.py.j2"].path == str((team / "train.py.j2").resolve())
+    assert plan.to_dict()["templates"]["train.py.j2"] != "shipped"
+    stored = json.loads(files["plan.json"])
+    assert stored["templates"] == {**dict.fromkeys(shipped().names, "shipped"), "train.py.j2": "team"}
+    assert json.loads(files["spec.json"])["templates"] == "team"
+    assert all(str(tmp_path) not in text for text in files.values()), "a local path in the tarball"
+
+
+def test_the_spec_hash_covers_the_team_templates_contents_not_their_folder(tmp_path):
+    text = shipped()["train.py.j2"].text + TEAM_MARK
+    one, two = _team(tmp_path / "one", {"train.py.j2": text}), _team(tmp_path / "two", {"train.py.j2": text})
+    edited = _team(tmp_path / "edited", {"train.py.j2": text + "# and edited\n"})
+
+    def digest(folder=None) -> str:
+        return build_plan(load_spec(JOBS / "llama7b.yaml", [f"templates={folder}"] if folder else [])).spec_hash
+
+    assert digest(one) == digest(two) != digest()
+    assert digest(edited) not in (digest(one), digest())
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"templates={edited}"]))
+    assert {"Key": "smp-launch:spec-hash", "Value": plan.spec_hash} in plan.estimator.tags
+
+
+def test_templates_lie_relative_to_the_file_that_names_them_and_the_command_line_wins(tmp_path, write_spec,
+                                                                                      monkeypatch):
+    _team(tmp_path / "base" / "tpl", {"train.py.j2": shipped()["train.py.j2"].text + "# base's\n"})
+    _team(tmp_path / "cli", {"train.py.j2": shipped()["train.py.j2"].text + "# the command line's\n"})
+    write_spec(f"extends: {JOBS / 'llama7b.yaml'}\ntemplates: tpl\n", "base/base.yaml")
+    child = write_spec("extends: base/base.yaml\nname: child\n", "child.yaml")
+    monkeypatch.chdir(tmp_path / "base")  # not where either folder is relative to
+    loaded = load_spec(child)
+    assert loaded.templates_dir == str((tmp_path / "base" / "tpl").resolve())
+    assert build_plan(loaded).source.files["train.py"].endswith("# base's\n")
+    monkeypatch.chdir(tmp_path)
+    overridden = load_spec(child, ["templates=cli"])  # --set (and --templates): relative to the current folder
+    assert build_plan(overridden).source.files["train.py"].endswith("# the command line's\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(child, ["templates=nowhere"])
+    assert "templates: 'nowhere' is not a folder of templates" in str(err.value)
+    assert str(tmp_path / "nowhere") in str(err.value)
+
+
+def test_plan_and_render_say_which_templates_they_used(tmp_path, run_cli):
+    team = _team(tmp_path / "team", {"requirements.txt.j2": shipped()["requirements.txt.j2"].text + "einops>=0.7\n"})
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--templates", str(team), "--output", "json")
+    assert r.code == 0, r.err
+    used = json.loads(r.out)["templates"]
+    assert used["requirements.txt.j2"].endswith("requirements.txt.j2") and used["train.py.j2"] == "shipped"
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--templates", str(team))
+    assert r.code == 0 and "templates" in r.out and "requirements.txt.j2 from" in r.out
+    assert "the others shipped" in r.out
+    r = run_cli("render", str(JOBS / "llama7b.yaml"), "--templates", str(team), "-o", str(tmp_path / "out"))
+    assert r.code == 0 and "templates: requirements.txt.j2 from" in r.out
+    assert (tmp_path / "out" / "requirements.txt").read_text().endswith("einops>=0.7\n")
+    r = run_cli("render", str(JOBS / "llama7b.yaml"), "-o", str(tmp_path / "out2"), "--output", "json")
+    assert json.loads(r.out)["templates"] == dict.fromkeys(shipped().names, "shipped")
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"))
+    assert "templates" in r.out and "shipped" in r.out
+
+
+def _shipped_with(name: str, old: str, new: str) -> str:
+    text = shipped()[name].text
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+BROKEN = {  # a team template -> (file, line or None, words of the one line)
+    "a Jinja syntax error": ({"train.py.j2": "import os\n\n{% if %}\n"}, "train.py.j2", 3,
+                             "does not render: Expected an expression"),
+    "an undefined name": ({"train.py.j2": "import os\nX = 1\nY = {{ team_setting|py }}\n"}, "train.py.j2", 3,
+                          "does not render: 'team_setting' is undefined"),
+    "an undefined attribute": ({"train_secrets.py.j2": "S = {{ secrets.vault|py }}\n"}, "train_secrets.py.j2", 1,
+                               "does not render: 'dict object' has no attribute 'vault'"),
+    "Python that does not compile": ({"train.py.j2": "import os\ndef main(:\n    pass\n"}, "train.py.j2", None,
+                                     "the train.py it renders does not compile: invalid syntax (rendered line 2"),
+    "a distribution that is not JSON": (
+        {"distribution.json.j2": _shipped_with("distribution.json.j2", '"enabled": true},', '"enabled": true},,')},
+        "distribution.json.j2", None, "renders text that is not JSON"),
+    "a parameter SMP v2 does not have": (
+        {"distribution.json.j2": _shipped_with("distribution.json.j2", '"parameters": {',
+                                               '"parameters": {"ddp": true,')},
+        "distribution.json.j2", None, "would refuse: smdistributed.modelparallel.parameters.ddp is not an SMP v2"),
+    "a degree that is not the spec's": (
+        {"distribution.json.j2": _shipped_with("distribution.json.j2", "{{ smp.tensor_parallel_degree|json }}", "2")},
+        "distribution.json.j2", None, "tensor_parallel_degree 2 is not the spec's smp.tensor_parallel_degree (1)"),
+    "a misnamed template": ({"train.j2": "x = 1\n"}, "train.j2", None, "no shipped template is named train.j2; "
+                                                                        "did you mean train.py.j2?"),
+}
+
+
+@pytest.mark.parametrize("command", ["submit", "plan", "validate"])
+@pytest.mark.parametrize("case", BROKEN, ids=str)
+def test_a_team_template_that_fails_is_one_line_exit_2_before_any_aws_call(case, command, tmp_path, run_cli,
+                                                                            monkeypatch):
+    import socket
+
+    import boto3
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a failing template reached AWS")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(boto3.session.Session, "client", refuse)
+    texts, file, line, words = BROKEN[case]
+    team = _team(tmp_path / "team", texts)
+    r = run_cli(command, str(JOBS / "llama7b.yaml"), "--templates", str(team))
+    assert r.code == 2, (r.out, r.err)
+    assert "Traceback" not in r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    path = shown_path((team / file).resolve())
+    assert lines[0].startswith(f"{path}:{line}: " if line else f"{path}: "), lines[0]
+    assert words in lines[0], lines[0]
+
+
+def test_render_takes_what_it_needs_and_imports_nothing_above_it():
+    """render sits below plan: it is handed the spec, the decisions and the documents, and never imports the
+    plan (nor anything that uses a plan), TYPE_CHECKING imports included."""
+    above = ("launcher.plan", "launcher.submission", "launcher.jobs", "launcher.orchestrate", "launcher.local",
+             "launcher.cli", "launcher.api")
+    for path in sorted((REPO / "launcher" / "render").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not [n for n in names if n.startswith(above)], f"{path.name} imports {sorted(names)}"
+
+
+def test_what_submit_uploads_is_rendered_from_the_team_template(aws, tmp_path, monkeypatch):
+    """Through the public API against moto: the tarball holds the team's script and the job carries the hash
+    that covers it."""
+    import io
+    import tarfile
+
+    import launcher
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    team = _team(tmp_path / "team", {"train.py.j2": shipped()["train.py.j2"].text + TEAM_MARK})
+    loaded = launcher.load_spec(str(JOBS / "llama7b.yaml"), {"templates": str(team), "role": "Good"})
+    plan = launcher.build_plan(loaded, region="us-west-2")
+    result = launcher.submit(plan, skip_role_check=True)
+    bucket, key = result.source_uri[len("s3://"):].split("/", 1)
+    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        assert tar.extractfile("train.py").read().decode().endswith(TEAM_MARK)
+        stored = json.loads(tar.extractfile("plan.json").read())
+    assert stored["templates"]["train.py.j2"] == "team" and stored["spec_hash"] == plan.spec_hash
+    tags = aws.sagemaker.list_tags(ResourceArn=aws.sagemaker.describe_training_job(
+        TrainingJobName=result.job_name)["TrainingJobArn"])["Tags"]
+    assert {"Key": "smp-launch:spec-hash", "Value": plan.spec_hash} in tags

@@ -110,6 +110,8 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     (wheel,) = wheel_dir.glob("smp_launch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "launcher/templates/requirements.txt.j2" in names
+    assert {f"launcher/templates/{p.name}" for p in (REPO / "templates").glob("*.j2")} <= set(names)
+    assert "launcher/templates/distribution.json.j2" in names
     assert "launcher/cli/__init__.py" in names and "launcher/spec/loader.py" in names
     assert "launcher/py.typed" in names, "the PEP 561 marker is missing, so type checkers ignore our hints"
     assert not [n for n in names if "activation_measure" in n], "a developer tool ships"
@@ -124,7 +126,8 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(target)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "requirements.txt.j2" in out.stdout and "torch.sagemaker" in out.stdout
+    assert "requirements.txt.j2" in out.stdout and "distribution.json.j2" in out.stdout
+    assert "torch.sagemaker" in out.stdout
 
 
 def test_setup_cfg_lists_every_package():

@@ -2,6 +2,8 @@
 errors in a shell's words (its arguments named as the flags that pass them)."""
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 import click
@@ -22,6 +24,25 @@ SET = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE"
                    help="Override a spec value (typed as YAML); repeatable; applied after extends.")
 JOB = click.argument("job", metavar="JOB")
 SPEC = click.argument("spec", type=click.Path(dir_okay=False))
+
+
+def templates_option(f):
+    """`--templates DIR`: a team's templates folder, each *.j2 there replacing the shipped template of its name.
+
+    It is the spec's `templates:` given on the command line (relative to the current folder), so it reaches
+    the spec as the last `--set` and wins over the spec's own; every command that plans takes it alike. Put
+    it on a command that takes SET: it hands the command the `overrides` it extends."""
+
+    @functools.wraps(f)
+    def with_templates(*args, templates: str | None = None, **kwargs):
+        if templates is not None:
+            kwargs["overrides"] = (*kwargs.get("overrides", ()), f"templates={json.dumps(templates)}")
+        return f(*args, **kwargs)
+
+    return click.option("--templates", "templates", default=None, metavar="DIR",
+                        type=click.Path(exists=True, file_okay=False),
+                        help="Team templates: each *.j2 in DIR replaces the shipped template of that name "
+                             "(overrides the spec's `templates:`).")(with_templates)
 
 
 def aws_options(f):

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options
+from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
 
 
 @click.command("pipeline")
@@ -17,6 +17,7 @@ from launcher.cli.options import OUTPUT, SET, aws_options
 @click.option("--dry-run", is_flag=True, help="Check and build, then print the definition; write nothing.")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
 @SET
+@templates_option
 @OUTPUT
 @aws_options
 def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool, skip_role_check: bool,

@@ -150,6 +150,14 @@ def _fmt_tokens(n: int) -> str:
 INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 
+def describe_templates(used: dict[str, str]) -> str:
+    """The plan's `templates` in one line: all shipped, or which team files replaced which."""
+    team = [f"{name} from {path}" for name, path in used.items() if path != "shipped"]
+    if not team:
+        return "shipped"
+    return "; ".join(team) + ("; the others shipped" if len(team) < len(used) else "")
+
+
 def show_plan(plan: dict[str, Any]) -> None:
     """The plan in `plan --output json`'s shape. Errors are not here: the CLI prints them on stderr like
     `validate`; with an invalid layout (no memory estimate) the numbers derived from it are not shown."""
@@ -182,6 +190,8 @@ def show_plan(plan: dict[str, Any]) -> None:
     if "delayed_reason" in decisions:
         rows.append(("delayed param init", f"{'on' if decisions['delayed_param_init'] else 'off'}: "
                                            f"{decisions['delayed_reason']}"))
+    if plan.get("templates"):
+        rows.append(("templates", describe_templates(plan["templates"])))
     store = plan.get("storage") or {}
     if store.get("note"):
         rows.append(("local storage", store["note"]))

@@ -5,12 +5,13 @@ import sys
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, aws_options
+from launcher.cli.options import OUTPUT, SET, SPEC, aws_options, templates_option
 
 
 @click.command("check-role")
 @SPEC
 @SET
+@templates_option
 @OUTPUT
 @aws_options
 def check_role_command(spec: str, overrides: tuple[str, ...], output: str, profile: str | None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, shell_lines, shell_problem
+from launcher.cli.options import OUTPUT, SET, SPEC, shell_lines, shell_problem, templates_option
 
 
 def advisor_errors(plan: Any) -> list[Any]:
@@ -65,6 +65,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 @click.command("validate")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @SET
+@templates_option
 @OUTPUT
 def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
     """Check job specs without touching AWS; exit 2 if any is invalid."""
@@ -86,6 +87,7 @@ def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: s
 @click.command("plan")
 @SPEC
 @SET
+@templates_option
 @OUTPUT
 def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
     """Show everything submit would do, with no AWS call; exit 2 when the advisor finds an error."""
@@ -109,19 +111,22 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Write the source dir here (created if needed).")
 @SET
+@templates_option
 @OUTPUT
 def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
     """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""
     from launcher.api import build_plan, load_spec, write_source_dir
-    from launcher.cli.present import emit_json
+    from launcher.cli.present import describe_templates, emit_json
     from launcher.core.errors import EXIT_INVALID, EXIT_OK
 
     plan = build_plan(load_spec(spec, overrides))
     paths = write_source_dir(plan, out_dir)
+    templates = plan.templates.used()
     if output == "json":
-        emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths]})
+        emit_json({"spec_file": spec, "directory": out_dir, "files": [p.name for p in paths], "templates": templates})
     else:
         click.echo(f"rendered {len(paths)} files into {out_dir}: {', '.join(p.name for p in paths)}")
+        click.echo(f"templates: {describe_templates(templates)}")
     problems = advisor_errors(plan)
     print_problems(problems)
     sys.exit(EXIT_INVALID if problems else EXIT_OK)

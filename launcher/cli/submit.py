@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options
+from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
 
 
 def retry_options(f: Any) -> Any:
@@ -309,6 +309,7 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
               help="Many plans: at most N jobs running; the next starts when one ends (polled every --interval).")
 @click.option("--strict", is_flag=True, help="Many plans: submit nothing if any plan is refused.")
 @SET
+@templates_option
 @OUTPUT
 @aws_options
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,

@@ -249,7 +249,7 @@ def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
     if is_spec_file(ref):
         from launcher.plan.build import build_plan
-        from launcher.render.files import deterministic_plan, stored_spec
+        from launcher.plan.bundle import deterministic_plan, stored_spec
         from launcher.spec.loader import load_spec
 
         plan = build_plan(load_spec(ref, []), env=clients.env, region=clients.region)

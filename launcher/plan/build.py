@@ -32,18 +32,15 @@ from launcher.core.names import (
 )
 from launcher.core.version import VERSION
 from launcher.render import progress
+from launcher.render.distribution import render_distribution
+from launcher.render.files import template_context
+from launcher.render.templates import TemplateSet, load_templates, shipped
 from launcher.rules import Advisory, run_rules
 from launcher.rules.decisions import Decisions
 from launcher.rules.memory import MemoryEstimate
 from launcher.rules.topology import Topology
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
-
-SMP_PARAMETER_KEYS = (
-    "hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
-    "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree",
-    "context_parallel_degree", "expert_parallel_degree", "random_seed",
-)
 
 
 def job_name(base: str, now: datetime) -> str:
@@ -65,35 +62,23 @@ def git_commit(path: str) -> str | None:
     return commit if out.returncode == 0 and len(commit) == 40 else None
 
 
-def spec_hash(loaded: LoadedSpec) -> str:
-    """A hash of the spec as it may be shown (secret-looking environment values redacted): it is a tag."""
+def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
+    """A hash of the spec as it may be shown (secret-looking environment values redacted): it is a tag.
+
+    It covers the team templates by content, not by where they lie: the same templates hash the same
+    from any folder, and an edited one changes the hash."""
     from launcher.spec.secrets import redact_env
 
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
     if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
         del data["cluster"]["keep_alive"]
+    del data["templates"]
+    team = templates.team_digests() if templates else {}
+    if team:
+        data["templates"] = team
     data["environment"] = redact_env(data.get("environment", {}))
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def distribution(loaded: LoadedSpec) -> dict[str, Any]:
-    """The SMP v2 `distribution` dict, exactly as the Estimator gets it (https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html).
-
-    `enabled` must be the bool True: the SDK forwards `parameters` only on an identity check.
-    """
-    smp = loaded.spec.smp
-    params: dict[str, Any] = {}
-    for key in SMP_PARAMETER_KEYS:
-        value = getattr(smp, key)
-        if value is not None:
-            params[key] = value
-    # SMP's offloading implementation is on only where the spec turns offloading on at all
-    params["sm_activation_offloading"] = smp.activation_offloading and smp.sm_activation_offloading
-    return {
-        "torch_distributed": {"enabled": True},
-        "smdistributed": {"modelparallel": {"enabled": True, "parameters": params}},
-    }
 
 
 def input_channels(loaded: LoadedSpec) -> dict[str, str]:
@@ -253,6 +238,7 @@ class Plan:
     channels: Mapping[str, str] = field(default_factory=FrozenDict)
     secrets: Mapping[str, str] = field(default_factory=FrozenDict)  # env name -> Secrets Manager ARN, read at start
     # A source bundle given instead of the rendered one (a rerun runs its job's own tarball); see `with_source`.
+    templates: TemplateSet = field(default_factory=shipped, repr=False)  # what the source dir is rendered from
     given_source: SourceBundle | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -301,12 +287,9 @@ class Plan:
         bytes)."""
         if self.given_source is not None:
             return self.given_source
-        from launcher.render.files import render_source
-        from launcher.render.source import code_uri, tarball
+        from launcher.plan.bundle import source_bundle
 
-        files = render_source(self)
-        data = tarball(files)
-        return SourceBundle.of(files, data, code_uri(self.estimator.code_location, data))
+        return source_bundle(self)
 
     @cached_property
     def _predicted_request(self) -> dict[str, Any]:
@@ -353,6 +336,7 @@ class Plan:
             "estimator": estimator, "secrets": self.secrets, "channels": self.channels,
             "decisions": self.decisions.to_dict(), "advisories": [a.to_dict() for a in self.advisories],
             "memory": self.memory.to_dict() if self.memory else None, "storage": self.storage.to_dict(),
+            "templates": self.templates.used(),
         })
 
     def to_dict(self) -> dict[str, Any]:
@@ -369,7 +353,9 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     (on first read) the source dir rendered in memory and the request that names it.
 
     Pure: no network, no files written. `region`, when given, is the one the caller already
-    resolved (resolve_region) and wins."""
+    resolved (resolve_region) and wins. The distribution is rendered from the templates here; with
+    team templates the source dir is rendered here too, so a team template that fails is a
+    TemplateError (exit 2) before anything is uploaded or asked of AWS."""
     env = os.environ if env is None else env
     spec = loaded.spec
     now = now or datetime.now(timezone.utc)
@@ -382,9 +368,10 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
     found, ctx = run_rules(spec, region, topology)
     advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
-    hashed = spec_hash(loaded)
-    dist = distribution(loaded)
-    return Plan(
+    templates = load_templates(loaded.templates_dir)
+    hashed = spec_hash(loaded, templates)
+    dist = render_distribution(templates, template_context(spec, ctx.decisions), spec.smp)
+    plan = Plan(
         spec_file=loaded.file, spec_hash=hashed, job_name=name, base_job_name=spec.name,
         region=region, role=role, instance_type=instance.name, topology=topology,
         model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
@@ -394,8 +381,11 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         decisions=ctx.decisions, advisories=advisories,
         memory=ctx.memory if ctx.topology_ok else None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
-        channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec,
+        channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec, templates=templates,
     )
+    if templates.team:
+        plan.source  # noqa: B018 (renders now: a failing team template stops the plan, not a later upload)
+    return plan
 
 
 def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str, commit: str | None,

@@ -1,78 +1,40 @@
-"""Render the job's source dir from the Jinja templates shipped in the wheel, plus the runtime modules
-(launcher/runtime/: plain Python, linted and tested as such) copied verbatim beside the entry script.
+"""Render the job's source dir from a template set (the shipped templates, or a team's laid over them), plus
+the runtime modules (launcher/runtime/: plain Python, linted and tested as such) copied verbatim beside the
+entry script, plus the JSON documents the caller hands over (the distribution, the plan, the spec).
 
-Templates are code: StrictUndefined turns a missing value into an error, and spec values reach a
-Python template only through the `py` filter, which writes a Python literal, never raw text.
+Rendering takes what the templates read (the spec and the advisor's decisions), never a plan: the plan calls
+this, not the other way round. Every rendered Python file must compile; one that does not is a TemplateError
+naming its template.
 """
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import jinja2
+from typing import Any
 
 from launcher.catalog.architecture import HF_CLASSES
 from launcher.catalog.smp import requirements
-from launcher.core.names import CHECKPOINT_LOCAL_PATH, GIT_COMMIT_TAG, RERUN_TAG
+from launcher.core.names import CHECKPOINT_LOCAL_PATH
 from launcher.render import progress
+from launcher.render.templates import TemplateError, TemplateSet, py_literal, render, shipped, templates_dir
+from launcher.rules.decisions import Decisions
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
 
-if TYPE_CHECKING:
-    from launcher.plan.build import Plan
-
-
-def py_literal(value: Any) -> str:
-    """A Python literal for value; only plain data is accepted, so no spec string can become code."""
-    if value is None or isinstance(value, (bool, int)):
-        return repr(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return f"float({str(value)!r})"
-        return repr(value)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(py_literal(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"cannot write {type(value).__name__} into a rendered script")
-
-
-def templates_dir() -> Path:
-    """The shipped templates: `templates/` at the top of a checkout (an editable install too), or
-    `launcher/templates/` inside a wheel, where setup.py's build step copies them."""
-    package = Path(__file__).resolve().parents[1]
-    installed = package / "templates"
-    return installed if installed.is_dir() else package.parent / "templates"
-
-
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["py"] = py_literal
-    return env
+__all__ = ["RUNTIME_MODULES", "SOURCE_TEMPLATES", "hf_config", "py_literal", "render_source", "render_template",
+           "runtime_source", "template_context", "template_names", "templates_dir", "write_source_dir"]
 
 
 def template_names() -> list[str]:
-    return sorted(environment().list_templates())
+    """The shipped templates' names."""
+    return shipped().names
 
 
-def render_template(name: str, **context: Any) -> str:
-    return environment().get_template(name).render(**context)
+def render_template(name: str, context: Mapping[str, Any], templates: TemplateSet | None = None) -> str:
+    """One template (shipped unless a template set is given) rendered with context."""
+    return render(templates or shipped(), name, dict(context))
 
 
 # The source dir: output file -> template. Every file here is uploaded as the job's source_dir.
@@ -89,7 +51,8 @@ RUNTIME_MODULES = ("train_data.py", "train_checkpoint.py", "tsm_local.py")
 def runtime_source(name: str) -> str:
     """The text of one launcher.runtime module, as the source dir gets it."""
     return resources.files("launcher.runtime").joinpath(name).read_text(encoding="utf-8")
-JOB_NAME_PLACEHOLDER = "<job-name>"
+
+
 DEFAULT_ROPE_THETA = 10000.0
 
 
@@ -115,12 +78,11 @@ def hf_config(spec: JobSpec) -> dict[str, Any]:
     return config
 
 
-def script_context(plan: Plan) -> dict[str, Any]:
-    """What the templates may read; spec values stay data here and enter code only through `py`.
+def template_context(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
+    """What the templates may read; spec values stay data here and enter code only through `py` (or `json`).
 
     The decisions are the plan's (the advisor's), so the script does what `plan` shows.
     """
-    spec = plan.spec
     arch = spec.model.architecture()
     t = spec.training
     return {
@@ -136,7 +98,7 @@ def script_context(plan: Plan) -> dict[str, Any]:
             "flops_per_token": arch.flops_per_token(spec.model.seq_length),
             "moe": arch.type == "mixtral",  # SMP's MoE implementation (MoEConfig) and Hugging Face's block
         },
-        "decisions": plan.decisions.to_dict(),
+        "decisions": decisions.to_dict(),
         "smp": spec.smp.model_dump(),
         "training": {
             **t.model_dump(),
@@ -146,57 +108,44 @@ def script_context(plan: Plan) -> dict[str, Any]:
         "data": {"train": spec.data.train, "format": spec.data.format},
         "progress_format": progress.LINE_FORMAT,
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
-        "requirements": requirements(spec.framework.pytorch_version, spec.model.architecture().type),
+        "requirements": requirements(spec.framework.pytorch_version, arch.type),
     }
 
 
-def deterministic_plan(plan: Plan) -> dict[str, Any]:
-    """The plan without what changes from run to run: the timestamped job name, the spec's path, the
-    git commit and the job a rerun repeats (provenance tags on the job; in the tarball they would defeat
-    the content-addressed upload)."""
-
-    def scrub(value: Any) -> Any:
-        if isinstance(value, str):
-            return value.replace(plan.job_name, JOB_NAME_PLACEHOLDER)
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
-        return value
-
-    data = scrub(plan.body_dict())
-    data["spec_file"] = Path(plan.spec_file).name
-    data["estimator"]["tags"] = [t for t in data["estimator"]["tags"] if t["Key"] not in (GIT_COMMIT_TAG, RERUN_TAG)]
-    return data
+def _compiles(name: str, text: str, templates: TemplateSet, template: str) -> None:
+    """A rendered Python file that does not compile is its template's fault: say which line it rendered."""
+    try:
+        compile(text, name, "exec")
+    except SyntaxError as exc:
+        rendered = (exc.text or "").strip()
+        shown = f": {rendered[:120]!r}" if rendered else ""
+        raise TemplateError(templates[template].shown,
+                            f"the {name} it renders does not compile: {exc.msg} (rendered line {exc.lineno}{shown})"
+                            ) from None
 
 
-def stored_spec(plan: Plan) -> dict[str, Any]:
-    """The validated spec as the tarball keeps it (spec.json), so `rerun` can plan the job again.
+def render_source(templates: TemplateSet, context: Mapping[str, Any],
+                  documents: Mapping[str, Any]) -> dict[str, str]:
+    """The job's source dir as {file name: content}: the source templates rendered (each Python file compiled
+    to prove it), the runtime modules, and each of `documents` written as sorted JSON under its name.
 
-    Resolved (extends merged, --set applied, ${VAR} expanded) but only the values the spec set, not the
-    defaults: some rules read what a spec set explicitly, so it must validate back to the same spec.
-    It holds no secret: secrets are Secrets Manager ARNs, and secret-looking environment values are
-    redacted as in plan.json.
-    """
-    from launcher.spec.secrets import redact_env
-
-    data = plan.spec.model_dump(mode="json", exclude={"extends"}, exclude_unset=True)
-    if "environment" in data:
-        data["environment"] = redact_env(data["environment"])
-    return data
-
-
-def render_source(plan: Plan) -> dict[str, str]:
-    """The job's source dir as {file name: content}; the same plan always gives the same bytes.
-
-    build_plan calls this (the plan's `source.files`); nothing but the plan is needed."""
-    context = script_context(plan)
-    files = {name: render_template(template, **context) for name, template in SOURCE_TEMPLATES.items()}
+    The same inputs always give the same bytes."""
+    files = {}
+    for name, template in SOURCE_TEMPLATES.items():
+        files[name] = render(templates, template, dict(context))
+        if name.endswith(".py"):
+            _compiles(name, files[name], templates, template)
     files.update((name, runtime_source(name)) for name in RUNTIME_MODULES)
-    files["distribution.json"] = json.dumps(plan.distribution, indent=2, sort_keys=True) + "\n"
-    files["plan.json"] = json.dumps(deterministic_plan(plan), indent=2, sort_keys=True) + "\n"
-    files["spec.json"] = json.dumps(stored_spec(plan), indent=2, sort_keys=True) + "\n"
+    files.update((name, json.dumps(doc, indent=2, sort_keys=True, default=_plain) + "\n")
+                 for name, doc in documents.items())
     return files
+
+
+def _plain(value: Any) -> Any:
+    """Read-only mappings (a frozen plan's) as JSON objects."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
 def write_source_dir(files: Mapping[str, str], directory: str | Path) -> list[Path]:

@@ -31,6 +31,7 @@ class LoadedSpec:
     file: str
     marks: Mapping[Path_, Mark]
     files: tuple[str, ...]  # the spec and every file it extends, child first
+    templates_dir: str | None = None  # the team templates' folder (`templates:`), resolved; None: shipped only
 
     def mark(self, dotted: str) -> Mark:
         return nearest_mark(self.marks, tuple(dotted.split(".")) if dotted else (), self.file)
@@ -460,4 +461,23 @@ def load_spec(path: str | os.PathLike, overrides: Sequence[str] = (),
         spec = JobSpec.model_validate(doc.data)
     except ValidationError as exc:
         raise SpecError(_problems(exc, doc, file)) from None
-    return LoadedSpec(spec=spec, file=file, marks=dict(doc.marks), files=tuple(files))
+    return LoadedSpec(spec=spec, file=file, marks=dict(doc.marks), files=tuple(files),
+                      templates_dir=_templates_dir(spec.templates, nearest_mark(doc.marks, ("templates",), file)))
+
+
+def _templates_dir(value: str | None, mark: Mark) -> str | None:
+    """The team templates' folder: relative to the spec file that names it (a file it extends, too), or to
+    the current folder when it comes from --set (or --templates)."""
+    if value is None:
+        return None
+    base = Path.cwd() if mark.file == "--set" else Path(mark.file).parent
+    try:
+        folder = (base / value).resolve()
+        found = folder.is_dir()
+    except (OSError, RuntimeError, ValueError):
+        folder, found = base / value, False
+    if not found:
+        where = "the current folder" if mark.file == "--set" else clean(mark.file, limit=200)
+        raise SpecError([Problem(mark, "templates", f"{shown(value)} is not a folder of templates (looked for "
+                                                    f"{clean(str(folder), limit=200)}, relative to {where})")])
+    return str(folder)

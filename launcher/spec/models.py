@@ -448,6 +448,10 @@ class JobSpec(_Section):
         description="Job base name; the job name adds a UTC timestamp.")
     description: Optional[StrictStr] = None
     extends: Optional[StrictStr] = Field(None, description="A spec this one builds on, relative to this file.")
+    templates: Optional[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        None, description="A folder of team templates, relative to this file: each *.j2 there replaces the shipped "
+                          "template of the same name (train.py.j2, train_secrets.py.j2, requirements.txt.j2, "
+                          "distribution.json.j2); `--templates DIR` overrides it.")
     model: ModelSpec
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     framework: FrameworkSpec = Field(default_factory=FrameworkSpec)
