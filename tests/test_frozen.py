@@ -16,7 +16,8 @@ from pydantic import BaseModel
 
 from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.jobs.failures import FailureClass, classify
-from launcher.plan.build import SourceBundle, build_plan
+from launcher.plan.build import build_plan
+from launcher.plan.bundle import SourceBundle
 from launcher.plan.sweep import expand, parse_sweeps, plan_sweep
 from launcher.rules.advise import advise
 from launcher.spec import load_spec

@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from launcher.local.run import changes_summary, local_shard_degree, local_spec, tiny_overrides
+from launcher.cli.present import changes_summary
+from launcher.local.run import local_shard_degree, local_spec, tiny_overrides
 from launcher.render import progress
 from launcher.spec import load_spec
 from tests.conftest import JOBS

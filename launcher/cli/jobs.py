@@ -72,9 +72,9 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     import re
 
     from launcher.api import follow as follow_job
+    from launcher.api import resolve_job
     from launcher.cli.logprint import Printer
     from launcher.core.errors import UsageError
-    from launcher.core.state import resolve_job
     from launcher.core.timeutil import parse_since
 
     if grep:

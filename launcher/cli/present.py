@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from launcher.core.sanitize import clean as safe
@@ -288,3 +289,13 @@ def show_role_check(check: Any) -> None:
     out.print(_text(f"role {data['role_arn'] or data['role']}: ") + _text(data["verdict"], style))
     for line in check.lines()[1:]:
         out.print(_text(line))
+
+
+def changes_summary(changes: Sequence[str]) -> str:
+    """One short line for the values changed for this machine, counted per section (`--output json` lists them)."""
+    sections: dict[str, int] = {}
+    for change in changes:
+        section = change.split("=", 1)[0].split(".", 1)[0]
+        sections[section] = sections.get(section, 0) + 1
+    counted = ", ".join(f"{section} {n}" for section, n in sections.items())
+    return f"{len(changes)} values ({counted}); `--output json` lists them"

@@ -261,9 +261,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
 def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, nproc: int, max_steps: int | None,
              output: str) -> int:
     """The local CPU run of one spec; in json mode the script's lines go to stderr and the report to stdout."""
-    from launcher.cli.present import emit_json
+    from launcher.api import run_local
+    from launcher.cli.present import changes_summary, emit_json
     from launcher.core.errors import UsageError
-    from launcher.local.run import changes_summary, run_local
 
     if len(specs) != 1:
         raise UsageError("--local runs one spec at a time")

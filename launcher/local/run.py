@@ -88,16 +88,6 @@ def run_changes(spec: JobSpec, max_steps: int) -> list[str]:
     return changes
 
 
-def changes_summary(changes: Sequence[str]) -> str:
-    """One short line for the values changed for this machine, counted per section (`--output json` lists them)."""
-    sections: dict[str, int] = {}
-    for change in changes:
-        section = change.split("=", 1)[0].split(".", 1)[0]
-        sections[section] = sections.get(section, 0) + 1
-    counted = ", ".join(f"{section} {n}" for section, n in sections.items())
-    return f"{len(changes)} values ({counted}); `--output json` lists them"
-
-
 def local_shard_degree(effective: int, nproc: int) -> int:
     """The spec's shard degree as far as nproc processes allow: the largest divisor of nproc not above it."""
     return max(d for d in range(1, nproc + 1) if nproc % d == 0 and d <= max(1, effective))

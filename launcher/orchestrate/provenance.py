@@ -135,7 +135,8 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
     from pydantic import ValidationError
 
     from launcher.core.names import GIT_COMMIT_TAG, RERUN_TAG
-    from launcher.plan.build import SourceBundle, build_plan
+    from launcher.plan.build import build_plan
+    from launcher.plan.bundle import SourceBundle
     from launcher.spec.loader import LoadedSpec
     from launcher.spec.models import JobSpec
 

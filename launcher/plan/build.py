@@ -31,6 +31,7 @@ from launcher.core.names import (
     VERSION_TAG,
 )
 from launcher.core.version import VERSION
+from launcher.plan.bundle import SourceBundle, source_bundle
 from launcher.render import progress
 from launcher.render.distribution import render_distribution
 from launcher.render.files import template_context
@@ -188,24 +189,6 @@ _ESTIMATOR_COLLECTIONS = ("distribution", "hyperparameters", "environment", "met
 
 
 @dataclass(frozen=True)
-class SourceBundle:
-    """The rendered source dir, its deterministic tarball and where that lands in S3 (under the tarball's
-    sha256)."""
-
-    files: Mapping[str, str]  # file name -> content (read-only)
-    tarball: bytes = field(repr=False)
-    tarball_sha256: str  # hex
-    uri: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", freeze(self.files))
-
-    @classmethod
-    def of(cls, files: Mapping[str, str], tarball: bytes, uri: str) -> SourceBundle:
-        return cls(files=files, tarball=tarball, tarball_sha256=hashlib.sha256(tarball).hexdigest(), uri=uri)
-
-
-@dataclass(frozen=True)
 class Plan:
     """Everything a submit will do, decided once: pure data, no AWS call made to build it.
 
@@ -287,7 +270,6 @@ class Plan:
         bytes)."""
         if self.given_source is not None:
             return self.given_source
-        from launcher.plan.bundle import source_bundle
 
         return source_bundle(self)
 

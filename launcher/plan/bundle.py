@@ -7,16 +7,20 @@ the same tarball and the content-addressed upload is reused.
 """
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from launcher.core.frozen import freeze
 from launcher.core.names import GIT_COMMIT_TAG, RERUN_TAG
 from launcher.render.files import render_source, template_context
 from launcher.render.source import code_uri, tarball
 from launcher.render.templates import SHIPPED, TEAM
 
 if TYPE_CHECKING:
-    from launcher.plan.build import Plan, SourceBundle
+    from launcher.plan.build import Plan
 
 JOB_NAME_PLACEHOLDER = "<job-name>"
 
@@ -67,10 +71,26 @@ def source_files(plan: Plan) -> dict[str, str]:
     })
 
 
+@dataclass(frozen=True)
+class SourceBundle:
+    """The rendered source dir, its deterministic tarball and where that lands in S3 (under the tarball's
+    sha256)."""
+
+    files: Mapping[str, str]  # file name -> content (read-only)
+    tarball: bytes = field(repr=False)
+    tarball_sha256: str  # hex
+    uri: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", freeze(self.files))
+
+    @classmethod
+    def of(cls, files: Mapping[str, str], tarball: bytes, uri: str) -> SourceBundle:
+        return cls(files=files, tarball=tarball, tarball_sha256=hashlib.sha256(tarball).hexdigest(), uri=uri)
+
+
 def source_bundle(plan: Plan) -> SourceBundle:
     """The rendered files, their tarball and where it lands in S3 (under its own digest)."""
-    from launcher.plan.build import SourceBundle
-
     files = source_files(plan)
     data = tarball(files)
     return SourceBundle.of(files, data, code_uri(plan.estimator.code_location, data))
