@@ -116,7 +116,7 @@ def test_importing_the_api_module_imports_no_sdk():
     assert out.stdout.split() == ["[]"], out.stderr
 
 
-def test_check_role_gives_a_verdict_and_keeps_to_the_plans_region(aws):
+def test_check_role_gives_a_verdict_and_keeps_to_the_plans_region(moto_world):
     from launcher.core.aws import Clients
 
     good = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))

@@ -99,7 +99,7 @@ def _events_hooked(emitter) -> int:
     return len(list(emitter._emitter._handlers.prefix_search("before-call.sts.GetCallerIdentity")))
 
 
-def test_aws_calls_are_recorded_inside_the_block_only_and_the_hook_is_removed(aws):
+def test_aws_calls_are_recorded_inside_the_block_only_and_the_hook_is_removed(moto_world):
     from launcher.core.aws import recording
 
     clients = Clients(region="us-west-2")
@@ -121,7 +121,7 @@ def test_aws_calls_are_recorded_inside_the_block_only_and_the_hook_is_removed(aw
     assert _events_hooked(clients.sts.meta.events) == before_client
 
 
-def test_two_submits_on_shared_clients_record_only_their_own_calls(aws):
+def test_two_submits_on_shared_clients_record_only_their_own_calls(moto_world):
     import launcher
     from tests.conftest import REPO
 

@@ -183,13 +183,13 @@ def test_submit_wait_passes_its_interval_to_the_follow_loop(run_cli, monkeypatch
     from types import SimpleNamespace
 
     import launcher.api
-    from launcher.cli import submit
+    import launcher.submission.create
     from launcher.jobs.logs import FollowResult, LogLine
 
     started = SimpleNamespace(job_name="fake-1", region="us-west-2", source_uri="s3://b/k", uploaded=True,
                               console_url="https://console", role_check=None, aws_calls=["sagemaker.CreateTrainingJob"],
                               notes=[], warnings=[], to_dict=lambda: {"job_name": "fake-1"})
-    monkeypatch.setattr(submit, "start_job", lambda *a, **k: started)
+    monkeypatch.setattr(launcher.submission.create, "submit", lambda *a, **k: started)  # the queue's submit
     followed = {}
 
     def follow(name, *, clients, interval, on_line, **kw):

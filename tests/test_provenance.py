@@ -249,12 +249,12 @@ def test_diff_of_spec_files_needs_no_region_and_a_missing_file_is_said_so(run_cl
     assert missing.code == 2 and "cannot read nosuch.yaml" in missing.err and "region" not in missing.err
 
 
-def test_one_reader_bounds_members_and_json_depth_for_rerun_and_failure_remedies(aws):
+def test_one_reader_bounds_members_and_json_depth_for_rerun_and_failure_remedies(recorded_world):
     from launcher.jobs import failures, stored
 
-    first = launch(aws)
+    first = launch(recorded_world)
     bucket, key = first.source_uri[5:].split("/", 1)
-    s3 = aws.session.client("s3")
+    s3 = recorded_world.session.client("s3")
     here = Clients(region="us-west-2")
     description = here.sagemaker.describe_training_job(TrainingJobName=first.job_name)
     assert failures.job_plan(here, description) == stored_job(here, first.job_name).plan  # one reader, one answer

@@ -685,7 +685,7 @@ def test_render_takes_what_it_needs_and_imports_nothing_above_it():
         assert not [n for n in names if n.startswith(above)], f"{path.name} imports {sorted(names)}"
 
 
-def test_what_submit_uploads_is_rendered_from_the_team_template(aws, tmp_path, monkeypatch):
+def test_what_submit_uploads_is_rendered_from_the_team_template(moto_world, tmp_path, monkeypatch):
     """Through the public API against moto: the tarball holds the team's script and the job carries the hash
     that covers it."""
     import io
@@ -699,11 +699,11 @@ def test_what_submit_uploads_is_rendered_from_the_team_template(aws, tmp_path, m
     plan = launcher.build_plan(loaded, region="us-west-2")
     result = launcher.submit(plan, skip_role_check=True)
     bucket, key = result.source_uri[len("s3://"):].split("/", 1)
-    body = aws.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    body = moto_world.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         assert tar.extractfile("train.py").read().decode().endswith(TEAM_MARK)
         stored = json.loads(tar.extractfile("plan.json").read())
     assert stored["templates"]["train.py.j2"] == "team" and stored["spec_hash"] == plan.spec_hash
-    tags = aws.sagemaker.list_tags(ResourceArn=aws.sagemaker.describe_training_job(
+    tags = moto_world.sagemaker.list_tags(ResourceArn=moto_world.sagemaker.describe_training_job(
         TrainingJobName=result.job_name)["TrainingJobArn"])["Tags"]
     assert {"Key": "smp-launch:spec-hash", "Value": plan.spec_hash} in tags
