@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from launcher.cli.submit import shell_reasons
 from launcher.core.errors import UsageError
 from launcher.core.frozen import thaw
 from launcher.plan.sweep import expand, parse_sweep, parse_sweeps, plan_sweep
@@ -30,19 +31,24 @@ def test_values_are_typed_as_yaml_like_set_and_commas_inside_brackets_or_quotes_
 
 
 @pytest.mark.parametrize("expr,text", [("novalue", "expected KEY.PATH=VALUE1"), ("a..b=1", "expected KEY.PATH"),
-                                       ("a=1,,2", "--sweep:1:5: a: an empty value"),
+                                       ("a=1,,2", "sweeps:1:5: a: an empty value"),
                                        ("extends=x.yaml", "extends cannot be swept")])
 def test_a_malformed_sweep_is_a_usage_error(expr, text):
+    from launcher.cli.options import FLAGS
+
     with pytest.raises(UsageError) as err:
         parse_sweeps([expr])
     assert text in str(err.value) and err.value.exit_code == 2
+    shell = err.value.worded(FLAGS)  # the library names its argument; a shell reads the flag
+    assert shell.startswith("--sweep:1:") and "sweeps" not in shell
 
 
 def test_a_key_swept_twice_or_also_set_is_refused():
     with pytest.raises(UsageError, match="swept twice"):
         parse_sweeps(["a=1,2", "a=3"])
-    with pytest.raises(UsageError, match="both swept and --set"):
+    with pytest.raises(UsageError, match="both swept and set by overrides") as both:
         parse_sweeps(["training.batch_size=1,2"], ["training.batch_size=4"])
+    assert "both swept and set by --set" in both.value.worded({"overrides": "--set", "sweeps": "--sweep"})
     with pytest.raises(UsageError, match="at most 256"):
         parse_sweeps(["a=" + ",".join(map(str, range(20))), "b=" + ",".join(map(str, range(20)))])
 
@@ -51,14 +57,16 @@ def test_a_misspelt_swept_key_is_refused_with_did_you_mean_at_its_flag():
     cands = plan_sweep([SPEC], ["role=Good"], ["smp.tensor_paralel_degree=1,2"])
     assert [c.status for c in cands] == ["refused", "refused"] and all(c.plan is None for c in cands)
     (reason,) = cands[0].reasons
-    assert reason.startswith("--sweep:1:") and "did you mean 'tensor_parallel_degree'" in reason
+    assert reason.startswith("sweeps:1:") and shell_reasons(cands[0])[0] == "--sweep" + reason.removeprefix("sweeps")
+    assert "did you mean 'tensor_parallel_degree'" in reason
 
 
 def test_a_bad_value_points_at_that_value_in_its_flag():
     cands = plan_sweep([SPEC], ["role=Good"], ["training.batch_size=2,x"])
     ok, bad = cands
     assert ok.status == "ok" and bad.status == "refused"
-    assert bad.reasons == ("--sweep:1:23: training.batch_size: input should be a valid integer (got 'x')",)
+    assert shell_reasons(bad) == ["--sweep:1:23: training.batch_size: input should be a valid integer (got 'x')"]
+    assert bad.reasons == ("sweeps:1:23: training.batch_size: input should be a valid integer (got 'x')",)
 
 
 def test_impossible_layouts_are_refused_with_one_positioned_line_per_reason_and_the_rest_ranked():
@@ -72,8 +80,8 @@ def test_impossible_layouts_are_refused_with_one_positioned_line_per_reason_and_
     ranked = [c for c in cands if c.ok]
     assert [c.global_batch_tokens for c in ranked] == [131072, 65536, 65536, 32768]
     assert ranked[1].headroom_gb > ranked[2].headroom_gb
-    assert cands[4].reasons[0].startswith("--sweep:2:25: training.batch_size: SMP060 ")  # memory does not fit
-    assert cands[6].reasons[0].startswith("--sweep:1:32: smp.tensor_parallel_degree: SMP001 ")
+    assert shell_reasons(cands[4])[0].startswith("--sweep:2:25: training.batch_size: SMP060 ")  # does not fit
+    assert shell_reasons(cands[6])[0].startswith("--sweep:1:32: smp.tensor_parallel_degree: SMP001 ")
     assert all("\n" not in r for c in cands for r in c.reasons)
     names = [c.plan.job_name for c in cands if c.plan]
     assert len(set(names)) == len(names)  # every plan has its own job name

@@ -65,15 +65,18 @@ def job_clients(profile: str | None, region: str | None) -> Any:
     return connect(profile=profile, region=resolved)
 
 
+# Marks the API gives a value that came from an argument rather than a file: the n-th override or sweep.
+ARGUMENT_MARKS = ("overrides", "sweeps")
+
+
 def shell_problem(problem: Any) -> Any:
-    """A spec Problem as a shell reads it: a value given as an override is marked by the --set flag."""
+    """A spec Problem as a shell reads it: a value given as an override or a sweep is marked by its flag
+    (`--set:2:21`, `--sweep:1:23`)."""
     import dataclasses
 
-    from launcher.core.errors import OVERRIDES
-
-    if problem.mark.file != OVERRIDES:
+    if problem.mark.file not in ARGUMENT_MARKS:
         return problem
-    return dataclasses.replace(problem, mark=dataclasses.replace(problem.mark, file=FLAGS["overrides"]))
+    return dataclasses.replace(problem, mark=dataclasses.replace(problem.mark, file=FLAGS[problem.mark.file]))
 
 
 def shell_lines(err: Any) -> list[str]:

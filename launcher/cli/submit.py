@@ -152,6 +152,14 @@ def _overrides_text(candidate: Any, many_specs: bool) -> str:
     return " ".join(parts)
 
 
+def shell_reasons(candidate: Any) -> list[str]:
+    """A refused plan's reasons as a shell reads them: values from --set and --sweep marked by their flags."""
+    from launcher.cli.options import shell_problem
+
+    worded = [str(shell_problem(p)) for p in candidate.problems]
+    return worded + list(candidate.reasons[len(worded):])
+
+
 def _short(reason: str, limit: int = 90) -> str:
     """A reason without its position (the full line is on stderr), cut for a table cell."""
     parts = reason.split(": ", 2)
@@ -201,7 +209,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     ok = [c for c in candidates if c.ok]
     refused = [c for c in candidates if not c.ok]
     for c in refused:
-        for reason in c.reasons:
+        for reason in shell_reasons(c):
             click.echo(f"{reason} [refused: {_overrides_text(c, many_specs)}]", err=True)
     blocked = not ok or (strict and refused)
     if not as_json:
@@ -212,7 +220,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     if blocked:
         why = "every plan was refused" if not ok else f"--strict: {len(refused)} of {len(candidates)} refused"
         if as_json:
-            emit_json([safe_data({**c.to_dict(), "state": PlanState.NOT_STARTED.value}) for c in candidates])
+            emit_json([safe_data({**c.to_dict(), "reasons": shell_reasons(c), "state": PlanState.NOT_STARTED.value})
+                       for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
     plans = [c.plan for c in ok if c.plan is not None]  # every plan that is ok has one
@@ -247,7 +256,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         out = []
         for c in candidates:
             ran = by_index.get(c.index)
-            out.append(safe_data({**c.to_dict(), **(ran.to_dict() if ran else {"state": PlanState.NOT_STARTED.value})}))
+            out.append(safe_data({**c.to_dict(), "reasons": shell_reasons(c),
+                                  **(ran.to_dict() if ran else {"state": PlanState.NOT_STARTED.value})}))
         emit_json(out)
     elif dry_run:
         checked = sum(run.state is PlanState.DRY_RUN for run in runs)

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.errors import OVERRIDES, LauncherError, Mark, Problem, SpecError, UsageError
+from launcher.core.errors import OVERRIDES, ArgumentError, LauncherError, Mark, Problem, SpecError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 
 if TYPE_CHECKING:
     from launcher.plan.build import Plan
 
-SWEEP = "--sweep"
+SWEEP = "sweeps"  # the mark of a swept value: the n-th of the `sweeps` argument (a shell words it --sweep)
 MAX_PLANS = 256  # a sweep larger than this is a typo in a value list, not an experiment
 _OPEN, _CLOSE, _QUOTES = "[{", "]}", "'\""
 
@@ -56,22 +56,28 @@ def _split_values(raw: str) -> list[tuple[int, str]]:
     return out
 
 
+def _braces(text: str) -> str:
+    """User text inside an ArgumentError's template, its braces made parentheses so none reads as an argument."""
+    return text.replace("{", "(").replace("}", ")")
+
+
 def parse_sweep(expr: str, position: int) -> Sweep:
     """`KEY=V1,V2,...` -> Sweep; a malformed flag is a UsageError (exit 2) naming it."""
     key, eq, raw = expr.partition("=")
     key = key.strip()
     parts = key.split(".")
     if not eq or not key or not all(parts):
-        raise UsageError(f"{SWEEP}:{position}:1: expected KEY.PATH=VALUE1,VALUE2,..., got {clean(expr, limit=80)!r}")
+        raise ArgumentError(f"{{sweeps}}:{position}:1: expected KEY.PATH=VALUE1,VALUE2,..., "
+                            f"got {_braces(clean(expr, limit=80))!r}")
     if parts[0] == "extends":
-        raise UsageError(f"{SWEEP}:{position}:1: extends cannot be swept: give the spec files instead")
+        raise ArgumentError(f"{{sweeps}}:{position}:1: extends cannot be swept: give the spec files instead")
     values: list[str] = []
     columns: list[int] = []
     base = len(expr) - len(raw) + 1  # the 1-based column where the values begin
     for offset, text in _split_values(raw):
         if not text.strip():
-            raise UsageError(f"{SWEEP}:{position}:{base + offset}: {clean(key, limit=200)}: an empty value "
-                             f"(write VALUE1,VALUE2 with no empty item; '' for an empty string)")
+            raise ArgumentError(f"{{sweeps}}:{position}:{base + offset}: {_braces(clean(key, limit=200))}: an empty "
+                                f"value (write VALUE1,VALUE2 with no empty item; '' for an empty string)")
         values.append(text)
         columns.append(base + offset)
     return Sweep(position, key, tuple(values), tuple(columns))
@@ -83,14 +89,14 @@ def parse_sweeps(exprs: Sequence[str], overrides: Sequence[str] = ()) -> list[Sw
     seen: dict[str, int] = {}
     for s in sweeps:
         if s.key in seen:
-            raise UsageError(f"{SWEEP}:{s.position}:1: {clean(s.key, limit=200)} is swept twice "
-                             f"(also {SWEEP} {seen[s.key]}): give its values in one {SWEEP}")
+            raise ArgumentError(f"{{sweeps}}:{s.position}:1: {_braces(clean(s.key, limit=200))} is swept twice "
+                                f"(also {{sweeps}} {seen[s.key]}): give its values in one {{sweeps}}")
         seen[s.key] = s.position
     set_keys = {o.partition("=")[0].strip() for o in overrides}
     for s in sweeps:
         if s.key in set_keys:
-            raise UsageError(f"{SWEEP}:{s.position}:1: {clean(s.key, limit=200)} is both swept and --set: "
-                             "--set applies to every plan, so give the key once")
+            raise ArgumentError(f"{{sweeps}}:{s.position}:1: {_braces(clean(s.key, limit=200))} is both swept and "
+                                "set by {overrides}: a value set there applies to every plan, so give the key once")
     total = 1
     for s in sweeps:
         total *= len(s.values)

@@ -470,14 +470,14 @@ def _templates_dir(value: str | None, mark: Mark) -> str | None:
     the current folder when it comes from --set (or --templates)."""
     if value is None:
         return None
-    base = Path.cwd() if mark.file == "--set" else Path(mark.file).parent
+    base = Path.cwd() if mark.file == OVERRIDES else Path(mark.file).parent
     try:
         folder = (base / value).resolve()
         found = folder.is_dir()
     except (OSError, RuntimeError, ValueError):
         folder, found = base / value, False
     if not found:
-        where = "the current folder" if mark.file == "--set" else clean(mark.file, limit=200)
+        where = "the current folder" if mark.file == OVERRIDES else clean(mark.file, limit=200)
         raise SpecError([Problem(mark, "templates", f"{shown(value)} is not a folder of templates (looked for "
                                                     f"{clean(str(folder), limit=200)}, relative to {where})")])
     return str(folder)
