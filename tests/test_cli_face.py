@@ -182,3 +182,12 @@ def test_stop_says_what_it_did_in_the_commands_json(jobs_world, run_cli):
                    "(follow with `smp-launch logs face-stop`)"}
     again = json.loads(run_cli("stop", "face-stop", "--yes", "--output", "json").out)
     assert again["stopped"] is False and again["message"] == "face-stop is Stopping; nothing to stop"
+
+
+def test_schema_takes_output_json_and_an_unwritable_path_is_one_line(run_cli, tmp_path):
+    printed = run_cli("schema", "--output", "json")
+    assert printed.code == 0 and json.loads(printed.out)["title"] == "smp-launch job spec"
+    target = tmp_path / "no-such-folder" / "schema.json"
+    r = run_cli("schema", "--write", str(target))
+    assert (r.code, r.out) == (2, "") and not target.exists()
+    assert r.err.strip().splitlines() == [f"--write {target}: cannot write it (No such file or directory)"]

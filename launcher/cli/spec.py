@@ -148,16 +148,23 @@ def print_rules(output: str) -> None:
 @click.command("schema")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
               help="Write the schema to this file instead of printing it.")
-def print_schema(write_to: str | None) -> None:
+@click.option("--output", "output", type=click.Choice(["json"]), default="json", show_default=True,
+              help="The schema is JSON either way; accepted so every command takes --output json.")
+def print_schema(write_to: str | None, output: str) -> None:
     """Print the job spec's JSON Schema (for editors and CI)."""
     from launcher.api import schema_text
+    from launcher.core.errors import UsageError
+    from launcher.core.sanitize import clean
 
     text = schema_text()
-    if write_to:
+    if not write_to:
+        sys.stdout.write(text)
+        return
+    try:
         with open(write_to, "w", encoding="utf-8") as f:
             f.write(text)
-    else:
-        sys.stdout.write(text)
+    except OSError as exc:
+        raise UsageError(f"--write {clean(write_to, limit=200)}: cannot write it ({exc.strerror or exc})") from None
 
 
 @click.command("advise")
