@@ -244,3 +244,20 @@ def test_a_frozen_dict_refuses_every_change_and_copies_as_itself():
     assert copy.copy(d) is d and copy.deepcopy(d) is d and pickle.loads(pickle.dumps(d)) == d
     assert type(d.copy()) is dict and thaw(d) == {"a": [1, {"b": 2}]} and hash(d) == hash(freeze(thaw(d)))
     assert json.dumps(d) == '{"a": [1, {"b": 2}]}'
+
+
+def test_a_queues_runs_events_and_submissions_are_frozen(moto_world):
+    """What submit_many returns (PlanRun, its attempts and Submission, with the request sent) and each Event
+    it reports: a caller can read them, not change them."""
+    from launcher.api import submit_many
+
+    plans = [build_plan(load_spec(JOBS / "llama7b.yaml", ["role=Good"]), now=NOW)]
+    events: list = []
+    runs = submit_many(plans, dry_run=True, on_event=events.append)
+    assert runs and runs[0].submissions and events
+    assert runs[0].submissions[0].request["TrainingJobName"] == plans[0].job_name
+    assert assert_frozen(runs, "runs") > 100
+    assert assert_frozen(tuple(events), "events") > 10
+    plain = runs[0].submissions[0].to_dict()["request"]
+    plain["TrainingJobName"] = "changed"  # to_dict() is a plain copy a caller may change
+    assert runs[0].submissions[0].request["TrainingJobName"] == plans[0].job_name

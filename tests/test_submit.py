@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 
 from launcher.core.aws import AwsError, Clients, QuotaError, explain
 from launcher.core.errors import SpecError, UsageError
+from launcher.core.frozen import thaw
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from launcher.submission.create import plan_for
@@ -55,7 +56,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_the_sdk_sends_exactly_the_predicted_request(moto_world, variant):
     result, sent = run(spec(*VARIANTS[variant]), skip_role_check=True)
-    predicted = result.request
+    predicted = thaw(result.request)  # the read-only request's plain twin (JSON has lists, not tuples)
     assert sent, "CreateTrainingJob was not called"
     assert set(sent) == set(predicted)
     for key in predicted:

@@ -7,10 +7,9 @@ the SDK. Nothing here prints: warnings and notes are in the Submission.
 from __future__ import annotations
 
 import contextlib
-import copy
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -18,6 +17,7 @@ from typing import Any
 
 from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import Interrupted, LauncherError, UsageError
+from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, build_plan, require_region, resolve_region
 from launcher.render.source import split_s3, upload
@@ -50,9 +50,14 @@ class Submission:
     aws_calls: tuple[str, ...]
     role_check: RoleCheck | None  # None with skip_role_check
     warnings: tuple[str, ...]
-    request: dict[str, Any]
+    request: Mapping[str, Any]  # read-only; `to_dict()` gives a plain copy
     remembered: bool = False  # recorded as `latest` in the state folder
     notes: tuple[str, ...] = ()  # said after the job's name (e.g. `latest` not saved)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "request", freeze(self.request))
+        for name in ("aws_calls", "warnings", "notes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property
     def started(self) -> bool:
@@ -63,7 +68,7 @@ class Submission:
                 "source_uri": self.source_uri, "uploaded": self.uploaded, "dry_run": self.dry_run,
                 "aws_calls": list(self.aws_calls),
                 "role": self.role_check.as_dict() if self.role_check else None,
-                "warnings": list(self.warnings), "request": copy.deepcopy(self.request),
+                "warnings": list(self.warnings), "request": thaw(self.request),
                 "remembered": self.remembered, "notes": list(self.notes)}
 
 
