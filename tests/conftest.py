@@ -182,6 +182,21 @@ def moto_world(monkeypatch, make_world):
 
 
 @pytest.fixture
+def jobs_world():
+    """moto in-process holding one eight-host job that ended an hour ago ("eight"); its SageMaker client."""
+    import boto3
+
+    import emulator
+    from tests.emulation import started_ago
+
+    with emulator.mocked():
+        sm = boto3.client("sagemaker", region_name="us-west-2")
+        started_ago(sm, 3600, emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False))
+        yield sm
+    emulator.set_clock(None)
+
+
+@pytest.fixture
 def clock():
     """A virtual clock driving every emulated job (tests.emulation.VirtualClock)."""
     import emulator

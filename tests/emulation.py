@@ -45,3 +45,36 @@ def printed_follow(job: str, clients: Any, *, polling: Any, as_json: bool = Fals
     result = follow(job, clients, polling=polling, **kw, **printer.hooks())
     printer.finish(result)
     return result
+
+
+def started_ago(sm: Any, seconds: float, job: Any) -> Any:
+    """Create the emulated `job` as if it had been submitted `seconds` ago (emulator and CLI share the real
+    clock)."""
+    import time
+
+    import emulator
+
+    emulator.set_clock(lambda: time.time() - seconds)
+    try:
+        return emulator.add_job(job, sm)
+    finally:
+        emulator.set_clock(None)
+
+
+def follow_printed(job: str, clock: Any, clients: Any = None, **kw: Any) -> tuple[Any, str, str]:
+    """Follow `job` as `smp-launch logs` does, printed, on the virtual `clock`: (result, stdout, stderr).
+    Keyword arguments that name a Polling field go to the Polling; the rest to the printer."""
+    import dataclasses
+    import random
+
+    from launcher.core.aws import Clients
+    from launcher.jobs.logs import Polling
+    from launcher.jobs.ratelimit import RateLimiter
+
+    out, err = io.StringIO(), io.StringIO()
+    knobs = {name: kw.pop(name) for name in list(kw) if name in {f.name for f in dataclasses.fields(Polling)}}
+    knobs.setdefault("interval", 1.0)
+    knobs["limiter"] = knobs.get("limiter") or RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    result = printed_follow(job, clients or Clients(), out=out, err=err, **kw,
+                            polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
+    return result, out.getvalue(), err.getvalue()

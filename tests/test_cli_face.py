@@ -4,10 +4,6 @@ import json
 import re
 import subprocess
 import sys
-import time
-
-import boto3
-import pytest
 
 import emulator
 from launcher.spec.loader import _display as shown
@@ -159,18 +155,6 @@ def test_the_cli_marks_a_bad_set_value_with_the_flag(run_cli):
     assert r.code == 2 and r.err.startswith("--set:2:") and "overrides" not in r.err
 
 
-@pytest.fixture
-def jobs_world():
-    """One eight-host job that ended an hour ago, in moto in-process."""
-    with emulator.mocked():
-        sm = boto3.client("sagemaker", region_name="us-west-2")
-        emulator.set_clock(lambda: time.time() - 3600)
-        try:
-            emulator.add_job(emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False), sm)
-        finally:
-            emulator.set_clock(None)
-        yield sm
-    emulator.set_clock(None)
 
 
 def test_stop_says_what_it_did_in_the_commands_json(jobs_world, run_cli):

@@ -12,6 +12,7 @@ from launcher.core.timeutil import parse_since
 from launcher.jobs import metrics
 from launcher.jobs import status as jobs
 from tests.doubles import one_page_paginator
+from tests.emulation import started_ago
 
 AGO = 3600.0
 
@@ -23,13 +24,6 @@ def sm():
     emulator.set_clock(None)
 
 
-def started_ago(sm, seconds: float, job: emulator.EmulatedJob) -> emulator.EmulatedJob:
-    """Create `job` as if it had been submitted `seconds` ago (emulator and CLI share the real clock)."""
-    emulator.set_clock(lambda: time.time() - seconds)
-    try:
-        return emulator.add_job(job, sm)
-    finally:
-        emulator.set_clock(None)
 
 
 def test_status_of_a_completed_job(sm, run_cli):

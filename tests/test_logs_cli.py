@@ -1,10 +1,7 @@
 """The CLI's side of logs: how a followed job prints (labels coloured by host, status changes, JSON lines, hostile
 text, notes worded for a shell), the `logs` command's flags, `submit --wait`, and an API that prints nothing."""
-import dataclasses
 import io
 import json
-import random
-import time
 import types
 
 import boto3
@@ -18,9 +15,9 @@ from launcher.core.errors import EXIT_JOB_FAILED
 from launcher.jobs.logs import Polling
 from launcher.jobs.ratelimit import RateLimiter
 from tests.conftest import JOBS
-from tests.emulation import VirtualClock, printed_follow
+from tests.emulation import VirtualClock, printed_follow, started_ago
+from tests.emulation import follow_printed as run
 
-POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
 AGO = 3600.0
 
 
@@ -31,16 +28,6 @@ def sm(clock):
         yield boto3.client("sagemaker", region_name="us-west-2")
 
 
-def run(job, clock, clients=None, **kw):
-    """Follow `job` as `smp-launch logs` does (printed): (result, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    clients = clients or Clients()
-    knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
-    knobs.setdefault("interval", 1.0)
-    knobs["limiter"] = knobs.get("limiter") or RateLimiter(2.0, clock=clock, sleep=clock.sleep)
-    result = printed_follow(job, clients, out=out, err=err, **kw,
-                            polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
-    return result, out.getvalue(), err.getvalue()
 
 
 # -- the printer ------------------------------------------------------------------------------------------
@@ -114,13 +101,6 @@ def sm_now():
     emulator.set_clock(None)
 
 
-def started_ago(sm, seconds: float, job: emulator.EmulatedJob) -> emulator.EmulatedJob:
-    """Create `job` as if it had been submitted `seconds` ago (emulator and CLI share the real clock)."""
-    emulator.set_clock(lambda: time.time() - seconds)
-    try:
-        return emulator.add_job(job, sm)
-    finally:
-        emulator.set_clock(None)
 
 
 def test_logs_cli_no_follow_and_follow(sm_now, run_cli):
@@ -154,17 +134,6 @@ def test_a_huge_host_range_is_refused_at_once_not_expanded():
     assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
 
 
-@pytest.fixture
-def jobs_world():
-    with emulator.mocked():
-        sm = boto3.client("sagemaker", region_name="us-west-2")
-        emulator.set_clock(lambda: time.time() - 3600)
-        try:
-            emulator.add_job(emulator.EmulatedJob("eight", hosts=8, training=60, decoy=False), sm)
-        finally:
-            emulator.set_clock(None)
-        yield sm
-    emulator.set_clock(None)
 
 
 def test_logs_for_hosts_the_job_does_not_have_is_refused(jobs_world, run_cli):

@@ -1,6 +1,5 @@
 """The follower's reads against emulated jobs in-process: one call per poll whatever the host count, no line lost
 or repeated, filters, exit codes, backoff when CloudWatch throttles or fails, and the one rate limiter."""
-import dataclasses
 import io
 import random
 import types
@@ -16,8 +15,7 @@ from launcher.jobs.logs import LogLine, Polling, iter_lines
 from launcher.jobs.ratelimit import RateLimiter
 from launcher.jobs.reader import LogReader
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated, printed_follow
-
-POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
+from tests.emulation import follow_printed as run
 
 
 @pytest.fixture
@@ -38,16 +36,6 @@ def count_calls(clients: Clients) -> dict:
     return seen
 
 
-def run(job, clock, clients=None, **kw):
-    """Follow `job` as `smp-launch logs` does (printed): (result, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    clients = clients or Clients()
-    knobs = {name: kw.pop(name) for name in list(kw) if name in POLLING}
-    knobs.setdefault("interval", 1.0)
-    knobs["limiter"] = knobs.get("limiter") or RateLimiter(2.0, clock=clock, sleep=clock.sleep)
-    result = printed_follow(job, clients, out=out, err=err, **kw,
-                            polling=Polling(clock=clock, sleep=clock.sleep, rng=random.Random(1), **knobs))
-    return result, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("hosts", [1, 64])
