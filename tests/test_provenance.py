@@ -22,7 +22,6 @@ from launcher.plan.build import build_plan
 from launcher.render.source import tarball
 from launcher.spec import load_spec
 from launcher.spec.models import JobSpec
-from launcher.submission.create import plan_for
 from tests.aws_setup import BUCKET
 from tests.conftest import JOBS
 
@@ -48,7 +47,7 @@ def _recording(sent):
 def launch(recorded_world, *overrides):
     clients = recorded_world.clients()
     loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", *overrides])
-    return api.submit(plan_for(loaded, clients), clients=clients)
+    return api.submit(api.build_plan(loaded, region=clients.region, profile=clients.profile), clients=clients)
 
 
 def test_the_tarball_stores_the_validated_spec_and_no_secret(monkeypatch):
@@ -95,7 +94,7 @@ def test_rerun_submits_the_stored_plan_under_a_new_name(recorded_world):
 def test_a_role_from_the_environment_is_the_role_of_the_rerun(recorded_world, monkeypatch):
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
     clients = recorded_world.clients()
-    first = api.submit(plan_for(load_spec(JOBS / "llama7b.yaml"), clients), clients=clients)
+    first = api.submit(api.build_plan(load_spec(JOBS / "llama7b.yaml"), region=clients.region), clients=clients)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "NoTrust")  # what the shell says now does not change the rerun
     second = api.rerun(first.job_name, clients=recorded_world.clients())
     assert second.warnings == () and second.request["RoleArn"] == recorded_world.arns["Good"]

@@ -11,7 +11,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -19,9 +18,8 @@ from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
-from launcher.plan.build import Plan, blocking_errors, build_plan, require_region, resolve_region
+from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
-from launcher.spec.loader import LoadedSpec
 from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
 
 
@@ -112,14 +110,6 @@ def _role_arn(plan: Plan, clients: Clients) -> str:
         return str(clients.iam.get_role(RoleName=role_name(role))["Role"]["Arn"])
     except Exception as exc:
         raise explain(exc, f"looking up role {plan.role}") from None
-
-
-def plan_for(loaded: LoadedSpec, clients: Clients, now: datetime | None = None) -> Plan:
-    """The plan for these clients' region, decided once (the clients' own region, else the spec's, the
-    environment's or the profile's), then set on the clients so every call uses it."""
-    clients.region = resolve_region(loaded.spec.cluster.region, clients.env, flag=clients.region,
-                                    profile=clients.profile)
-    return build_plan(loaded, now=now, env=clients.env, region=clients.region)
 
 
 def _bind_region(plan: Plan, clients: Clients) -> str:
