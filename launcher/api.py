@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from launcher.jobs.status import JobNotFound, JobState, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
     from launcher.orchestrate.pipeline import PipelineResult
-    from launcher.orchestrate.provenance import Change, NotLaunchedHere
+    from launcher.orchestrate.provenance import Change, ChangeKind, NotLaunchedHere
     from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
     from launcher.orchestrate.retry import RetryPolicy, next_attempt
     from launcher.plan.build import Plan
@@ -82,6 +82,7 @@ _REEXPORTED = {
     "EventKind": "launcher.orchestrate.queue",
     "Event": "launcher.orchestrate.queue",
     "Change": "launcher.orchestrate.provenance",
+    "ChangeKind": "launcher.orchestrate.provenance",
     "PipelineResult": "launcher.orchestrate.pipeline",
     # errors (each carries its exit code)
     "LauncherError": "launcher.core.errors",
@@ -112,7 +113,7 @@ __all__ = [
     # many plans
     "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
     "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
-    "PipelineResult",
+    "ChangeKind", "PipelineResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
     "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",

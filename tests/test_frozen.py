@@ -261,3 +261,15 @@ def test_a_queues_runs_events_and_submissions_are_frozen(moto_world):
     plain = runs[0].submissions[0].to_dict()["request"]
     plain["TrainingJobName"] = "changed"  # to_dict() is a plain copy a caller may change
     assert runs[0].submissions[0].request["TrainingJobName"] == plans[0].job_name
+
+
+def test_a_diffs_changes_are_frozen_and_their_dicts_plain():
+    from launcher.orchestrate.provenance import Change, ChangeKind
+
+    change = Change("estimator.tags", {"team": ["nlp", "vision"]}, None, "removed")
+    assert change.kind is ChangeKind.REMOVED and change.line().startswith("- estimator.tags: ")
+    assert assert_frozen(change, "change") >= 4
+    plain = change.to_dict()
+    assert plain == {"path": "estimator.tags", "a": {"team": ["nlp", "vision"]}, "b": None, "kind": "removed"}
+    plain["a"]["team"].append("x")  # a plain copy
+    assert change.a["team"] == ("nlp", "vision")

@@ -15,7 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.core.aws import Clients, explain
+from launcher.core.enums import StrEnum
 from launcher.core.errors import LauncherError, UsageError
+from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 
 if TYPE_CHECKING:
@@ -44,24 +46,36 @@ class StoredJob:
     spec: dict[str, Any] | None  # None for a job launched before the spec was stored
 
 
+class ChangeKind(StrEnum):
+    CHANGED = "changed"
+    ADDED = "added"  # only in b
+    REMOVED = "removed"  # only in a
+
+
 @dataclass(frozen=True)
 class Change:
-    """One key whose value differs: `a` and `b` are the two sides' values (None where a side lacks it)."""
+    """One key whose value differs: `a` and `b` are the two sides' values (None where a side lacks it),
+    read-only; `to_dict()` gives plain copies."""
 
     path: str
     a: Any
     b: Any
-    kind: str  # "changed", "added" (only in b) or "removed" (only in a)
+    kind: ChangeKind
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", freeze(self.a))
+        object.__setattr__(self, "b", freeze(self.b))
+        object.__setattr__(self, "kind", ChangeKind(self.kind))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "a": self.a, "b": self.b, "kind": self.kind}
+        return {"path": self.path, "a": thaw(self.a), "b": thaw(self.b), "kind": self.kind.value}
 
     def line(self) -> str:
         """`path: a -> b`, or `+ path: b` / `- path: a` (keys and values sanitised: they came from S3)."""
         path = clean(self.path, 200)
-        if self.kind == "added":
+        if self.kind is ChangeKind.ADDED:
             return f"+ {path}: {_shown(self.b)}"
-        if self.kind == "removed":
+        if self.kind is ChangeKind.REMOVED:
             return f"- {path}: {_shown(self.a)}"
         return f"  {path}: {_shown(self.a)} -> {_shown(self.b)}"
 
@@ -220,7 +234,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *, everything: bool = Fa
         va, vb = fa.get(path, _MISSING), fb.get(path, _MISSING)
         if va == vb:
             continue
-        kind = "added" if va is _MISSING else "removed" if vb is _MISSING else "changed"
+        kind = ChangeKind.ADDED if va is _MISSING else ChangeKind.REMOVED if vb is _MISSING else ChangeKind.CHANGED
         changes.append(Change(path, None if va is _MISSING else va, None if vb is _MISSING else vb, kind))
     return changes
 
