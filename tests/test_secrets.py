@@ -11,13 +11,13 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
+from launcher import api
 from launcher.core.aws import Clients
 from launcher.core.errors import SpecError
 from launcher.plan.build import build_plan
 from launcher.render.files import write_source_dir
 from launcher.spec import load_spec
 from launcher.spec.secrets import REDACTED, looks_secret
-from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.role import required_permissions
 from tests.conftest import JOBS
@@ -25,7 +25,8 @@ from tests.conftest import JOBS
 
 def submit(loaded, clients, *, now=None, **kw):
     """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
-    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
+    plan = api.build_plan(loaded, region=clients.region, profile=clients.profile, env=clients.env, now=now)
+    return submit_plan(plan, clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 VALUE = "hf_ThisIsTheRealToken1234567890"

@@ -8,12 +8,12 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
+from launcher import api
 from launcher.core.aws import AwsError, Clients, QuotaError, explain
 from launcher.core.errors import SpecError, UsageError
 from launcher.core.frozen import thaw
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.role import RoleRefused, RoleVerdict, check_role
 from tests.aws_setup import BUCKET
@@ -23,7 +23,8 @@ from tests.doubles import one_page_paginator
 
 def submit(loaded, clients, *, now=None, **kw):
     """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
-    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
+    plan = api.build_plan(loaded, region=clients.region, profile=clients.profile, env=clients.env, now=now)
+    return submit_plan(plan, clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -291,7 +292,7 @@ def test_the_sdk_sends_the_plans_own_prediction_with_only_the_role_arn_filled_in
     sent = {}
     clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
                                     lambda params, **_: sent.update(params))
-    plan = plan_for(spec(role="Good"), clients, NOW)
+    plan = api.build_plan(spec(role="Good"), region=clients.region, profile=clients.profile, env=clients.env, now=NOW)
     predicted = plan.request
     assert predicted["RoleArn"] == "<ARN of role Good>"
     submit_plan(plan, clients, skip_role_check=True)

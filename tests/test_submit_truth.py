@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 import emulator
+from launcher import api
 from launcher.cli.submit import for_shell
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import EXIT_INTERRUPTED, Interrupted
@@ -18,7 +19,6 @@ from launcher.core.state import last_submitted
 from launcher.jobs import status as jobs
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from launcher.submission.create import plan_for
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.role import RoleVerdict, check_role
 from tests.conftest import JOBS
@@ -27,7 +27,8 @@ from tests.doubles import one_page_paginator
 
 def submit(loaded, clients, *, now=None, **kw):
     """What `smp-launch submit` does: the plan for the clients' region, then submit that plan."""
-    return submit_plan(plan_for(loaded, clients, now), clients, **kw)
+    plan = api.build_plan(loaded, region=clients.region, profile=clients.profile, env=clients.env, now=now)
+    return submit_plan(plan, clients, **kw)
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -327,6 +328,31 @@ def test_a_call_that_answers_says_nothing(moto_world, monkeypatch):
     clients.sagemaker.meta.events.register("request-created.sagemaker.ListTrainingJobs", lambda **_: timers.elapse())
     clients.sagemaker.list_training_jobs()
     assert said == ["waiting for sagemaker.us-west-2…"]
+
+
+def test_without_notify_the_library_logs_the_notice_and_prints_nothing(moto_world, monkeypatch, capsys):
+    """The core never prints: with no `notify`, a call still waiting is a warning of the `launcher` logger
+    (which only the CLI sends to stderr)."""
+    import logging
+    import threading
+
+    from launcher.core import aws as aws_module
+
+    timers = _Timers()
+    monkeypatch.setattr(aws_module, "threading", SimpleNamespace(Timer=timers.Timer, get_ident=threading.get_ident))
+    clients = Clients(region="us-west-2", wait_notice_s=2.0)
+    clients.sagemaker.meta.events.register("request-created.sagemaker.ListTrainingJobs", lambda **_: timers.elapse())
+    records: list[logging.LogRecord] = []
+    heard = logging.Handler()
+    heard.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("launcher.core.aws")
+    logger.addHandler(heard)
+    try:
+        clients.sagemaker.list_training_jobs()
+    finally:
+        logger.removeHandler(heard)
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "waiting for sagemaker.us-west-2…")]
+    assert capsys.readouterr() == ("", "")
 
 
 def test_status_against_a_silent_endpoint_through_the_cli(silent_endpoint, run_cli, monkeypatch):

@@ -5,7 +5,10 @@ Only click is imported at start-up; each command imports what it needs, so `--he
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 
 import click
 
@@ -60,8 +63,36 @@ for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMAND
     cli.add_command(_command)
 
 
+class _Stderr(logging.Handler):
+    """Each warning of the library (e.g. "waiting for sagemaker.us-west-2…") as one line on the stderr of the
+    moment (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            print(record.getMessage(), file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _library_warnings_to_stderr() -> Iterator[None]:
+    """While a command runs, the library's warnings print on stderr (and go no further up)."""
+    library = logging.getLogger("launcher")
+    handler, propagate = _Stderr(logging.WARNING), library.propagate
+    library.addHandler(handler)
+    library.propagate = False
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.propagate = propagate
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn LauncherErrors into one line per problem on stderr and their exit code."""
+    with _library_warnings_to_stderr():
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
     from launcher.cli.options import shell_lines
     from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 

@@ -6,8 +6,8 @@ tool at an emulator); code takes a `Clients` as an argument so tests inject thei
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +16,9 @@ from typing import Any
 from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
 from launcher.core.sanitize import clean
 from launcher.core.version import VERSION
+
+_NOTICES = logging.getLogger(__name__)
+_NOTICES.addHandler(logging.NullHandler())  # nothing reaches stderr unless the application asks
 
 # Per call: an endpoint that never answers costs at most TRIES x (CONNECT or READ timeout) plus the
 # standard mode's backoff (under 2 s for 3 tries): about 47 s. Set as total tries, not botocore's
@@ -93,9 +96,10 @@ class Clients:
         return self._cache[service]
 
     def _watch(self, client: Any, service: str) -> None:
-        """Say on stderr what we wait for when a call has had no answer for a few seconds."""
+        """Say what we wait for when a call has had no answer for a few seconds: to `notify`, else as a warning
+        of the `launcher` logger (the CLI prints those on stderr; a library's caller decides)."""
         delay = WAIT_NOTICE_S if self.wait_notice_s is None else self.wait_notice_s
-        notify = self.notify or (lambda m: print(m, file=sys.stderr, flush=True))
+        notify = self.notify or _NOTICES.warning
         where = f"{service}.{client.meta.region_name}"
 
         def begin(**_):
