@@ -220,9 +220,9 @@ def advisor_rules_markdown() -> str:
 
 def schema_text() -> str:
     """The job spec's JSON Schema, as text (for editors and CI)."""
-    from launcher.spec.schema import schema_text as _text
+    from launcher.spec.schema import schema_text as styled
 
-    return _text()
+    return styled()
 
 
 # -- AWS and submitting --------------------------------------------------------------------------------
@@ -253,11 +253,11 @@ def check_role(plan: Plan, *, clients: Clients | None = None) -> RoleCheck:
     missing. The clients are for the plan's region (made for it when not given)."""
     from launcher.core.aws import explain
     from launcher.core.errors import LauncherError
-    from launcher.submission.create import _bind_region
+    from launcher.submission.create import bind_region
     from launcher.submission.role import check_role as _check
 
     clients = clients or connect(region=plan.region)
-    _bind_region(plan, clients)
+    bind_region(plan, clients)
     try:
         return _check(plan, clients.iam, clients.sts)
     except LauncherError:

@@ -60,7 +60,7 @@ def show(out, *renderables) -> None:
     out.file.flush()
 
 
-def _table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()):
+def new_table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()):
     """A borderless table (aligned columns, easy to read and to grep) with a bold header."""
     from rich.table import Table
 
@@ -71,7 +71,7 @@ def _table(*columns: str, title: str | None = None, right: tuple[str, ...] = ())
     return t
 
 
-def _text(value: Any, style: str = ""):
+def styled(value: Any, style: str = ""):
     """Text shown verbatim: markup in a value from AWS or a spec is never interpreted."""
     from rich.text import Text
 
@@ -102,32 +102,32 @@ def show_status(job: Any) -> None:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in rows:
-        grid.add_row(f"{key}:", _text(value, STATUS_STYLES.get(job.status, "") if key == "status" else ""))
+        grid.add_row(f"{key}:", styled(value, STATUS_STYLES.get(job.status, "") if key == "status" else ""))
     if not job.transitions:
         show(out, grid)
         return
-    t = _table("transition", "start (UTC)", "end (UTC)", "message")
+    t = new_table("transition", "start (UTC)", "end (UTC)", "message")
     for x in job.transitions:
-        t.add_row(_text(x.status), clock_time(x.start), clock_time(x.end), _text(x.message))
+        t.add_row(styled(x.status), clock_time(x.start), clock_time(x.end), styled(x.message))
     show(out, grid, "", t)
 
 
 def show_jobs(rows: list[Any]) -> None:
     """launcher.jobs.status.JobSummary rows, newest first."""
-    t = _table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
+    t = new_table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
     for r in rows:
-        t.add_row(_text(r.job_name), _text(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
-                  _text(r.secondary_status or "-"), _text(f"{r.instance_count} x {r.instance_type}"),
+        t.add_row(styled(r.job_name), styled(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
+                  styled(r.secondary_status or "-"), styled(f"{r.instance_count} x {r.instance_type}"),
                   clock_time(r.created), "-" if r.billable_seconds is None else str(r.billable_seconds))
     show(console(), t)
 
 
 def show_metrics(data: Any) -> None:
     """Per metric, one sparkline row per host with min / mean / max (a launcher.api.JobMetrics)."""
-    parts: list[Any] = [_text(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
+    parts: list[Any] = [styled(f"{data.job_name}: {data.instance_count} x {data.instance_type} ({data.status}), "
                               f"{data.start} to {data.end}, {data.period} s points")]
     for name, label in data.labels.items():
-        t = _table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
+        t = new_table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
                    right=("host", "min", "mean", "max"))
         for row in data.hosts:
             s = row.series[name]
@@ -210,14 +210,14 @@ def show_plan(plan: dict[str, Any]) -> None:
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     for key, value in rows:
-        t.add_row(key, _text(value))
+        t.add_row(key, styled(value))
     out.print(t)
-    out.print(_text("distribution ", "bold") + _text(json.dumps(plan["distribution"])))
+    out.print(styled("distribution ", "bold") + styled(json.dumps(plan["distribution"])))
     if mem:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in mem["breakdown"].items())
-        out.print(_text("memory breakdown (GB) ", "bold") + _text(parts))
+        out.print(styled("memory breakdown (GB) ", "bold") + styled(parts))
         for term, source in (mem.get("sources") or {}).items():
-            out.print(_text(f"  {term}: {source}"))
+            out.print(styled(f"  {term}: {source}"))
     show_advisories([a for a in plan["advisories"] if a["severity"] != "error"], out,
                     errors=sum(a["severity"] == "error" for a in plan["advisories"]))
 
@@ -226,12 +226,12 @@ def show_advisories(advisories: list[dict[str, Any]], out=None, errors: int = 0)
     """Warnings and notes, one line each, coloured by severity (errors go to stderr, as `validate` prints them)."""
     out = out or console()
     if not advisories and not errors:
-        out.print(_text("no advisories", "green"))
+        out.print(styled("no advisories", "green"))
     for a in advisories:
-        out.print(_text(f"{a['severity']:7}", SEVERITY_STYLES.get(a["severity"], "")) + _text(f" {a['rule']} "
+        out.print(styled(f"{a['severity']:7}", SEVERITY_STYLES.get(a["severity"], "")) + styled(f" {a['rule']} "
                                                                                              f"{a['message']}"))
     if errors:
-        out.print(_text(f"{errors} error{'s' if errors > 1 else ''} (on stderr): submit refuses this plan",
+        out.print(styled(f"{errors} error{'s' if errors > 1 else ''} (on stderr): submit refuses this plan",
                         SEVERITY_STYLES["error"]))
 
 
@@ -260,7 +260,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
                 written: str | None) -> None:
     out = console()
     best = ranked[0]
-    t = _table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note",
+    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note",
                title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
                      f"{len(ranked)} feasible, best first",
                right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step"))
@@ -269,14 +269,14 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
                   f"{c.global_batch_tokens:,}", advice_note(c, best))
     show(out, t)
-    out.print(_text("why #1", "bold"))
+    out.print(styled("why #1", "bold"))
     for reason in best.reasons:
-        out.print(_text(f"  - {reason}"))
+        out.print(styled(f"  - {reason}"))
     ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
     if ref and ref > top:
-        out.print(_text(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)"))
+        out.print(styled(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)"))
     if written:
-        out.print(_text(f"wrote {written}"))
+        out.print(styled(f"wrote {written}"))
 
 
 # -- the role check -----------------------------------------------------------------------------------
@@ -286,9 +286,9 @@ def show_role_check(check: Any) -> None:
     data = check.as_dict()
     style = {"pass": "green", "fail": "bold red"}.get(data["verdict"], "yellow")
     out = console()
-    out.print(_text(f"role {data['role_arn'] or data['role']}: ") + _text(data["verdict"], style))
+    out.print(styled(f"role {data['role_arn'] or data['role']}: ") + styled(data["verdict"], style))
     for line in check.lines()[1:]:
-        out.print(_text(line))
+        out.print(styled(line))
 
 
 def changes_summary(changes: Sequence[str]) -> str:

@@ -169,9 +169,9 @@ def _short(reason: str, limit: int = 90) -> str:
 
 def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str) -> None:
     """The plans, ranked: what each sweeps, its memory and tokens per step, its job, or why it was refused."""
-    from launcher.cli.present import STATUS_STYLES, _table, _text, console, show
+    from launcher.cli.present import STATUS_STYLES, console, new_table, show, styled
 
-    t = _table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "job", "reason", title=title,
+    t = new_table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "job", "reason", title=title,
                right=("#", "GB/GPU", "headroom GB", "tokens/step"))
     for c in candidates:
         mem = c.plan.memory if c.plan else None
@@ -185,9 +185,9 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         else:
             reason = _short(str(run.error)) if run is not None and run.error else ""
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
-        t.add_row(str(c.rank) if c.rank else "-", _text(_overrides_text(c, many_specs)), _text(state, style),
+        t.add_row(str(c.rank) if c.rank else "-", styled(_overrides_text(c, many_specs)), styled(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
-                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", _text(job), _text(reason))
+                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", styled(job), styled(reason))
     show(console(), t)
 
 

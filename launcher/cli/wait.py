@@ -31,12 +31,12 @@ def _line(job: Any) -> str:
     return safe(text)
 
 
-def _table(statuses: dict[str, Any], names: list[str]) -> Any:
+def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
     from rich.text import Text
 
-    from launcher.cli.present import STATUS_STYLES, _table
+    from launcher.cli.present import STATUS_STYLES, new_table
 
-    t = _table("job", "status", "secondary", "failure class", "remedy")
+    t = new_table("job", "status", "secondary", "failure class", "remedy")
     for name in names:
         job = statuses.get(name)
         if job is None:
@@ -86,10 +86,10 @@ def wait_jobs(jobs: tuple[str, ...], timeout: float | None, interval: float, out
         from rich.live import Live
 
         seen: dict[str, Any] = {}
-        with Live(_table(seen, names), console=present.console(), auto_refresh=False) as live:
+        with Live(_status_table(seen, names), console=present.console(), auto_refresh=False) as live:
             def changed(job: Any) -> None:
                 seen[job.job_name] = job
-                live.update(_table(seen, names), refresh=True)
+                live.update(_status_table(seen, names), refresh=True)
 
             done = wait(names, timeout=timeout, interval=interval, clients=clients, on_change=changed)
     else:

@@ -85,7 +85,7 @@ def build_pipeline(plans: Sequence[Plan], name: str, role_arn: str, clients: Cli
     session = backend.session(clients.session, clients.sagemaker, pipeline=True)
     fit = backend.untracked_fit()
     steps: list[Any] = []
-    with backend._sdk_silent(), _quiet_pipeline_warning():
+    with backend.sdk_silent(), _quiet_pipeline_warning():
         for plan, step_name in zip(plans, step_names(plans), strict=True):
             est = backend.build(_per_execution(plan), plan.source.uri, role_arn, clients.session,
                                 clients.sagemaker, sdk_session=session)
@@ -125,9 +125,9 @@ def _quiet_pipeline_warning() -> Iterator[None]:
 
 def definition(pipeline: Any) -> dict[str, Any]:
     """The pipeline's definition as the service receives it (parsed JSON)."""
-    from launcher.submission.estimator import _sdk_silent
+    from launcher.submission.estimator import sdk_silent
 
-    with _sdk_silent():
+    with sdk_silent():
         return json.loads(pipeline.definition())
 
 
@@ -225,11 +225,11 @@ def _check_pipeline_role(role_arn: str, region: str, clients: Clients, warnings:
 
 def _upsert(pipeline: Any, role_arn: str, tags: list[dict[str, str]]) -> str:
     """Pipeline.upsert (create; update when it exists), its create untracked; returns the pipeline's ARN."""
-    from launcher.submission.estimator import _sdk_silent
+    from launcher.submission.estimator import sdk_silent
 
     pipeline.create = untracked_create(pipeline)  # the instance's, so upsert calls it
     try:
-        with _sdk_silent():
+        with sdk_silent():
             response = pipeline.upsert(role_arn=role_arn, description="smp-launch pipeline", tags=tags)
     except LauncherError:
         raise

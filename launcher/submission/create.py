@@ -112,7 +112,7 @@ def _role_arn(plan: Plan, clients: Clients) -> str:
         raise explain(exc, f"looking up role {plan.role}") from None
 
 
-def _bind_region(plan: Plan, clients: Clients) -> str:
+def bind_region(plan: Plan, clients: Clients) -> str:
     """The plan's region, which the clients must use too (a plan is for one region: its image, its URIs)."""
     region = require_region(plan)
     if clients.region and clients.region != region:
@@ -129,7 +129,7 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
     refused = blocking_errors(plan)
     if refused:
         raise refused
-    region = _bind_region(plan, clients)
+    region = bind_region(plan, clients)
     if not plan.role:
         raise UsageError(f"{plan.spec_file}: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE "
                          "(a role name or ARN)")

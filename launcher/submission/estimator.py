@@ -52,7 +52,7 @@ def _root_logger_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _sdk_silent() -> Iterator[None]:
+def sdk_silent() -> Iterator[None]:
     """No SDK log line during the call: a failure is reported once, by smp-launch, from the exception."""
     sdk = logging.getLogger("sagemaker")
     level = sdk.level
@@ -201,6 +201,6 @@ def start(plan: Plan, source_uri: str, role_arn: str, boto_session: Any, sagemak
     """
     estimator = build(plan, source_uri, role_arn, boto_session, sagemaker_client)
     fit = untracked_fit()
-    with _sdk_silent():
+    with sdk_silent():
         fit(estimator, inputs=channels(plan) or None, job_name=plan.job_name, wait=False, logs=False)
     return plan.job_name
