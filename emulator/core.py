@@ -36,6 +36,21 @@ def register_patch(name: str, apply: Callable[[], None]) -> None:
             _apply(name)
 
 
+_FORGET: list[Callable[[], None]] = []
+
+
+def on_forget(hook: Callable[[], None]) -> None:
+    """Have `hook` drop a module's own state whenever the emulated jobs are forgotten (scenario.forget_all)."""
+    with _LOCK:
+        if hook not in _FORGET:
+            _FORGET.append(hook)
+
+
+def forget_hooks() -> None:
+    for hook in list(_FORGET):
+        hook()
+
+
 def install() -> None:
     """Apply every registered patch exactly once (safe to call from every test and fixture)."""
     global _installed

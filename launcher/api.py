@@ -478,18 +478,22 @@ def is_spec_file(ref: str) -> bool:
 
 
 def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | None = None,
-                        clients: Clients | None = None) -> dict[str, Any]:
+                        clients: Clients | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
     """The SageMaker Pipeline definition for the plans (one TrainingStep each, in order): no AWS call."""
     from launcher.orchestrate.pipeline import pipeline_definition as _definition
 
-    return _definition(plans, name, role_arn=role_arn, clients=clients)
+    return _definition(plans, name, role_arn=role_arn, clients=clients, retry=retry)
 
 
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
-                    skip_role_check: bool = False, clients: Clients | None = None) -> PipelineResult:
+                    skip_role_check: bool = False, clients: Clients | None = None, retry: RetryPolicy | None = None,
+                    start: bool = False, parameters: Mapping[str, str] | None = None) -> PipelineResult:
     """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
-    pipeline (with dry_run: only the checks and the definition). The clients are for the plans' region
-    (made for it when not given)."""
+    pipeline (with dry_run: only the checks and the definition). With `start`, start an execution with
+    `parameters` (pipeline parameter name -> value), each checked against its step's plan before anything is
+    written. `retry` decides the steps' retry policies. The clients are for the plans' region (made for it when
+    not given)."""
     from launcher.orchestrate.pipeline import upsert_pipeline as _upsert
 
-    return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
+    return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients,
+                   retry=retry, start=start, parameters=parameters)

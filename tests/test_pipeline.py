@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import SpecError, UsageError
 from launcher.orchestrate.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
+from launcher.orchestrate.pipeline_params import MAX_STEPS_ENV
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from launcher.submission.role import PIPELINE_JOB_ACTIONS, RoleRefused
@@ -49,20 +50,38 @@ def plan(*overrides, job="llama7b.yaml"):
 
 
 def expected_arguments(p, role_arn):
-    """The plan's predicted request as a pipeline step carries it. What the pipeline owns:
+    """The plan's predicted request as a pipeline step runs it with its parameters' defaults. What the pipeline
+    owns:
     - TrainingJobName: the pipeline names each job when it runs (a step has no name of its own to give);
     - HyperParameters.sagemaker_job_name: the SDK writes the job name there only when it names the job;
+    - Environment.SMP_LAUNCH_MAX_STEPS: the MaxSteps parameter reaches the script there;
+    - HyperParameters.sagemaker_instance_type: the SDK JSON-encodes a plain value there but writes a parameter
+      as it is (the training toolkit reads either: a value that is not JSON is taken as the string);
     - CheckpointConfig.S3Uri (only where the spec names no checkpoint_path): the plan's default folder is
-      named after its job; a step's is named after the pipeline execution, so a later execution does
-      not resume from an earlier one's checkpoints."""
+      named after its job; a step's is named after the pipeline execution (EXEC here), so a later execution
+      does not resume from an earlier one's checkpoints."""
     request = p.request_for(role_arn)
     request.pop("TrainingJobName")
     request["HyperParameters"].pop("sagemaker_job_name")
+    request.setdefault("Environment", {})[MAX_STEPS_ENV] = str(p.spec.training.max_steps)
+    hp = request["HyperParameters"]
+    if "sagemaker_instance_type" in hp:
+        hp["sagemaker_instance_type"] = json.loads(hp["sagemaker_instance_type"])
     if not p.spec.output.checkpoint_path:
         base = f"{p.spec.output.path.rstrip('/')}/checkpoints/{p.base_job_name}"
-        request["CheckpointConfig"]["S3Uri"] = {"Std:Join": {"On": "/", "Values": [
-            base, {"Get": "Execution.PipelineExecutionId"}]}}
+        request["CheckpointConfig"]["S3Uri"] = f"{base}/EXEC"
     return request
+
+
+def resolved(definition, step):
+    """A step's arguments with every parameter at its default, in an execution whose id is EXEC (as the emulator
+    resolves them when the execution runs)."""
+    from emulator.pipelines import ExecutionRun, resolve
+
+    values = {p["Name"]: p.get("DefaultValue") for p in definition.get("Parameters", [])}
+    run = ExecutionRun(arn="arn:aws:sagemaker:us-west-2:123456789012:pipeline/x/execution/EXEC", pipeline="x",
+                       values=values, steps=[])
+    return resolve(step["Arguments"], run, {})
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -74,16 +93,17 @@ def test_each_step_is_the_plans_predicted_request(moto_world, variant):
     assert [s["Name"] for s in steps] == step_names(plans) == ["llama2-7b", "llama2-7b-2"]
     for p, step in zip(plans, steps, strict=True):
         assert step["Type"] == "Training"
-        assert step["Arguments"] == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
+        assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
     assert "DependsOn" not in steps[0] and steps[1]["DependsOn"] == ["llama2-7b"]
 
 
 def test_a_checkpoint_path_the_spec_sets_is_kept(moto_world):
     p = plan(f"output.checkpoint_path=s3://{BUCKET}/ckpt/shared")
-    step = pipeline_definition([p], "kept", role_arn=moto_world.arns[PIPELINE_ROLE],
-                                 clients=Clients(region="us-west-2"))["Steps"][0]
+    definition = pipeline_definition([p], "kept", role_arn=moto_world.arns[PIPELINE_ROLE],
+                                     clients=Clients(region="us-west-2"))
+    step = definition["Steps"][0]
     assert step["Arguments"]["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/ckpt/shared"
-    assert step["Arguments"] == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
+    assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
 
 
 def test_steps_run_in_the_order_given(moto_world):

@@ -7,6 +7,7 @@ import sys
 import click
 
 from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
+from launcher.cli.submit import retry_options, retry_policy
 
 
 @click.command("pipeline")
@@ -16,25 +17,48 @@ from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
               help="Role (name or ARN) the pipeline and its jobs run under (default: the first spec's).")
 @click.option("--dry-run", is_flag=True, help="Check and build, then print the definition; write nothing.")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
+@click.option("--start", is_flag=True, help="Start an execution once the pipeline is upserted.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="With --start: a pipeline parameter's value for this execution (repeatable); checked against "
+                   "its step's plan first.")
+@retry_options
 @SET
 @templates_option
 @OUTPUT
 @aws_options
 def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool, skip_role_check: bool,
+             start: bool, params: tuple[str, ...], retry: str | None, max_attempts: int, retry_backoff: float,
              overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
     """Build a SageMaker Pipeline running the specs' jobs one after another, and create or update it.
 
     Every spec is loaded, validated and planned first, and checked as submit checks it (advisor
     errors, buckets, the role); then each source tarball not yet in S3 is uploaded and the pipeline
     is upserted. --dry-run prints the pipeline definition (JSON) instead.
+
+    Each step has parameters (instance type and count, max steps, output path, data channels) whose defaults
+    are the spec's values; --start starts an execution, --param NAME=VALUE sets one for it. --retry names
+    the failure classes each step's retry policy covers (SageMaker can retry capacity, internal_error and
+    quota).
     """
     from launcher.api import build_plan, connect, load_spec, upsert_pipeline
     from launcher.cli.present import emit_json, safe_data
-    from launcher.core.errors import EXIT_OK
+    from launcher.core.errors import EXIT_OK, UsageError
 
+    values: dict[str, str] = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {item[:80]!r}: write NAME=VALUE")
+        values[key] = value
+    if values and not start:
+        raise UsageError("--param sets a value for an execution: add --start")
+    if start and dry_run:
+        raise UsageError("--start and --dry-run contradict each other: a dry run starts nothing")
+    policy = retry_policy(retry, max_attempts, retry_backoff) if retry else None
     plans = [build_plan(load_spec(path, overrides), region=region, profile=profile) for path in specs]
     result = upsert_pipeline(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check,
-                             clients=connect(profile=profile, region=plans[0].region))
+                             clients=connect(profile=profile, region=plans[0].region), retry=policy,
+                             start=start, parameters=values)
     for message in result.warnings:
         click.echo(f"warning: {message}", err=True)
     if output == "json":
@@ -49,8 +73,12 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
         click.echo(f"  role:    {result.role_arn}")
         for uri in result.uploaded:
             click.echo(f"  source:  {uri} (uploaded)")
-        click.echo(f"  start:   aws sagemaker start-pipeline-execution --pipeline-name {result.name} "
-                   f"--region {result.region}")
+        click.echo(f"  params:  {', '.join(p.name for p in result.parameters)}")
+        if result.execution_arn:
+            given = ", ".join(f"{k}={v}" for k, v in result.values.items()) or "the defaults"
+            click.echo(f"  started: {result.execution_arn} ({given})")
+        else:
+            click.echo(f"  start:   smp-launch pipeline ... --name {result.name} --start [--param NAME=VALUE]")
     sys.exit(EXIT_OK)
 
 

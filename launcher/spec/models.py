@@ -175,6 +175,9 @@ class _Section(BaseModel):
                 object.__setattr__(self, name, freeze(value))
 
 
+FROM_STEP_CHANNEL = "from_step"
+
+
 class ModelSpec(_Section):
     """The model: a named preset, or an architecture type with its dimensions. Explicit keys override the preset."""
 
@@ -192,6 +195,9 @@ class ModelSpec(_Section):
     num_experts_per_tok: Optional[Annotated[int, Field(ge=1, le=2**14)]] = None
     pretrained: Optional[StrictStr] = Field(
         None, description="Fine-tune from these weights: a Hugging Face model id or a path inside a data channel.")
+    from_step: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")]] = Field(
+        None, description="In a pipeline: fine-tune from the model an earlier step (named after its spec's name) "
+                          "exported; that step must set output.save_final_model.")
     use_smp_implementation: StrictBool = Field(
         True, description="Convert the model to SMP's implementation with torch.sagemaker.transform (needed "
                           "for tensor, context and expert parallelism and fp8); false keeps Hugging Face's.")
@@ -223,6 +229,10 @@ class ModelSpec(_Section):
             raise ValueError("hidden_width must divide by num_heads, and num_heads by num_key_value_heads")
         if arch.num_experts_per_tok > arch.num_experts:
             raise ValueError("num_experts_per_tok cannot exceed num_experts")
+        if self.from_step is not None:  # the earlier step's model arrives in the `from_step` channel
+            if self.pretrained not in (None, FROM_STEP_CHANNEL):
+                raise ValueError("set model.pretrained or model.from_step, not both")
+            object.__setattr__(self, "pretrained", FROM_STEP_CHANNEL)
         return self
 
     def architecture(self) -> Architecture:
@@ -374,6 +384,25 @@ class OutputSpec(_Section):
     code_path: Optional[S3Uri] = Field(None, description="Where the source tarball goes. Default: <path>/code.")
 
 
+class PipelineSpec(_Section):
+    """How this spec runs as a step of a SageMaker Pipeline (`pipeline`); ignored by `submit`."""
+
+    cache: StrictBool = Field(False, description="Reuse an earlier execution's result when the step's arguments "
+                                                 "(after parameters) are the same as then.")
+    cache_expire_after: Duration = Field(30 * 86400, le=5 * 366 * 86400,
+                                         description="How long a cached result may be reused.")
+
+
+SNS_TOPIC_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$"
+
+
+class NotifySpec(_Section):
+    """Where the job's (or pipeline execution's) terminal state is announced."""
+
+    sns: Annotated[str, Field(pattern=SNS_TOPIC_PATTERN)] = Field(
+        description="An SNS topic ARN; an EventBridge rule the tool creates sends each terminal state to it.")
+
+
 TAG_CHARACTERS = "letters, digits, spaces and _ . : / = + - @"
 _TAG_PUNCTUATION = frozenset("_.:/=+-@")
 
@@ -467,6 +496,8 @@ class JobSpec(_Section):
     secrets: dict[EnvName, SecretArn] = Field(
         default_factory=dict, description="Environment variables the job reads from AWS Secrets Manager when it "
         "starts: NAME -> secret ARN. Only the ARN is in the plan; the role needs secretsmanager:GetSecretValue.")
+    pipeline: PipelineSpec = Field(default_factory=PipelineSpec)
+    notify: Optional[NotifySpec] = None
     hyperparameters: dict[HyperKey, HyperValue] = Field(
         default_factory=dict, description="Passed to the entry script as --key value.",
         json_schema_extra={"maxProperties": HYPERPARAMETERS_MAX - SDK_HYPERPARAMETERS})

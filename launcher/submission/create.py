@@ -166,6 +166,9 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
     Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
     """
+    if plan.spec.model.from_step:
+        raise UsageError(f"{plan.spec_file}: model.from_step: {plan.spec.model.from_step!r} names a pipeline step; "
+                         "a spec that starts from another step's model runs only in a pipeline (`pipeline`)")
     with recording(clients) as calls:
         return _submit(plan, clients, calls, dry_run=dry_run, skip_role_check=skip_role_check, start=start)
 

@@ -37,7 +37,7 @@ FLOPS_PER_TOKEN = 46872944640.0
 SHARDING_STRATEGY = 'HYBRID_SHARD'
 PRECISION = 'bf16'
 BATCH_SIZE = 4
-MAX_STEPS = 1000
+MAX_STEPS = int(os.environ.get("SMP_LAUNCH_MAX_STEPS", 1000))  # a pipeline parameter may set it
 LEARNING_RATE = 0.0001
 MIN_LEARNING_RATE = 1e-05
 WARMUP_STEPS = 10
@@ -127,7 +127,33 @@ def pretrained_source(name):
         return name
     channel, _, rest = name.partition("/")
     directory = os.environ.get("SM_CHANNEL_" + channel.upper())
-    return os.path.join(directory, rest) if directory else name
+    return unpacked(os.path.join(directory, rest)) if directory else name
+
+
+def unpacked(directory, wait_s=3600):
+    """A channel holding a model.tar.gz (an earlier pipeline step's exported model) as a folder: each host's
+    first process unpacks it once, the others wait for it."""
+    import tarfile
+
+    archive = os.path.join(directory, "model.tar.gz")
+    if not os.path.isfile(archive):
+        return directory
+    target = directory.rstrip("/") + "-unpacked"
+    done = os.path.join(target, ".unpacked")
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0 and not os.path.exists(done):
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+            for m in members:
+                if os.path.isabs(m.name) or ".." in m.name.split("/"):
+                    raise RuntimeError(f"{archive}: refusing member {m.name!r} outside the folder")
+            tar.extractall(target, members=members)
+        open(done, "w").close()
+    deadline = time.monotonic() + wait_s
+    while not os.path.exists(done):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{archive} was not unpacked within {wait_s} s by this host's first process")
+        time.sleep(1)
+    return target
 
 
 def build_model():
