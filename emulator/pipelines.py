@@ -297,9 +297,14 @@ def _apply() -> None:
 def _sync(backend: Any, run: ExecutionRun) -> None:
     from moto.sagemaker.utils import get_pipeline_execution_from_arn
 
+    from emulator.events import announce_execution
+
     execution = get_pipeline_execution_from_arn(backend.pipelines, run.arn)
+    before = execution.pipeline_execution_status
     execution.pipeline_execution_status = run.status
     execution.pipeline_execution_failure_reason = run.failure
+    if run.status != before and run.status in ("Succeeded", "Failed", "Stopped"):
+        announce_execution(run.arn, backend.pipelines[run.pipeline].arn, run.status, before)
 
 
 def run_of(arn: str) -> ExecutionRun | None:

@@ -487,13 +487,14 @@ def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | Non
 
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
                     skip_role_check: bool = False, clients: Clients | None = None, retry: RetryPolicy | None = None,
-                    start: bool = False, parameters: Mapping[str, str] | None = None) -> PipelineResult:
+                    start: bool = False, parameters: Mapping[str, str] | None = None,
+                    notify: str | None = None) -> PipelineResult:
     """Check each plan as submit does, upload the source tarballs not yet in S3, and create or update the
     pipeline (with dry_run: only the checks and the definition). With `start`, start an execution with
     `parameters` (pipeline parameter name -> value), each checked against its step's plan before anything is
-    written. `retry` decides the steps' retry policies. The clients are for the plans' region (made for it when
-    not given)."""
+    written. `retry` decides the steps' retry policies; `notify` (an SNS topic ARN, default the first spec's)
+    gets each execution's end. The clients are for the plans' region (made for it when not given)."""
     from launcher.orchestrate.pipeline import upsert_pipeline as _upsert
 
     return _upsert(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients,
-                   retry=retry, start=start, parameters=parameters)
+                   retry=retry, start=start, parameters=parameters, notify=notify)

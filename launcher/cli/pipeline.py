@@ -21,13 +21,16 @@ from launcher.cli.submit import retry_options, retry_policy
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="With --start: a pipeline parameter's value for this execution (repeatable); checked against "
                    "its step's plan first.")
+@click.option("--notify", "notify", default=None, metavar="TOPIC_ARN",
+              help="An SNS topic that gets each execution's end (default: the first spec's notify.sns).")
 @retry_options
 @SET
 @templates_option
 @OUTPUT
 @aws_options
 def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool, skip_role_check: bool,
-             start: bool, params: tuple[str, ...], retry: str | None, max_attempts: int, retry_backoff: float,
+             start: bool, params: tuple[str, ...], notify: str | None, retry: str | None, max_attempts: int,
+             retry_backoff: float,
              overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
     """Build a SageMaker Pipeline running the specs' jobs one after another, and create or update it.
 
@@ -58,7 +61,7 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
     plans = [build_plan(load_spec(path, overrides), region=region, profile=profile) for path in specs]
     result = upsert_pipeline(plans, name, role=role, dry_run=dry_run, skip_role_check=skip_role_check,
                              clients=connect(profile=profile, region=plans[0].region), retry=policy,
-                             start=start, parameters=values)
+                             start=start, parameters=values, notify=notify)
     for message in result.warnings:
         click.echo(f"warning: {message}", err=True)
     if output == "json":
@@ -74,6 +77,8 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
         for uri in result.uploaded:
             click.echo(f"  source:  {uri} (uploaded)")
         click.echo(f"  params:  {', '.join(p.name for p in result.parameters)}")
+        if result.notifications:
+            click.echo(f"  notify:  EventBridge rule {', '.join(result.notifications)}")
         if result.execution_arn:
             given = ", ".join(f"{k}={v}" for k, v in result.values.items()) or "the defaults"
             click.echo(f"  started: {result.execution_arn} ({given})")

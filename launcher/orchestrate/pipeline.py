@@ -11,6 +11,7 @@ UpdatePipeline.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +54,7 @@ class PipelineResult:
     parameters: tuple[StepParameter, ...] = ()
     execution_arn: str | None = None  # the execution started (`start`), if any
     values: Mapping[str, str | int] = field(default_factory=dict)  # the parameter values it was started with
+    notifications: tuple[str, ...] = ()  # the EventBridge rules that announce its executions (`notify`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "region": self.region, "role_arn": self.role_arn, "steps": list(self.steps),
@@ -60,7 +62,8 @@ class PipelineResult:
                 "warnings": list(self.warnings), "aws_calls": list(self.aws_calls),
                 "role_checks": [c.as_dict() for c in self.role_checks],
                 "parameters": [p.to_dict() for p in self.parameters], "execution_arn": self.execution_arn,
-                "values": dict(self.values), "definition": self.definition}
+                "values": dict(self.values), "notifications": list(self.notifications),
+                "definition": self.definition}
 
 
 def step_names(plans: Sequence[Plan]) -> list[str]:
@@ -224,7 +227,6 @@ def _per_execution(plan: Plan, values: dict[str, Any]) -> Plan:
     hits the cache. Its folder is named after the spec's hash and the instance type and count instead, the
     same for every execution that runs the same step (which may then resume from an earlier one: the same
     job). A checkpoint_path the spec sets itself is kept as it is."""
-    import dataclasses
 
     from sagemaker.workflow.execution_variables import ExecutionVariables
     from sagemaker.workflow.functions import Join
@@ -288,7 +290,8 @@ def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | Non
 
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
                     skip_role_check: bool = False, clients: Clients | None = None, retry: RetryPolicy | None = None,
-                    start: bool = False, parameters: Mapping[str, str] | None = None) -> PipelineResult:
+                    start: bool = False, parameters: Mapping[str, str] | None = None,
+                    notify: str | None = None) -> PipelineResult:
     """Check each plan as submit does (advisor errors, buckets, the role), then, unless dry_run, upload each
     source tarball that is not there yet and create or update the pipeline (the SDK's Pipeline.upsert); with
     `start`, start an execution with `parameters` (name -> value, each checked against its step's plan
@@ -296,21 +299,38 @@ def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None
 
     `role` (a name or ARN) is the role the pipeline runs under and the jobs get; default: the first
     spec's. Every job of the pipeline gets that role, so it is checked against every plan. `retry` decides
-    the steps' retry policies (default: RetryPolicy())."""
+    the steps' retry policies (default: RetryPolicy()). `notify` (an SNS topic ARN; default: the first spec's
+    `notify.sns`) gets every execution's end through an EventBridge rule (launcher.orchestrate.notify)."""
     region = _check(name, plans)
     values = check_values(plans, step_names(plans), parameters or {})
     if values and not start:
         raise UsageError("parameter values are for an execution: give them with start")
     clients = clients or Clients(region=region)
     with recording(clients) as calls:
-        return _upsert_checked(plans, name, region, role, dry_run, skip_role_check, clients, calls, retry,
-                               values if start else None)
+        result = _upsert_checked(plans, name, region, role, dry_run, skip_role_check, clients, calls, retry,
+                                 values if start else None)
+        topic = notify or (plans[0].spec.notify.sns if plans[0].spec.notify else None)
+        if topic:
+            result = _announce(result, clients, topic)
+        return dataclasses.replace(result, aws_calls=tuple(calls))
+
+
+def _announce(result: PipelineResult, clients: Clients, topic: str) -> PipelineResult:
+    """The rule that announces the pipeline's executions (with dry_run: which it would be)."""
+    from launcher.orchestrate.notify import check_topic, pipeline_rules, put_rules
+
+    arn = result.arn or f"arn:aws:sagemaker:{result.region}:<account>:pipeline/{result.name.lower()}"
+    rules = pipeline_rules(result.name, arn)
+    if result.dry_run:
+        return dataclasses.replace(result, notifications=tuple(r.name for r in rules))
+    warnings = [*result.warnings, *check_topic(clients, topic)]
+    put_rules(clients, rules, topic)
+    return dataclasses.replace(result, warnings=tuple(warnings), notifications=tuple(r.name for r in rules))
 
 
 def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | None, dry_run: bool,
                     skip_role_check: bool, clients: Clients, calls: list[str], retry: RetryPolicy | None,
                     values: dict[str, str | int] | None) -> PipelineResult:
-    import dataclasses
 
     from launcher.render.source import upload
     from launcher.submission.create import check_account

@@ -197,6 +197,28 @@ def _resubmitter(retry: RetryPolicy | None, on_failure: OnFailure | None
     return None
 
 
+def _announcing(submit_plan: Callable[..., Submission]) -> Callable[..., Submission]:
+    """`submit_plan` that, once a plan whose spec has `notify` has a job (or a dry run), sets up the EventBridge
+    rules announcing its jobs' ends (launcher.orchestrate.notify) once per spec and topic; what it did or could
+    not do is in the Submission's notes and warnings."""
+    done: dict[tuple[Any, ...], tuple[list[str], list[str]]] = {}
+
+    def submit_and_announce(plan: Plan, **kwargs: Any) -> Submission:
+        result = submit_plan(plan, **kwargs)
+        notify = plan.spec.notify
+        if notify is None:
+            return result
+        key = (plan.region, plan.base_job_name, notify.sns, kwargs.get("dry_run", False))
+        if key not in done:
+            from launcher.orchestrate.notify import announce_jobs
+
+            done[key] = announce_jobs(plan, kwargs["clients"], dry_run=bool(kwargs.get("dry_run")))
+        warnings, notes = done[key]
+        return dataclasses.replace(result, warnings=(*result.warnings, *warnings), notes=(*result.notes, *notes))
+
+    return submit_and_announce
+
+
 def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
               wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
               clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
@@ -220,7 +242,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     from launcher.jobs import status as jobs
     from launcher.submission import create
 
-    submit_plan = submit or create.submit
+    submit_plan = _announcing(submit or create.submit)
     check_plan = check or create.check_account
     nap = sleep or (lambda seconds: time.sleep(seconds))
     emit = on_event or (lambda _event: None)
