@@ -138,7 +138,7 @@ wait: venv
 
 # Mutation testing of the core (benchmarks/mutation.py): MUTATION_BUDGET seconds, seeded; saves
 # benchmarks/results/mutation.json, which the reliability report quotes.
-MUTATION_BUDGET ?= 600
+MUTATION_BUDGET ?= 900
 MUTATION_SEED ?= 1
 .PHONY: mutation reliability
 mutation: venv

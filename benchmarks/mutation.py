@@ -1,15 +1,22 @@
-"""Mutation testing of the core modules: would the suite notice a realistic one-token bug?
+"""Mutation testing of every product module: would the suite notice a realistic one-token bug?
 
-    python benchmarks/mutation.py [--budget-s 600] [--seed 1] [--module memory] [--list]
+    python benchmarks/mutation.py [--budget-s 900] [--seed 11] [--module memory] [--list] [--map FILE]
 
-Each mutant changes one thing in one module (a comparison flipped, `+` for `-`, an integer off by
-one, `and` for `or`, a `not` dropped, a `return` or `raise` removed, True for False), found by
-walking the module's syntax tree. Mutants are sampled in a seeded order, round-robin over the
-modules, and each runs against only the tests that cover its module (TESTS below) until the time
-budget is spent. A mutant is killed when those tests fail or run past their time limit.
+First the whole suite runs once in a copy of the tree under coverage, each test its own coverage context
+(the `--map` step; its result can be kept and reused with --map FILE): that says, for every line of every
+module, which tests run it, how long each took and whether it passed. Each mutant changes one thing in one
+module (a comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return`
+or `raise` removed, True for False, a condition negated), found by walking the module's syntax tree, and runs
+against EVERY test that runs its line and passed unmutated, the fastest first (pytest stops at the first
+failure). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
+Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
+is killed when a test fails or the run passes three times its tests' own time.
 
-The working tree is never written: everything runs in a copy under a temporary folder, and the
-original files' hashes are checked at the end. The score and the survivors are printed and saved to
+Every module under launcher/ is mutated except launcher/runtime/, which runs only inside the job's torchrun
+processes (the local-run tests start them as subprocesses, which coverage here does not follow).
+
+The working tree is never written: everything runs in a copy under a temporary folder, and the original
+files' hashes are checked at the end. The score, per module, and the survivors are printed and saved to
 benchmarks/results/mutation.json, which docs/reliability.md quotes.
 """
 from __future__ import annotations
@@ -32,59 +39,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
-COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
+COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "templates", "tools", "benchmarks", "setup.cfg",
+          "pyproject.toml", "README.md", "mkdocs.yml")
 
-# module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
-def tests_in(module: str, *names: str) -> list[str]:
-    return [f"tests/{module}::test_{name}" for name in names]
+EXCLUDED = ("launcher/runtime/",)  # see the docstring
+MAP_PLUGIN = "benchmarks.coverage_map"
 
 
-ROLE_TESTS = tests_in(
-    "test_submit.py", "a_good_role_passes", "a_role_sagemaker_cannot_assume_fails",
-    "missing_permissions_are_listed_with_their_resources", "kms_and_vpc_actions_are_checked_when_configured",
-    "a_missing_role_fails", "a_caller_without_pass_role_fails", "cannot_tell_when_the_caller_may_not_simulate")
-# The memory model's tests that build a plan (its rounding, the layers it gathers): the rules' modules feed them.
-PLANNED_MEMORY = tests_in("test_memory.py", "the_plan_rounds_the_memory_breakdown_to_hundredths",
-                          "sharding_over_2_gpus_still_gathers_layer_units",
-                          "mixture_of_experts_states_count_each_parameter_once")
-TESTS: dict[str, list[str]] = {
-    "launcher/spec/loader.py": ["tests/test_spec_errors.py", "tests/test_presets_and_loader.py",
-                                "tests/test_hostile_specs.py", "tests/test_spec_limits.py"],
-    "launcher/rules/checks.py": ["tests/test_rules.py", "tests/test_plan.py", "tests/test_spec_limits.py",
-                                 *PLANNED_MEMORY],
-    "launcher/rules/decisions.py": ["tests/test_rules.py", "tests/test_plan.py", *PLANNED_MEMORY],
-    "launcher/rules/engine.py": ["tests/test_rules.py"],
-    "launcher/rules/memory.py": ["tests/test_memory.py", "tests/test_rules.py", "tests/test_plan.py"],
-    "launcher/plan/request.py": ["tests/test_plan.py", "tests/test_plan_json.py",
-                                 "tests/test_submit.py::test_the_sdk_sends_exactly_the_predicted_request"],
-    "launcher/plan/build.py": ["tests/test_plan.py", "tests/test_plan_json.py"],
-    "launcher/render/files.py": ["tests/test_render.py",
-                                 "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
-    "launcher/render/templates.py": ["tests/test_render.py",
-                                     "tests/test_schema_and_packaging.py::test_a_wheel_install_finds_the_templates"],
-    "launcher/render/distribution.py": ["tests/test_render.py"],
-    "launcher/submission/role.py": [*tests_in(
-        "test_submit.py", "a_role_arn_from_another_account_fails", "the_role_check_counts_each_action_it_simulated",
-        "the_caller_becomes_the_principal_simulation_accepts",
-        "the_output_path_is_written_and_the_checkpoints_also_read", "a_refused_simulation_names_the_error_code",
-        "a_pinned_image_needs_pull_rights_on_its_own_repository", "missing_log_permissions_name_the_roles_own_account",
-        "the_role_check_prints_one_safe_line_for_each_finding", "a_role_the_caller_may_not_read_is_cannot_tell"),
-        *ROLE_TESTS, *tests_in("test_submit_truth.py", "iam_that_cannot_simulate_is_cannot_tell",
-                               "an_unparseable_get_role_is_cannot_tell", "refused_credentials_stay_exit_4",
-                               "a_role_from_another_account_still_fails"),
-        *tests_in("test_secrets.py", "the_role_check_asks_for_get_secret_value_on_each_arn",
-                  "a_role_without_get_secret_value_fails_the_check")],
-    "launcher/jobs/ratelimit.py": ["tests/test_logs_read.py", "-k", "not bounded and not 64"],
-    "launcher/jobs/fresh_read.py": ["tests/test_logs_read.py", "tests/test_logs_late.py", "-k",
-                                    "not bounded and not 64"],
-    "launcher/jobs/late_check.py": ["tests/test_logs_late.py", "tests/test_logs_cli.py", "-k", "not 64"],
-    "launcher/jobs/shaping.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "tests/test_logs_late.py",
-                                 "-k", "not bounded and not 64"],
-    "launcher/jobs/reader.py": ["tests/test_logs_read.py", "-k", "not bounded and not 64"],
-    "launcher/jobs/logs.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "-k", "not bounded and not 64"],
-    "launcher/cli/logprint.py": ["tests/test_logs_cli.py",
-                                 *tests_in("test_logs_read.py", "colour_is_for_a_terminal_and_never_for_json_lines")],
-}
+def product_modules() -> list[str]:
+    """Every module of the package with code in it, but the excluded ones."""
+    out = []
+    for path in sorted((REPO / "launcher").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith(EXCLUDED) or not _sites(ast.parse(path.read_text())):
+            continue
+        out.append(rel)
+    return out
+
 
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
@@ -139,8 +110,9 @@ class Mutant:
     index: int          # the index-th mutation site of the module, in tree-walk order
     line: int
     change: str
-    status: str = "not run"   # killed | survived | timeout (killed) | not run
+    status: str = "not run"   # killed | survived | uncovered (survived: no test runs it) | timeout (killed) | not run
     seconds: float = 0.0
+    tests: int = 0            # the tests it ran against
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
@@ -366,71 +338,130 @@ def _schedule(modules: list[str], seed: int) -> list[Mutant]:
     return order
 
 
-def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], started: float,
-             results: list[Mutant], baseline: dict[str, float], broken: dict[str, str], log) -> None:
+def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests",)) -> dict:
+    """Run the whole suite once in `root` under coverage, a context per test: {"lines": {module: {line: [node
+    ids]}}, "tests": {node id: [seconds, passed]}, "seconds": the run's wall time}."""
+    from coverage import CoverageData
+
+    out_dir = root / ".mutation-map"
+    out_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(root), "SMP_MUTATION_MAP_DIR": str(out_dir),
+           "SAGEMAKER_SUPPRESS_V2_WARNING": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", MAP_PLUGIN, *tests]
+    if jobs > 1:
+        args[4:4] = ["-n", str(jobs)]
+    else:
+        env["SMP_MUTATION_MAP_SERIAL"] = "1"
+    log(f"mutation: mapping which tests run each line ({' '.join(args[1:])})")
+    started = time.perf_counter()
+    done = subprocess.run(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seconds = time.perf_counter() - started
+    log("  " + (done.stdout.strip().splitlines() or ["(no output)"])[-1] + f" ({seconds:.0f} s)")
+    tests: dict[str, list] = {}
+    for part in out_dir.glob("outcomes-*.json"):
+        tests.update(json.loads(part.read_text()))
+    combined = CoverageData(basename=str(out_dir / ".coverage.all"))
+    for part in out_dir.glob(".coverage.*"):
+        if part.name == ".coverage.all":
+            continue
+        one = CoverageData(basename=str(part))
+        one.read()
+        combined.update(one)
+    lines: dict[str, dict[str, list[str]]] = {}
+    imported: dict[str, list[int]] = {}  # lines that ran only while the module was imported (no test's context)
+    for path in combined.measured_files():
+        module = Path(path).resolve().relative_to(root.resolve()).as_posix()
+        by_line = combined.contexts_by_lineno(path)
+        lines[module] = {str(n): sorted(c for c in ctx if c) for n, ctx in by_line.items() if any(ctx)}
+        imported[module] = sorted(n for n, ctx in by_line.items() if "" in ctx and not any(ctx))
+    return {"lines": lines, "imported": imported, "tests": tests, "seconds": round(seconds, 1)}
+
+
+def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
+    """The tests that run the mutant's line and passed unmutated, the fastest first. A line that runs only when
+    its module is imported (a decorator's argument, a constant) belongs to no test: every test that runs any
+    line of the module covers it."""
+    tests = mapping["tests"]
+    by_line = mapping["lines"].get(mutant.module, {})
+    found = set(by_line.get(str(mutant.line), []))
+    if not found and mutant.line in mapping.get("imported", {}).get(mutant.module, []):
+        found = {t for ts in by_line.values() for t in ts}
+    return sorted((t for t in found if tests.get(t, [0, False])[1]), key=lambda t: (tests[t][0], t))
+
+
+def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], started: float, mapping: dict,
+             results: list[Mutant], log) -> None:
     for mutant in order:
         if time.perf_counter() - started > budget_s:
             return
-        module = mutant.module
-        if module in broken:
+        tests = covering_tests(mapping, mutant)
+        if not tests:
+            mutant.status = "uncovered"
+            results.append(mutant)
+            log(f"  {mutant.status:9} {mutant.module}:{mutant.line}: {mutant.change}")
             continue
-        target = root / module
-        original = (REPO / module).read_text()
-        if module not in baseline:  # the tests must pass on the unmutated module, rewritten the same way
-            target.write_text(ast.unparse(ast.parse(original)))
-            outcome, seconds = worker.run(TESTS[module], timeout=600)
-            target.write_text(original)
-            if outcome != "passed":
-                broken[module] = outcome
-                log(f"  {module}: its tests do not pass unmutated ({outcome}); skipped")
-                continue
-            baseline[module] = seconds
+        own_time = sum(mapping["tests"][t][0] for t in tests)
+        target = root / mutant.module
+        original = (REPO / mutant.module).read_text()
         try:
             target.write_text(mutate(original, mutant.index))
-            outcome, mutant.seconds = worker.run(TESTS[module], timeout=3 * baseline[module] + 10)
+            outcome, mutant.seconds = worker.run(tests, timeout=3 * own_time + 30)
         finally:
             target.write_text(original)
+        mutant.tests = len(tests)
         mutant.status = "survived" if outcome == "passed" else ("timeout" if outcome == "timeout" else "killed")
         results.append(mutant)
-        log(f"  {mutant.status:8} {module}:{mutant.line}: {mutant.change} ({mutant.seconds:.1f} s)")
+        log(f"  {mutant.status:9} {mutant.module}:{mutant.line}: {mutant.change} "
+            f"({len(tests)} tests, {mutant.seconds:.1f} s)")
 
 
-def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[Mutant] | None = None) -> dict:
-    """Run sampled mutants (or `order`) until the budget is spent; the score, per module, and the survivors."""
+def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[Mutant] | None = None,
+        map_file: Path | None = None, jobs: int = 2, tests: tuple[str, ...] = ("tests",)) -> dict:
+    """Map the suite (or read `map_file`), then run sampled mutants (or `order`) until the budget is spent;
+    the score, per module, and the survivors (uncovered ones among them)."""
     order = _schedule(modules, seed) if order is None else order
-    before = _hashes(TESTS)
-    started = time.perf_counter()
+    watched = [str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("*.py")] + modules
+    before = _hashes(watched)
     results: list[Mutant] = []
-    baseline: dict[str, float] = {}
-    broken: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="smp-mutation-") as tmp:
         root = Path(tmp)
         _copy_tree(root)
+        if map_file is not None and map_file.exists():
+            mapping = json.loads(map_file.read_text())
+            log(f"mutation: using the map in {map_file}")
+        else:
+            mapping = build_map(root, jobs, log, tests)
+            if map_file is not None:
+                map_file.write_text(json.dumps(mapping))
+        started = time.perf_counter()
         worker = Worker(root)
         try:
-            _run_all(root, worker, budget_s, order, started, results, baseline, broken, log)
+            _run_all(root, worker, budget_s, order, started, mapping, results, log)
         finally:
             worker.close()
-    if _hashes(TESTS) != before:
+    if _hashes(watched) != before:
         raise SystemExit("mutation: a file in the working tree changed while mutants ran; check `git status`")
     per_module = {}
     for module in modules:
         mine = [m for m in results if m.module == module]
         killed = sum(m.status in ("killed", "timeout") for m in mine)
         per_module[module] = {"killed": killed, "run": len(mine), "total": len(mutants_of(module)),
-                              "baseline_s": round(baseline.get(module, 0.0), 1)}
-        if module in broken:
-            per_module[module]["skipped"] = broken[module]
+                              "uncovered": sum(m.status == "uncovered" for m in mine)}
     killed = sum(m.status in ("killed", "timeout") for m in results)
+    failing = sorted(t for t, (_, passed) in mapping["tests"].items() if not passed)
     return {
         "seed": seed, "budget_s": budget_s, "elapsed_s": round(time.perf_counter() - started, 1),
+        "map_seconds": mapping.get("seconds"), "tests_mapped": len(mapping["tests"]),
+        "tests_failing_unmutated": failing[:50],
+        "modules": len(modules), "mutants": sum(r["total"] for r in per_module.values()),
         "killed": killed, "run": len(results), "score": round(killed / len(results), 4) if results else None,
+        "uncovered": sum(m.status == "uncovered" for m in results),
         "per_module": per_module,
-        "survivors": [asdict(m) for m in results if m.status == "survived"],
+        "survivors": [asdict(m) for m in results if m.status in ("survived", "uncovered")],
     }
 
 
-def recheck(budget_s: float) -> dict:
+def recheck(budget_s: float, map_file: Path | None = None, jobs: int = 2) -> dict:
     """The last run with its survivors run again against today's tests: a survivor that is now killed
     counts as killed, and the record says how many were killed only by the recheck."""
     last = json.loads(RESULTS.read_text())
@@ -447,7 +478,8 @@ def recheck(budget_s: float) -> dict:
         order += found[:1] or [Mutant(**{**s, "status": "gone"})]
     print(f"mutation: running the last run's {len(order)} survivors again")
     modules = sorted({m.module for m in order if m.status != "gone"})
-    again = run(budget_s, last["seed"], modules, order=[m for m in order if m.status != "gone"])
+    again = run(budget_s, last["seed"], modules, order=[m for m in order if m.status != "gone"], map_file=map_file,
+                jobs=jobs)
     for module, r in last["per_module"].items():
         r["killed"] += again["per_module"].get(module, {}).get("killed", 0)
     last["killed"] += again["killed"]
@@ -469,29 +501,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true",
                         help="run again only the last run's survivors (after adding tests) and update its score")
     parser.add_argument("--no-save", action="store_true", help="do not write " + str(RESULTS.relative_to(REPO)))
+    parser.add_argument("--map", type=Path, default=None, metavar="FILE",
+                        help="the test map: read it when FILE exists, else build it and write it there")
+    parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers for the map (2)")
+    parser.add_argument("--tests", action="append", default=[], metavar="PATH",
+                        help="map only these test files (repeatable; default: the whole suite, as a score needs)")
     args = parser.parse_args(argv)
     if args.worker:
         _worker()
         return 0
-    modules = [m for m in TESTS if not args.module or any(s in m for s in args.module)]
+    modules = [m for m in product_modules() if not args.module or any(s in m for s in args.module)]
     if args.list:
         for m in _schedule(modules, args.seed):
             print(f"{m.module}:{m.line}: {m.change}")
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the copy and the worker are cleaned up
     if args.survivors:
-        report = recheck(args.budget_s)
+        report = recheck(args.budget_s, args.map, args.jobs)
     else:
         print(f"mutation: {sum(len(mutants_of(m)) for m in modules)} mutants in {len(modules)} modules; "
               f"budget {args.budget_s:.0f} s, seed {args.seed}")
-        report = run(args.budget_s, args.seed, modules)
-    print("\nper module (killed/run of total):")
+        report = run(args.budget_s, args.seed, modules, map_file=args.map, jobs=args.jobs,
+                     tests=tuple(args.tests) or ("tests",))
+    print("\nper module (killed/run of total; uncovered):")
     for module, r in report["per_module"].items():
-        pct = f"{r['killed'] / r['run']:.0%}" if r["run"] else "-"
-        print(f"  {module:32} {r['killed']:3}/{r['run']:<3} of {r['total']:3}  {pct:>5}  {r.get('skipped', '')}")
+        if not r["run"]:
+            continue
+        pct = f"{r['killed'] / r['run']:.0%}"
+        print(f"  {module:40} {r['killed']:3}/{r['run']:<3} of {r['total']:4}  {pct:>5}  {r.get('uncovered') or ''}")
     print("\nsurvivors:" if report["survivors"] else "\nno survivors")
     for m in report["survivors"]:
-        print(f"  {m['module']}:{m['line']}: {m['change']}")
+        print(f"  {m['module']}:{m['line']}: {m['change']}{' (uncovered)' if m['status'] == 'uncovered' else ''}")
     if report["score"] is not None:
         print(f"\nmutation score: {report['killed']}/{report['run']} = {report['score']:.1%} "
               f"({report['elapsed_s']:.0f} s)")
