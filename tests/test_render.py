@@ -280,12 +280,14 @@ def test_the_implementation_in_use_picks_the_wrapped_block_and_the_clipping(tran
     assert ("model = transform(model)" in script) is transform
     assert "tsm.clip_grad_norm_(fsdp_model, max_norm)" in clip  # the local stand-in emulates SMP's either way
     assert "layer_cls = layer_class()" in _function(script, "wrap")  # FSDP wraps what AC checkpoints
-    assert "isinstance(m, layer_cls)" in _function(script, "train")
+    assert '[(layer_class(), "REENTRANT", None)]' in _function(script, "checkpointed_classes")
+    assert "isinstance(m, c)" in _function(script, "checkpoint_activations")
+    assert "checkpoint_activations(fsdp_model)" in _function(script, "train")
 
 
-def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
+def test_a_moe_model_is_transformed_on_the_meta_device_and_wraps_smps_layer():
     """AWS's examples: with delayed init, MoE's tsm.transform runs under init_empty_weights, and FSDP
-    wraps Hugging Face's MixtralDecoderLayer, not SMP's TransformerLayer."""
+    wraps SMP's TransformerLayer (what the transformed model holds), not Hugging Face's MixtralDecoderLayer."""
     moe = ["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4",
            "cluster.instance_type=ml.p4de.24xlarge"]
     script = _render_with([*moe, "smp.delayed_param_init=true"], transform=True)["train.py"]
@@ -293,7 +295,9 @@ def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
     withs = [n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.With)]
     assert [ast.unparse(w.items[0].context_expr) for w in withs] == ["init_empty_weights()"]
     assert ast.unparse(withs[0].body[0]) == "return tsm.transform(model, config=moe)"
-    assert "TransformerLayer" not in _function(script, "layer_class")
+    layer = _function(script, "layer_class")
+    assert "from torch.sagemaker.tensor_parallel.transformer import TransformerLayer" in layer
+    assert "return tsm.TransformerLayer" in layer and "hf_classes()" not in layer
     pretrained = _render_with([*moe, "model.pretrained=mistralai/Mixtral-8x7B-v0.1"], transform=True)["train.py"]
     body = _function(pretrained, "transform")
     assert "use_cpu_initialization=dist.get_rank() == 0" in body and "if dist.get_rank() != 0:" in body
@@ -313,7 +317,9 @@ def test_the_group_timeout_and_checkpoint_layout_are_awss():
 
 
 def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
-    """AWS's parameter groups: LayerNorm/RMSNorm weights and every bias get no weight decay."""
+    """AWS's parameter groups (get_param_groups_by_weight_decay): a norm layer's own parameters and every
+    parameter named `bias` get no weight decay. Transformer Engine's fused LayerNormLinear (QKV) and
+    LayerNormMLP (fc1/fc2) are projections: their weights decay, their fused norm's weight too, as AWS's do."""
     import importlib
     import sys
 
@@ -327,20 +333,25 @@ def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
     train = importlib.import_module("train")
 
-    class LlamaRMSNorm(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.ones(4))
+    def holding(cls_name, **shapes):  # a module of that class name holding parameters of those shapes
+        module = type(cls_name, (torch.nn.Module,), {})()
+        for name, shape in shapes.items():
+            setattr(module, name, torch.nn.Parameter(torch.ones(shape)))
+        return module
 
-    model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(8, 4), "proj": torch.nn.Linear(4, 4),
-                                 "ln": torch.nn.LayerNorm(4), "rms": LlamaRMSNorm(),
-                                 "fused": torch.nn.Module()})
-    model["fused"].layer_norm_weight = torch.nn.Parameter(torch.ones(4))  # Transformer Engine's naming
+    model = torch.nn.ModuleDict({
+        "embed": torch.nn.Embedding(8, 4), "proj": torch.nn.Linear(4, 4), "ln": torch.nn.LayerNorm(4),
+        "rms": holding("LlamaRMSNorm", weight=4), "te_rms": holding("RMSNorm", weight=4),
+        "qkv": holding("LayerNormLinear", weight=(12, 4), bias=12, layer_norm_weight=4),
+        "mlp": holding("LayerNormMLP", fc1_weight=(16, 4), fc2_weight=(4, 16), fc1_bias=16, layer_norm_weight=4),
+    })
     decay, no_decay = train.param_groups(model)
     named = {id(p): n for n, p in model.named_parameters()}
-    assert sorted(named[id(p)] for p in decay["params"]) == ["embed.weight", "proj.weight"]
+    assert sorted(named[id(p)] for p in decay["params"]) == [
+        "embed.weight", "mlp.fc1_bias", "mlp.fc1_weight", "mlp.fc2_weight", "mlp.layer_norm_weight", "proj.weight",
+        "qkv.layer_norm_weight", "qkv.weight"]
     assert sorted(named[id(p)] for p in no_decay["params"]) == [
-        "fused.layer_norm_weight", "ln.bias", "ln.weight", "proj.bias", "rms.weight"]
+        "ln.bias", "ln.weight", "proj.bias", "qkv.bias", "rms.weight", "te_rms.weight"]
     assert decay["weight_decay"] == train.WEIGHT_DECAY > 0 and no_decay["weight_decay"] == 0.0
     for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
         sys.modules.pop(name, None)
@@ -641,7 +652,8 @@ BROKEN = {  # a team template -> (file, line or None, words of the one line)
                                                '"parameters": {"ddp": true,')},
         "distribution.json.j2", None, "would refuse: smdistributed.modelparallel.parameters.ddp is not an SMP v2"),
     "a degree that is not the spec's": (
-        {"distribution.json.j2": _shipped_with("distribution.json.j2", "{{ smp.tensor_parallel_degree|json }}", "2")},
+        {"distribution.json.j2": _shipped_with("distribution.json.j2",
+                                                "{{ smp.tensor_parallel_degree|json }}", "2")},
         "distribution.json.j2", None, "tensor_parallel_degree 2 is not the spec's smp.tensor_parallel_degree (1)"),
     "a misnamed template": ({"train.j2": "x = 1\n"}, "train.j2", None, "no shipped template is named train.j2; "
                                                                         "did you mean train.py.j2?"),
