@@ -21,6 +21,7 @@ CHECKS = {
     "loss falls",
     "step-0 gradient norm equal with and without activation checkpointing",
     "each rank holds 1/shard-degree of the parameters",
+    "every decoder layer is its own FSDP unit and is checkpointed",
     "checkpoint saved and loaded back bit for bit",
     "one checkpoint folder per tensor-parallel rank",
     "gradient norm equal on every rank",
@@ -97,6 +98,33 @@ def test_local_run_of_the_branches_the_reference_jobs_leave_untaken(run_cli, wri
     notes = " ".join(report["notes"])
     assert "rank 0 loaded a random model" in notes and "jsonl format from its train channel" in notes
     assert "NO_SHARD, fp16" in r.err and "hyperparameters: {'epochs': '1'}" in r.err
+    wrapping = next(c for c in report["checks"] if c["name"] == "every decoder layer is its own FSDP unit and is "
+                                                                 "checkpointed")
+    assert wrapping["detail"] == ("2 TransformerLayer layers, 2 FSDP units of their own; checkpointed: nothing "
+                                  "(activation checkpointing off)")
+
+
+FP8_MOE = ["--set", "model.preset=mixtral-8x7b", "--set", "smp.expert_parallel_degree=2", "--set",
+           "smp.hybrid_shard_degree=16", "--set", "cluster.instance_count=4", "--set",
+           "cluster.instance_type=ml.p5.48xlarge", "--set", "training.precision=fp8"]
+
+
+def test_fp8_moe_checkpoints_attention_and_moe_apart_and_one_process_logs_no_shard(run_cli):
+    """SMP's TransformerLayer is each FSDP unit of a transformed Mixtral; under fp8 the attention and the MoE layer
+    are checkpointed apart, non-reentrant (Transformer Engine's checkpoint for the attention), and the gradient
+    norm is the one without checkpointing. One process shards nothing: the script says NO_SHARD, as FSDP runs."""
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "1", "--max-steps", "3",
+                *FP8_MOE, "--output", "json")
+    report = json.loads(r.out)
+    assert r.code == 0, r.err[-3000:]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert all(c["ok"] is not False for c in checks.values()), report["checks"]
+    assert checks["every decoder layer is its own FSDP unit and is checkpointed"]["detail"] == (
+        "2 TransformerLayer layers, 2 FSDP units of their own; checkpointed: 2 MultiheadAttention, 2 MoELayer")
+    assert checks["step-0 gradient norm equal with and without activation checkpointing"]["ok"] is True
+    assert checks["each rank holds 1/shard-degree of the parameters"]["detail"].startswith("NO_SHARD, shard degree 1")
+    model_lines = [line for line in r.err.splitlines() if "] model: " in line]
+    assert len(model_lines) == 2 and all(line.endswith("parameters, FSDP NO_SHARD, fp8") for line in model_lines)
 
 
 def test_local_takes_one_spec_and_enough_steps(run_cli):
@@ -215,6 +243,34 @@ def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, mo
         assert tsm.transform(model) is model
     finally:
         dist.destroy_process_group()
+
+
+def test_transform_leaves_smps_layer_classes_in_place_and_the_model_unchanged(runtime):
+    """The stand-in's transformed Mixtral holds TransformerLayer, MultiheadAttention and MoELayer instances, as
+    SMP's does, with Hugging Face's parameter names and the same forward pass."""
+    import torch
+    import torch.distributed as dist
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    tsm = runtime("tsm_local")
+    torch.manual_seed(0)
+    model = MixtralForCausalLM(MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=4, num_key_value_heads=2, num_local_experts=4))
+    ids = torch.randint(0, 64, (2, 8))
+    before, keys = model(input_ids=ids).logits, list(model.state_dict())
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        tsm.init({"hybrid_shard_degree": 1})
+        model = tsm.transform(model)
+    finally:
+        dist.destroy_process_group()
+    layers = list(model.model.layers)
+    assert all(isinstance(layer, tsm.TransformerLayer) for layer in layers) and len(layers) == 2
+    assert all(isinstance(layer.self_attn, tsm.MultiheadAttention) for layer in layers)
+    assert all(isinstance(layer.block_sparse_moe, tsm.MoELayer) for layer in layers)
+    assert sum(isinstance(m, tsm.TransformerLayer) for m in model.modules()) == 2
+    assert type(layers[0]).__name__ == "MixtralDecoderLayer" and list(model.state_dict()) == keys
+    assert torch.equal(model(input_ids=ids).logits, before)
 
 
 def _tiny_config(preset):

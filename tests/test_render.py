@@ -280,12 +280,14 @@ def test_the_implementation_in_use_picks_the_wrapped_block_and_the_clipping(tran
     assert ("model = transform(model)" in script) is transform
     assert "tsm.clip_grad_norm_(fsdp_model, max_norm)" in clip  # the local stand-in emulates SMP's either way
     assert "layer_cls = layer_class()" in _function(script, "wrap")  # FSDP wraps what AC checkpoints
-    assert "isinstance(m, layer_cls)" in _function(script, "train")
+    assert '[(layer_class(), "REENTRANT", None)]' in _function(script, "checkpointed_classes")
+    assert "isinstance(m, c)" in _function(script, "checkpoint_activations")
+    assert "checkpoint_activations(fsdp_model)" in _function(script, "train")
 
 
-def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
+def test_a_moe_model_is_transformed_on_the_meta_device_and_wraps_smps_layer():
     """AWS's examples: with delayed init, MoE's tsm.transform runs under init_empty_weights, and FSDP
-    wraps Hugging Face's MixtralDecoderLayer, not SMP's TransformerLayer."""
+    wraps SMP's TransformerLayer (what the transformed model holds), not Hugging Face's MixtralDecoderLayer."""
     moe = ["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4",
            "cluster.instance_type=ml.p4de.24xlarge"]
     script = _render_with([*moe, "smp.delayed_param_init=true"], transform=True)["train.py"]
@@ -293,7 +295,9 @@ def test_a_moe_model_is_transformed_on_the_meta_device_and_keeps_its_block():
     withs = [n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.With)]
     assert [ast.unparse(w.items[0].context_expr) for w in withs] == ["init_empty_weights()"]
     assert ast.unparse(withs[0].body[0]) == "return tsm.transform(model, config=moe)"
-    assert "TransformerLayer" not in _function(script, "layer_class")
+    layer = _function(script, "layer_class")
+    assert "from torch.sagemaker.tensor_parallel.transformer import TransformerLayer" in layer
+    assert "return tsm.TransformerLayer" in layer and "hf_classes()" not in layer
     pretrained = _render_with([*moe, "model.pretrained=mistralai/Mixtral-8x7B-v0.1"], transform=True)["train.py"]
     body = _function(pretrained, "transform")
     assert "use_cpu_initialization=dist.get_rank() == 0" in body and "if dist.get_rank() != 0:" in body
@@ -313,7 +317,9 @@ def test_the_group_timeout_and_checkpoint_layout_are_awss():
 
 
 def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
-    """AWS's parameter groups: LayerNorm/RMSNorm weights and every bias get no weight decay."""
+    """AWS's parameter groups (get_param_groups_by_weight_decay): a norm layer's own parameters and every
+    parameter named `bias` get no weight decay. Transformer Engine's fused LayerNormLinear (QKV) and
+    LayerNormMLP (fc1/fc2) are projections: their weights decay, their fused norm's weight too, as AWS's do."""
     import importlib
     import sys
 
@@ -327,23 +333,145 @@ def test_weight_decay_spares_norms_and_biases(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
     train = importlib.import_module("train")
 
-    class LlamaRMSNorm(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.ones(4))
+    def holding(cls_name, **shapes):  # a module of that class name holding parameters of those shapes
+        module = type(cls_name, (torch.nn.Module,), {})()
+        for name, shape in shapes.items():
+            setattr(module, name, torch.nn.Parameter(torch.ones(shape)))
+        return module
 
-    model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(8, 4), "proj": torch.nn.Linear(4, 4),
-                                 "ln": torch.nn.LayerNorm(4), "rms": LlamaRMSNorm(),
-                                 "fused": torch.nn.Module()})
-    model["fused"].layer_norm_weight = torch.nn.Parameter(torch.ones(4))  # Transformer Engine's naming
+    model = torch.nn.ModuleDict({
+        "embed": torch.nn.Embedding(8, 4), "proj": torch.nn.Linear(4, 4), "ln": torch.nn.LayerNorm(4),
+        "rms": holding("LlamaRMSNorm", weight=4), "te_rms": holding("RMSNorm", weight=4),
+        "qkv": holding("LayerNormLinear", weight=(12, 4), bias=12, layer_norm_weight=4),
+        "mlp": holding("LayerNormMLP", fc1_weight=(16, 4), fc2_weight=(4, 16), fc1_bias=16, layer_norm_weight=4),
+    })
     decay, no_decay = train.param_groups(model)
     named = {id(p): n for n, p in model.named_parameters()}
-    assert sorted(named[id(p)] for p in decay["params"]) == ["embed.weight", "proj.weight"]
+    assert sorted(named[id(p)] for p in decay["params"]) == [
+        "embed.weight", "mlp.fc1_bias", "mlp.fc1_weight", "mlp.fc2_weight", "mlp.layer_norm_weight", "proj.weight",
+        "qkv.layer_norm_weight", "qkv.weight"]
     assert sorted(named[id(p)] for p in no_decay["params"]) == [
-        "fused.layer_norm_weight", "ln.bias", "ln.weight", "proj.bias", "rms.weight"]
+        "ln.bias", "ln.weight", "proj.bias", "qkv.bias", "rms.weight", "te_rms.weight"]
     assert decay["weight_decay"] == train.WEIGHT_DECAY > 0 and no_decay["weight_decay"] == 0.0
     for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
         sys.modules.pop(name, None)
+
+
+def _import_rendered(tmp_path, monkeypatch, overrides):
+    """The rendered train.py of llama7b with overrides, imported (torch.sagemaker absent: tsm is the stand-in)."""
+    import importlib
+    import sys
+
+    from launcher.render.files import write_source_dir
+
+    pytest.importorskip("torch")
+    src = tmp_path / "src"
+    write_source_dir(build_plan(load_spec(JOBS / "llama7b.yaml", overrides)).source.files, src)
+    monkeypatch.syspath_prepend(str(src))
+    for name in ("train", "train_data", "train_checkpoint", "tsm_local"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module("train")
+
+
+def _fake_modules(monkeypatch, **modules):
+    """Stand-in modules under dotted names (Transformer Engine's, SMP's), parents created as needed."""
+    import sys
+    import types
+
+    for dotted, attrs in modules.items():
+        parts = dotted.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name not in sys.modules or i == len(parts):
+                module = sys.modules.get(name) if i < len(parts) else types.ModuleType(name)
+                monkeypatch.setitem(sys.modules, name, module or types.ModuleType(name))
+            if i > 1:
+                setattr(sys.modules[".".join(parts[:i - 1])], parts[i - 1], sys.modules[name])
+        for key, value in attrs.items():
+            setattr(sys.modules[dotted], key, value)
+
+
+P5_FP8 = ["cluster.instance_type=ml.p5.48xlarge", "training.precision=fp8"]
+MOE_FP8 = [*P5_FP8, "model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=16",
+           "cluster.instance_count=4"]
+
+
+@pytest.mark.parametrize("moe", [False, True], ids=["dense", "moe"])
+def test_fp8_checkpoints_with_transformer_engines_checkpoint_and_builds_its_recipe_once(tmp_path, monkeypatch, moe):
+    """AWS's train_utils.apply_activation_checkpoint under fp8: transformer_engine.pytorch.checkpoint, non-reentrant,
+    with SMP's RNG tracker and TP group; with MoE the attention (TE's checkpoint) and the MoE layer (PyTorch's)
+    apart. train_lib.py builds the DelayedScaling recipe once; so does the script, however many steps run."""
+    import functools
+    import types
+
+    train = _import_rendered(tmp_path, monkeypatch, MOE_FP8 if moe else P5_FP8)
+    built, autocasts = [], []
+
+    class DelayedScaling:
+        def __init__(self, **kwargs):
+            built.append(kwargs)
+
+    def te_checkpoint(function, *args, **kwargs):
+        return function(*args)
+
+    attention, moe_layer = type("MultiheadAttention", (), {}), type("MoELayer", (), {})
+    _fake_modules(monkeypatch, **{
+        "transformer_engine.common.recipe": {"DelayedScaling": DelayedScaling,
+                                             "Format": types.SimpleNamespace(HYBRID="hybrid")},
+        "transformer_engine.pytorch": {"checkpoint": te_checkpoint,
+                                       "fp8_autocast": lambda **kw: autocasts.append(kw) or kw},
+        "transformer_engine.pytorch.attention": {"MultiheadAttention": attention},
+        "torch.sagemaker.moe.moe_layer": {"MoELayer": moe_layer},
+        "torch.sagemaker.tensor_parallel.transformer": {"TransformerLayer": type("TransformerLayer", (), {})},
+    })
+    tracker, tp_group = object(), object()
+    monkeypatch.setattr(train, "STAND_IN", False)
+    state = types.SimpleNamespace(get_rng_state_tracker=tracker, tp_process_group=tp_group, world_process_group="world")
+    monkeypatch.setattr(train.tsm, "state", state, raising=False)
+    for _ in range(3):
+        train.fp8_context()
+    assert len(built) == 1 and built[0]["amax_history_len"] == 1024 and len(autocasts) == 3
+    assert all(a["fp8_recipe"] is autocasts[0]["fp8_recipe"] and a["fp8_group"] == "world" for a in autocasts)
+
+    classes = train.checkpointed_classes()
+    te = classes[0][2]
+    assert isinstance(te, functools.partial) and te.func is te_checkpoint
+    assert te.keywords == {"distribute_saved_activations": False, "get_rng_state_tracker": tracker,
+                           "tp_group": tp_group, "use_reentrant": False}
+    import sys
+
+    layer = sys.modules["torch.sagemaker.tensor_parallel.transformer"].TransformerLayer
+    if moe:  # "checkpointing entire TransformerLayer is not supported" with fp8 and MoE
+        assert [(c, impl) for c, impl, _ in classes] == [(attention, "NO_REENTRANT"), (moe_layer, "NO_REENTRANT")]
+        assert classes[1][2] is None
+    else:
+        assert [(c, impl) for c, impl, _ in classes] == [(layer, "NO_REENTRANT")]
+
+
+def test_outside_fp8_the_layer_is_checkpointed_reentrant(tmp_path, monkeypatch):
+    train = _import_rendered(tmp_path, monkeypatch, [])
+    assert train.checkpointed_classes() == [(train.layer_class(), "REENTRANT", None)]
+    assert "transformer_engine" not in _function((tmp_path / "src" / "train.py").read_text(), "checkpointed_classes")
+
+
+@pytest.mark.parametrize("version, sent, reads_cp", [
+    ("2.2.0", ["hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+               "tensor_parallel_degree", "expert_parallel_degree"], False),
+    ("2.3.1", ["hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+               "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree", "context_parallel_degree",
+               "expert_parallel_degree"], True),
+])
+def test_an_older_image_gets_only_the_parameters_its_smp_release_takes(version, sent, reads_cp):
+    """SMP 2.3.1 (PyTorch 2.2.0) predates context parallelism (SMP 2.5.0): the distribution leaves out what that
+    release has no parameter for, and the script does not read tsm.state.cp_size there."""
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"framework.pytorch_version='{version}'"]))
+    assert list(plan.distribution["smdistributed"]["modelparallel"]["parameters"]) == sent
+    assert list(plan.decisions.smp_parameters) == [*sent, "random_seed"][:len(sent) + (version != "2.2.0")]
+    assert plan.decisions.smp_release == {"2.2.0": "2.3.1", "2.3.1": "2.5.0"}[version]
+    script = plan.source.files["train.py"]
+    assert ("return tsm.state.cp_size, tsm.state.cp_rank" in _function(script, "context_parallel")) is reads_cp
+    assert ("return 1, 0" in _function(script, "context_parallel")) is not reads_cp
+    assert "cp_size" not in _function(script, "forward") and "cp_size" not in _function(script, "data_parallel_rank")
 
 
 # -- data.train as one exact constant, float literals, the template folder: each test fails on a realistic bug --
@@ -641,7 +769,8 @@ BROKEN = {  # a team template -> (file, line or None, words of the one line)
                                                '"parameters": {"ddp": true,')},
         "distribution.json.j2", None, "would refuse: smdistributed.modelparallel.parameters.ddp is not an SMP v2"),
     "a degree that is not the spec's": (
-        {"distribution.json.j2": _shipped_with("distribution.json.j2", "{{ smp.tensor_parallel_degree|json }}", "2")},
+        {"distribution.json.j2": _shipped_with("distribution.json.j2",
+                                                "{{ smp.tensor_parallel_degree|json }}", "2")},
         "distribution.json.j2", None, "tensor_parallel_degree 2 is not the spec's smp.tensor_parallel_degree (1)"),
     "a misnamed template": ({"train.j2": "x = 1\n"}, "train.j2", None, "no shipped template is named train.j2; "
                                                                         "did you mean train.py.j2?"),

@@ -51,6 +51,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                ["smp.activation_offloading=true"]),
     "SMP029": (["smp.activation_loading_horizon=4"],
                ["smp.activation_loading_horizon=4", "smp.activation_offloading=true"]),
+    "SMP030": (["smp.backend=smddp", "model.pretrained=meta-llama/Llama-2-7b-hf"],
+               ["smp.backend=auto", "model.pretrained=meta-llama/Llama-2-7b-hf"]),
     "SMP040": (["cluster.instance_count=256", "training.batch_size=1"],
                ["cluster.instance_count=256", "training.batch_size=1", "smp.tensor_parallel_degree=2"]),
     "SMP041": (["model.seq_length=8192", "training.batch_size=1"],
@@ -62,6 +64,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                 "smdistributed-modelparallel:2.4.1-gpu-py311-cu121"]),
     "SMP053": (["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8", "framework.pytorch_version='2.2.0'"],
                ["smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8"]),
+    "SMP057": (["smp.allow_empty_shards=true", "framework.pytorch_version='2.2.0'"],
+               ["smp.allow_empty_shards=true", "framework.pytorch_version='2.3.1'"]),
     "SMP054": (["framework.pytorch_version='2.1.2'"], ["framework.pytorch_version='2.2.0'"]),
     "SMP055": (["cluster.volume_size_gb=9000"], ["cluster.volume_size_gb=8000"]),
     "SMP056": (["cluster.kms_key_id=alias/smp"], []),
@@ -440,3 +444,36 @@ def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(no_aws_con
     assert plan.decisions.delayed_param_init is delayed
     if delayed:
         assert "ranks each building the model in fp32 need 1,189 GiB" in plan.decisions.delayed_reason
+
+
+@pytest.mark.parametrize("overrides, backend, why", [
+    ([], "smddp", "SMDDP's AllGather is available on ml.p4d.24xlarge"),
+    (["model.pretrained=meta-llama/Llama-2-7b-hf"], "nccl", "fine-tuning from pretrained weights"),
+    (["model.pretrained=meta-llama/Llama-2-7b-hf", "smp.backend=smddp"], "smddp", "backend smddp as set"),
+    (["cluster.instance_type=ml.p5.48xlarge"], "nccl", "SMDDP does not support ml.p5.48xlarge"),
+])
+def test_fine_tuning_resolves_backend_auto_to_nccl_and_the_plan_says_why(write_spec, overrides, backend, why):
+    """AWS's fine-tuning notebooks run on NCCL: SMDDP keeps extra memory after sync_module_states' broadcast
+    (train_lib.py). backend auto follows them; an explicit smddp stays, with SMP030's warning."""
+    plan = build_plan(load_spec(write_spec(MINIMAL), overrides))
+    assert plan.decisions.backend == backend and plan.decisions.backend_reason.startswith(why)
+    script = plan.source.files["train.py"]
+    assert ("import smdistributed.dataparallel" in script) is (backend == "smddp")
+    assert f"# The plan's backend: {plan.decisions.backend_reason}." in script
+    warned = [a for a in plan.advisories if a.rule == "SMP030"]
+    assert bool(warned) is ("smp.backend=smddp" in overrides)
+
+
+def test_each_images_smp_release_takes_the_parameters_of_its_release_notes():
+    """expert_parallel_degree from SMP 2.3.0, context_parallel_degree from 2.5.0 (the release notes); the four of
+    SMP 2.0.0's notebooks everywhere; an older image gets SMP's default for the rest by their absence."""
+    from launcher.catalog.smp import FRAMEWORKS, first_pytorch_with, smp_parameters_taken
+
+    base = ["hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon", "tensor_parallel_degree"]
+    full = ["hybrid_shard_degree", "sm_activation_offloading", "activation_loading_horizon",
+            "fsdp_cache_flush_warnings", "allow_empty_shards", "tensor_parallel_degree", "context_parallel_degree",
+            "expert_parallel_degree", "random_seed"]
+    taken = {v: list(smp_parameters_taken(v)) for v in FRAMEWORKS}
+    assert taken == {"2.0.1": base, "2.1.2": base, "2.2.0": [*base, "expert_parallel_degree"],
+                     "2.3.1": full, "2.4.1": full, "2.5.1": full}
+    assert [first_pytorch_with(r) for r in ("2.0.0", "2.3.0", "2.5.0", "2.8.0")] == ["2.0.1", "2.2.0", "2.3.1", "2.5.1"]

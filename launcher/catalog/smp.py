@@ -70,6 +70,37 @@ FRAMEWORKS: dict[str, FrameworkVersion] = {
 # carries and cannot import the model classes there.
 
 
+# The SMP v2 parameters (https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html)
+# in the order the distribution sends them, each with SMP's default (None: SMP has none) and the first SMP release
+# known to take it. The four of the first release are the ones AWS's first SMP v2 notebooks (SMP 2.0.0, Dec 2023)
+# send; expert_parallel_degree came with SMP 2.3.0 and context_parallel_degree with 2.5.0 (release notes,
+# https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html). The release notes name no
+# release for fsdp_cache_flush_warnings, allow_empty_shards and random_seed, and no AWS example sends them before
+# the SMP 2.5.0 scripts; smp-launch holds them to 2.5.0 too, so an older image gets SMP's default by leaving them out.
+SMP_PARAMETERS: dict[str, tuple[object, str]] = {
+    "hybrid_shard_degree": (0, "2.0.0"),
+    "sm_activation_offloading": (True, "2.0.0"),
+    "activation_loading_horizon": (2, "2.0.0"),
+    "fsdp_cache_flush_warnings": (True, "2.5.0"),
+    "allow_empty_shards": (False, "2.5.0"),
+    "tensor_parallel_degree": (1, "2.0.0"),
+    "context_parallel_degree": (1, "2.5.0"),
+    "expert_parallel_degree": (1, "2.3.0"),
+    "random_seed": (None, "2.5.0"),
+}
+
+
+def first_pytorch_with(smp_release: str) -> str:
+    """The oldest framework version whose image carries this SMP release or a later one."""
+    return min((v for v, f in FRAMEWORKS.items() if _version(f.smp) >= _version(smp_release)), key=_version)
+
+
+def smp_parameters_taken(pytorch_version: str) -> tuple[str, ...]:
+    """The SMP v2 parameters the SMP release of this framework version's image takes, in SMP_PARAMETERS order."""
+    release = _version(FRAMEWORKS[pytorch_version].smp)
+    return tuple(name for name, (_, since) in SMP_PARAMETERS.items() if _version(since) <= release)
+
+
 # The script asks for sdpa attention; GPT-NeoX runs it only from transformers 4.42.0 (earlier releases refuse
 # to build the model: https://github.com/huggingface/transformers/pull/31031, released in v4.42.0).
 SDPA_SINCE = {"gpt_neox": "4.42.0"}

@@ -134,6 +134,20 @@ def _sharding(run: RunRecord) -> Check:
     return Check(name, close and complete and not meta, detail)
 
 
+def _wrapping(run: RunRecord) -> Check:
+    """Every decoder layer its own FSDP unit, and checkpointed (fp8 with MoE: its attention and its MoE layer),
+    in the classes the script names: under tsm.transform, SMP's TransformerLayer, not Hugging Face's block."""
+    name = "every decoder layer is its own FSDP unit and is checkpointed"
+    facts = run.of("wrapping")
+    if not facts:
+        return Check(name, False, "the script reported no wrapping")
+    f = facts[0]
+    layers, units, checkpointed = f["layers"], f["fsdp_units"], f["checkpointed"]
+    ok = layers > 0 and units == layers and all(n == layers for n in checkpointed.values())
+    done = ", ".join(f"{n} {cls}" for cls, n in checkpointed.items()) or "nothing (activation checkpointing off)"
+    return Check(name, ok, f"{layers} {f['layer_class']} layers, {units} FSDP units of their own; checkpointed: {done}")
+
+
 def _round_trip(run: RunRecord) -> Check:
     name = "checkpoint saved and loaded back bit for bit"
     facts = run.of("checkpoint_round_trip")
@@ -195,7 +209,8 @@ def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
 def judge_runs(first: RunRecord, second: RunRecord | None, resume_step: int,
                activation_checkpointing: bool, tensor_parallel: int = 1) -> list[Check]:
     checks = [_loss_falls(first), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
-              _round_trip(first), _tensor_parallel_folders(first, tensor_parallel), _grad_norm_everywhere(first)]
+              _wrapping(first), _round_trip(first), _tensor_parallel_folders(first, tensor_parallel),
+              _grad_norm_everywhere(first)]
     if second is not None:
         checks.append(_resume(first, second, resume_step))
     return checks

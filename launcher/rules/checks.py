@@ -4,9 +4,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from launcher.catalog.smp import SMP_IMAGE_REGIONS, SMP_IMAGE_REPOSITORY
+from launcher.catalog.smp import (
+    SMP_IMAGE_REGIONS,
+    SMP_IMAGE_REPOSITORY,
+    SMP_PARAMETERS,
+    first_pytorch_with,
+    smp_parameters_taken,
+)
 from launcher.rules.decisions import (
     DELAYED_INIT_THRESHOLD,
+    FINE_TUNING_NCCL,
     host_copies_gib,
     needs_transform,
     tensor_parallel_only,
@@ -32,6 +39,8 @@ CHECKPOINT_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_
 EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/4ad18040d41d315b245d68b8d92d2674ec6a7755/"
             "training/distributed_training/pytorch/model_parallel_v2")
 ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
+EXAMPLES_NOW = ("https://github.com/aws/amazon-sagemaker-examples/tree/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/"
+                "%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2")
 SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/image_uri_config/pytorch-smp.json"
 
 MAX_GLOBAL_TOKENS = 4 * 2**20  # best practices: "most research keeps it under 4 million tokens"
@@ -216,17 +225,18 @@ def smddp_possible(ctx: Context) -> Iterator[Finding]:
                       "tensor_parallel_degree > 1); set backend: auto or nccl", "smp.backend")
 
 
-@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}")
+@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}; {EXAMPLES_NOW}")
 def backend_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "auto":
         return
-    if ctx.decisions.backend == "smddp":
-        why = f"SMDDP's AllGather is available on {ctx.instance.name}"
-    elif not ctx.instance.smddp:
-        why = f"SMDDP does not support {ctx.instance.name}"
-    else:
-        why = "tensor-parallel-only jobs must use NCCL"
-    yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {why}", "smp.backend")
+    yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {ctx.decisions.backend_reason}", "smp.backend")
+
+
+@rule("SMP030", Severity.WARNING, "Fine-tuning runs on NCCL", EXAMPLES_NOW)
+def smddp_fine_tuning(ctx: Context) -> Iterator[Finding]:
+    if ctx.smp.backend == "smddp" and ctx.spec.model.pretrained is not None:
+        yield Finding(f"backend smddp with model.pretrained set: {FINE_TUNING_NCCL}; set backend: auto or nccl",
+                      "smp.backend")
 
 
 @rule("SMP025", Severity.WARNING, "Delayed parameter init off where it is needed", f"{BEST}; {DELAYED}")
@@ -354,6 +364,21 @@ def feature_versions(ctx: Context) -> Iterator[Finding]:
     for feature, release, version in needs:
         yield Finding(f"{feature} needs {release}: set framework.pytorch_version to {version} or later "
                       f"(now {ctx.framework.pytorch}, SMP {ctx.framework.smp})", "framework.pytorch_version")
+
+
+@rule("SMP057", Severity.ERROR, "The image's SMP release takes every SMP parameter the spec sets", f"{NOTES}; {REF}")
+def parameters_taken(ctx: Context) -> Iterator[Finding]:
+    """The degrees are SMP053's; these are the switches an older release has no parameter for."""
+    taken = smp_parameters_taken(ctx.framework.pytorch)
+    for name, (default, since) in SMP_PARAMETERS.items():
+        if name in taken or name in ("context_parallel_degree", "expert_parallel_degree"):
+            continue
+        value = getattr(ctx.smp, name)
+        if value != default:
+            yield Finding(f"{name} {str(value).lower() if isinstance(value, bool) else value} needs SMP {since} or "
+                          f"later, whose images take the parameter; the image of pytorch_version "
+                          f"{ctx.framework.pytorch} carries SMP {ctx.framework.smp}: set framework.pytorch_version to "
+                          f"{first_pytorch_with(since)} or later, or leave smp.{name} at SMP's default", f"smp.{name}")
 
 
 @rule("SMP054", Severity.ERROR, "The generated script needs PyTorch 2.2 or later",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from launcher.catalog.architecture import MODEL_TYPES
-from launcher.catalog.smp import INSTANCES
+from launcher.catalog.smp import FRAMEWORKS, INSTANCES, SMP_PARAMETERS, smp_parameters_taken
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 
@@ -34,6 +34,9 @@ class Decisions:
     sharding_strategy: str        # the FSDP strategy the script asks for; SMP rewrites its groups
     shard_reason: str             # how hybrid_shard_degree became the effective degree
     delayed_reason: str           # why delayed parameter init is on or off
+    backend_reason: str           # why the backend is the one it is
+    smp_release: str              # the SMP library in the image the job runs on
+    smp_parameters: tuple[str, ...]  # the SMP parameters the distribution sends
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,10 +73,46 @@ def tensor_parallel_only(spec: JobSpec, shard: int) -> bool:
     return shard == 1 and spec.smp.tensor_parallel_degree > 1
 
 
+# AWS's SMP v2 fine-tuning notebooks set distributed_backend "nccl" (the training scripts default to smddp), and
+# train_lib.py follows FSDP's sync_module_states broadcast with a barrier "to reduce extra memory usage with SMDDP
+# backend after the broadcast":
+# https://github.com/aws/amazon-sagemaker-examples/blob/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2/shared-scripts/train_lib.py
+FINE_TUNING_NCCL = ("fine-tuning from pretrained weights: rank 0 broadcasts them with FSDP's sync_module_states, "
+                    "after which SMDDP holds extra GPU memory (AWS's train_lib.py), so AWS's fine-tuning examples "
+                    "run on NCCL")
+
+
 def auto_backend(spec: JobSpec, shard: int) -> str:
-    """SMDDP where its AllGather exists (P4) except tensor-parallel-only jobs; NCCL elsewhere."""
+    """SMDDP where its AllGather exists (P4) except tensor-parallel-only jobs and fine-tuning; NCCL elsewhere."""
+    return "smddp" if not backend_blocker(spec, shard) else "nccl"
+
+
+def backend_blocker(spec: JobSpec, shard: int) -> str | None:
+    """Why SMDDP is not the backend auto picks, or None where it is."""
     instance = INSTANCES[spec.cluster.instance_type]
-    return "smddp" if instance.smddp and not tensor_parallel_only(spec, shard) else "nccl"
+    if not instance.smddp:
+        return f"SMDDP does not support {instance.name}"
+    if tensor_parallel_only(spec, shard):
+        return "tensor-parallel-only jobs must use NCCL"
+    if spec.model.pretrained is not None:
+        return FINE_TUNING_NCCL
+    return None
+
+
+def backend_reason(spec: JobSpec, shard: int) -> str:
+    if spec.smp.backend != "auto":
+        return f"backend {spec.smp.backend} as set"
+    blocker = backend_blocker(spec, shard)
+    return blocker or f"SMDDP's AllGather is available on {spec.cluster.instance_type}"
+
+
+def smp_parameters_sent(spec: JobSpec) -> tuple[str, ...]:
+    """The SMP parameters the distribution carries: those the image's SMP release takes, plus any the spec sets
+    away from SMP's default (the advisor refuses those, naming the field, so the plan still shows them)."""
+    taken = smp_parameters_taken(spec.framework.pytorch_version)
+    smp = spec.smp
+    return tuple(name for name, (default, _) in SMP_PARAMETERS.items()
+                 if name in taken or getattr(smp, name) != default)
 
 
 def needs_transform(spec: JobSpec) -> list[str]:
@@ -121,4 +160,7 @@ def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
     strategy = "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
     return Decisions(world_size=world, hybrid_shard_degree=shard, backend=backend,
                      delayed_param_init=delayed, transform=transform, sharding_strategy=strategy,
-                     shard_reason=shard_reason(spec, world, shard), delayed_reason=why)
+                     shard_reason=shard_reason(spec, world, shard), delayed_reason=why,
+                     backend_reason=backend_reason(spec, shard),
+                     smp_release=FRAMEWORKS[spec.framework.pytorch_version].smp,
+                     smp_parameters=smp_parameters_sent(spec))

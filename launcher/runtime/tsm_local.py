@@ -1,7 +1,12 @@
 """A stand-in for `torch.sagemaker` (SMP v2) when the library is not installed: the local CPU run.
 
 It provides the names the entry script uses (init, state, transform, is_initialized, clip_grad_norm_,
-DelayedParamIniter) and owns the layout SMP would impose:
+DelayedParamIniter, the layer classes TransformerLayer, MultiheadAttention and MoELayer, te_checkpoint) and owns
+the layout SMP would impose:
+- transform() leaves each decoder layer as a TransformerLayer (SMP's transformed model holds its own
+  TransformerLayer in their place, MoE models' too), its attention as a MultiheadAttention (Transformer Engine's
+  class under SMP) and a mixture-of-experts block as a MoELayer, so the script wraps and checkpoints
+  the same classes it does under SMP;
 - ranks are grouped as SMP groups them: the ranks of one tensor-parallel group are consecutive
   (tp_rank = rank % tp), so a data-parallel rank is rank // tp, as AWS's examples compute it;
 - FSDP runs over the ranks holding the same tensor-parallel slice, with an explicit (replicate, shard)
@@ -129,7 +134,7 @@ def init(config=None):
         expert_parallel_degree=1, ep_size=1, ep_rank=0,
         sm_activation_offloading=bool(params.get("sm_activation_offloading", True)),
         activation_loading_horizon=int(params.get("activation_loading_horizon", 2)),
-        world_process_group=dist.group.WORLD, tp_partition={},
+        world_process_group=dist.group.WORLD, tp_partition={}, get_rng_state_tracker=_rng_state_tracker,
     )
     _initialized = True
     if rank == 0:
@@ -140,6 +145,12 @@ def init(config=None):
               f"{' emulated on gloo' if tp > 1 else ''}, context/expert degree 1, {device_type} device mesh {layout})",
               file=sys.stderr, flush=True)
     return state
+
+
+def _rng_state_tracker():
+    """SMP's tsm.state.get_rng_state_tracker: Transformer Engine's checkpoint asks it for the TP-parallel RNG
+    states; the stand-in has none beyond PyTorch's own, which non-reentrant checkpointing restores itself."""
+    return None
 
 
 def is_initialized():
@@ -233,6 +244,58 @@ class TensorParallelLinear(nn.Module):
         return out + self.bias if self.bias is not None else out
 
 
+class TransformerLayer(nn.Module):
+    """SMP's torch.sagemaker.tensor_parallel.transformer.TransformerLayer, as a class the stand-in's transformed
+    decoder layers are instances of (their own class is kept as the first base, so they run unchanged)."""
+
+
+class MultiheadAttention(nn.Module):
+    """Transformer Engine's transformer_engine.pytorch.attention.MultiheadAttention, the attention of SMP's layer."""
+
+
+class MoELayer(nn.Module):
+    """SMP's torch.sagemaker.moe.moe_layer.MoELayer, the mixture-of-experts block of SMP's MoE layer."""
+
+
+_MARKED: dict[tuple[type, type], type] = {}
+
+
+def _mark(module, marker):
+    """Make module an instance of marker too: a subclass of its own class and marker, with the same name, so its
+    parameters, forward and state-dict keys stay Hugging Face's."""
+    cls = type(module)
+    if isinstance(module, marker):
+        return
+    key = (cls, marker)
+    if key not in _MARKED:
+        _MARKED[key] = type(cls.__name__, (cls, marker), {"__module__": cls.__module__,
+                                                          "__qualname__": cls.__qualname__})
+    module.__class__ = _MARKED[key]
+
+
+def _mark_layers(model):
+    """The decoder layers (the entries of the model's `layers` list), their attention and their MoE block."""
+    for name, module in model.named_modules():
+        if not (isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] == "layers"):
+            continue
+        for layer in module:
+            _mark(layer, TransformerLayer)
+            for child_name, child in layer.named_children():
+                if child_name in ("self_attn", "attention"):
+                    _mark(child, MultiheadAttention)
+                elif "SparseMoe" in type(child).__name__:
+                    _mark(child, MoELayer)
+
+
+def te_checkpoint(function, *args, distribute_saved_activations=False, get_rng_state_tracker=None, tp_group=None,
+                  use_reentrant=True, **kwargs):
+    """Transformer Engine's checkpoint (transformer_engine.pytorch.checkpoint) as far as a CPU goes: PyTorch's,
+    reentrant or not as asked. Its RNG tracker and TP group matter only for distributed saved activations."""
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)
+
+
 def _broadcast_from_rank0(model):
     """SMP's load_state_dict_from_rank0: rank 0's real weights reach every rank before the split."""
     device = next((t.device for t in model.parameters() if not t.is_meta), torch.device("cpu"))
@@ -255,11 +318,13 @@ def _split_attention_widths(attention, name, tp):
 
 
 def transform(model, device=None, dtype=None, config=None, load_state_dict_from_rank0=False, **kwargs):
-    """Split the model's projections across the TP group (the identity at tensor parallel degree 1)."""
+    """Leave SMP's layer classes in place of the decoder layers (see _mark_layers), then split the model's
+    projections across the TP group (none at tensor parallel degree 1)."""
     if not _initialized:
         raise RuntimeError("call tsm_local.init() before transform()")
     if load_state_dict_from_rank0 and dist.get_world_size() > 1:
         _broadcast_from_rank0(model)
+    _mark_layers(model)
     if state.tp_size == 1:
         return model
     model_type = getattr(getattr(model, "config", None), "model_type", None)

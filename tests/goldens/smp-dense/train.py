@@ -35,6 +35,7 @@ PRETRAINED = None
 SEQ_LENGTH = 4096
 FLOPS_PER_TOKEN = 46872944640.0
 SHARDING_STRATEGY = 'HYBRID_SHARD'
+ACTIVATION_CHECKPOINTING = True
 PRECISION = 'bf16'
 BATCH_SIZE = 4
 MAX_STEPS = int(os.environ.get("SMP_LAUNCH_MAX_STEPS", 1000))  # a pipeline parameter may set it
@@ -89,6 +90,7 @@ def init_distributed():
     """Process group first, then tsm.init(): SMP reads the group it is given."""
     if ON_GPU:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    # The plan's backend: SMDDP's AllGather is available on ml.p4d.24xlarge.
     if ON_GPU and not STAND_IN:
         import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  registers the "smddp" backend
 
@@ -110,15 +112,17 @@ def hf_classes():
 
 
 def layer_class():
-    """The transformer block FSDP wraps and checkpoints: SMP's own once tsm.transform replaced HF's
-    (a MoE model keeps Hugging Face's block, as AWS's examples wrap it)."""
-    if not STAND_IN:
-        try:
-            from torch.sagemaker.tensor_parallel.transformer import TransformerLayer
-        except ImportError:  # SMP before 2.2
-            from torch.sagemaker.tensor_parallel.transformer import TETransformerLayer as TransformerLayer
-        return TransformerLayer
-    return hf_classes()[2]
+    """The transformer block FSDP wraps and checkpoints: SMP's TransformerLayer, which is what tsm.transform
+    leaves in place of Hugging Face's decoder layers, MoE models' included, as AWS's fsdp_utils.py picks it
+    (get_transformer_layer: https://github.com/aws/amazon-sagemaker-examples/blob/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2/shared-scripts/fsdp_utils.py).
+    Locally, tsm_local's transform marks each decoder layer with its own TransformerLayer class."""
+    if STAND_IN:
+        return tsm.TransformerLayer
+    try:
+        from torch.sagemaker.tensor_parallel.transformer import TransformerLayer
+    except ImportError:  # SMP before 2.2
+        from torch.sagemaker.tensor_parallel.transformer import TETransformerLayer as TransformerLayer
+    return TransformerLayer
 
 
 def build_model():
@@ -177,9 +181,15 @@ def learning_rate(step):
     return LEARNING_RATE - (LEARNING_RATE - MIN_LEARNING_RATE) * progress
 
 
+def context_parallel():
+    """This rank's context-parallel group size and rank. SMP has them from 2.5.0 (AWS's train_lib.py reads
+    tsm.state.cp_size/cp_rank from its SMP 2.5.0 scripts on); this image carries SMP 2.7.0."""
+    return tsm.state.cp_size, tsm.state.cp_rank
+
+
 def data_parallel_rank():
     """Ranks of one tensor/context-parallel group share a batch."""
-    group = tsm.state.tp_size * tsm.state.cp_size
+    group = tsm.state.tp_size * context_parallel()[0]
     return dist.get_rank() // group, dist.get_world_size() // group
 
 
@@ -190,7 +200,7 @@ def make_batches(vocab_size):
 
 def forward(model, input_ids):
     """The language-modelling loss (HF shifts the labels); never a KV cache in training."""
-    input_ids = train_data.context_parallel_slice(input_ids, tsm.state.cp_size, tsm.state.cp_rank)
+    input_ids = train_data.context_parallel_slice(input_ids, *context_parallel())
     return model(input_ids=input_ids, labels=input_ids, use_cache=False).loss
 
 
@@ -200,18 +210,25 @@ def forward_backward(model, input_ids, scaler):
     return loss.detach().float()
 
 
+def is_norm_layer(module):
+    """A normalisation layer itself (LayerNorm, Hugging Face's and Transformer Engine's RMSNorm), told by its
+    class name; Transformer Engine's fused LayerNormLinear and LayerNormMLP are projections, not norms."""
+    name = type(module).__name__
+    return isinstance(module, torch.nn.LayerNorm) or name.endswith(("LayerNorm", "RMSNorm"))
+
+
 def param_groups(fsdp_model):
-    """AdamW's groups as AWS's examples build them: no weight decay for normalisation weights and biases
-    (matched by module class and by name, which also covers Transformer Engine's fused norms)."""
+    """AdamW's groups as AWS's get_param_groups_by_weight_decay builds them (https://github.com/aws/amazon-sagemaker-examples/blob/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2/shared-scripts/train_utils.py):
+    no weight decay for a norm layer's own parameters and for parameters named `bias`; every other weight
+    decays, the fused QKV and MLP projections of Transformer Engine (LayerNormLinear, LayerNormMLP) included."""
     decay, no_decay, seen = [], [], set()
     for module in fsdp_model.modules():
-        is_norm = "norm" in type(module).__name__.lower()
+        norm = is_norm_layer(module)
         for name, param in module.named_parameters(recurse=False):
             if id(param) in seen:
                 continue
             seen.add(id(param))
-            exempt = is_norm or name == "bias" or name.endswith("_bias") or "norm" in name.lower()
-            (no_decay if exempt else decay).append(param)
+            (no_decay if norm or name == "bias" else decay).append(param)
     return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -258,6 +275,47 @@ def report_sharding(fsdp_model, total):
            strategy=fsdp_model.sharding_strategy.name, meta_tensors=meta, tp_degree=tsm.state.tp_size)
 
 
+def checkpointed_classes():
+    """The module classes activation checkpointing wraps, each with how it is checkpointed."""
+    # Reentrant, as AWS's examples checkpoint outside fp8: flash attention and SMP's activation offloading need it.
+    return [(layer_class(), "REENTRANT", None)]
+
+
+def checkpoint_activations(fsdp_model):
+    """Activation checkpointing inside each FSDP unit, applied after FSDP wrapped the model, as AWS's scripts do."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl,
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
+
+    for cls, impl, checkpoint_fn in checkpointed_classes():
+        apply_activation_checkpointing(
+            fsdp_model, check_fn=functools.partial(lambda c, m: isinstance(m, c), cls),
+            checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl[impl],
+                                                    checkpoint_fn=checkpoint_fn))
+
+
+def report_wrapping(fsdp_model):
+    """Local run: how many decoder layers there are, how many are an FSDP unit of their own, and how many modules
+    of each class activation checkpointing wrapped."""
+    if not LOCAL_RUN:
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    def unwrapped(module):
+        return module._checkpoint_wrapped_module if isinstance(module, CheckpointWrapper) else module
+
+    layer_cls = layer_class()
+    wrapped = [m._checkpoint_wrapped_module for m in fsdp_model.modules() if isinstance(m, CheckpointWrapper)]
+    targets = [cls for cls, _, _ in checkpointed_classes()] if ACTIVATION_CHECKPOINTING else []
+    report("wrapping", layer_class=layer_cls.__name__,
+           layers=sum(isinstance(m, layer_cls) for m in fsdp_model.modules()),
+           fsdp_units=sum(isinstance(unwrapped(m.module), layer_cls) for m in fsdp_model.modules() if isinstance(m, FSDP)),
+           checkpointed={cls.__name__: sum(isinstance(m, cls) for m in wrapped) for cls in targets})
+
+
 def train(device):
     if DESCRIPTION:
         log(f"job: {DESCRIPTION}")
@@ -271,7 +329,7 @@ def train(device):
     fsdp_model = wrap(model, device)
     if ON_GPU:
         dist.barrier()
-    log(f"model: {total_params:,} parameters, FSDP {SHARDING_STRATEGY}, {PRECISION}")
+    log(f"model: {total_params:,} parameters, FSDP {fsdp_model.sharding_strategy.name}, {PRECISION}")
     report_sharding(fsdp_model, slice_params)
     optimizer = torch.optim.AdamW(param_groups(fsdp_model), lr=LEARNING_RATE, betas=BETAS)
     layout = checkpoint_layout(fsdp_model)
@@ -291,16 +349,8 @@ def train(device):
         forward_backward(fsdp_model, batches.batch(start + 1).to(device), None)
         report("grad_norm_without_ac", step=start + 1, grad_norm=clip_gradients(fsdp_model, math.inf).item())
         optimizer.zero_grad(set_to_none=True)
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-        CheckpointImpl,
-        apply_activation_checkpointing,
-        checkpoint_wrapper,
-    )
-
-    layer_cls = layer_class()
-    apply_activation_checkpointing(
-        fsdp_model, check_fn=lambda m: isinstance(m, layer_cls),
-        checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT))
+    checkpoint_activations(fsdp_model)
+    report_wrapping(fsdp_model)
     dp_size = data_parallel_rank()[1]
     tokens_per_step = dp_size * BATCH_SIZE * SEQ_LENGTH
     window_start, window_steps = time.perf_counter(), 0
