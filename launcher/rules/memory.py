@@ -31,6 +31,19 @@ The model is analytic and deliberately simple; each term cites where it comes fr
 - Framework: the CUDA context and NCCL/SMDDP buffers (about 1.1 GB measured on A100/H100 nodes by
   PyTorch users; a constant here) and allocator fragmentation (10% of the peak phase's transient memory).
 Figures are GiB and are called GB in the output, like the GPUs' nominal "40 GB".
+
+Host memory per instance (`host_estimate`), the larger of two moments, in GiB:
+- Building the model: without delayed parameter init every rank of the instance builds the whole model
+  in fp32 (4 bytes per parameter), and tsm.transform builds SMP's copy (its tensor-parallel slice) while
+  the Hugging Face model is still alive, so a transformed rank holds 1 + 1/t copies at its peak. With
+  delayed init the parameters stay on the meta device; a pretrained start loads them on rank 0 only
+  (AWS's train_lib.py: `create_model` with `pretrained_model_weights` on rank 0, `init_empty_weights`
+  elsewhere), and without the transform the script keeps a clone of rank 0's state for the broadcast.
+- The final export (`output.save_final_model`): `full` gathers the fp32 state dict on rank 0
+  (FSDP's FULL_STATE_DICT with rank0_only and offload_to_cpu, as AWS's checkpoints.py `_save_full`
+  does); `sharded` has every rank write its own shard with torch.distributed.checkpoint, whose file
+  writer copies one tensor at a time to the host (`_SerialCpuLoader`).
+The rest of each process (libraries, CUDA's host side, a few GiB per rank) is not counted.
 """
 from __future__ import annotations
 
@@ -57,6 +70,7 @@ ADAM_STEP_BYTES_PER_PARAM = 4  # foreach AdamW's fp32 temporary per local parame
 LOGIT_BYTES = 14            # 2 (bf16) + 4 (fp32 upcast) + 4 (log-softmax) + 4 (grad)
 CUDA_CONTEXT_GB = 1.1
 FRAGMENTATION = 0.10
+FP32 = 4                    # bytes of an fp32 parameter: how ranks build, hold and export the model on the host
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,31 @@ class ParallelLayout:
     activation_offloading: bool = False
     loading_horizon: int = 2
     smp_implementation: bool = True  # tsm.transform replaced the Hugging Face layers
+    delayed_param_init: bool = True  # parameters start on the meta device (host memory only)
+    pretrained: bool = False         # rank 0 loads pretrained weights (host memory only)
+    final_export: str = "none"       # output.save_final_model resolved: none | sharded | full
+
+
+@dataclass(frozen=True)
+class HostMemoryEstimate:
+    """Peak host (CPU) memory of the busiest instance, GiB, and which moment it is in."""
+
+    per_instance_gib: float
+    capacity_gib: float
+    breakdown: Mapping[str, float]
+    peak_phase: str = "model build"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "breakdown", freeze(self.breakdown))
+
+    @property
+    def fits(self) -> bool:
+        return self.per_instance_gib <= self.capacity_gib
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_instance_gib": round(self.per_instance_gib, 1), "capacity_gib": self.capacity_gib,
+                "fits": self.fits, "peak_phase": self.peak_phase,
+                "breakdown": {k: round(v, 1) for k, v in self.breakdown.items()}}
 
 
 @dataclass(frozen=True)
@@ -83,6 +122,7 @@ class MemoryEstimate:
     breakdown: Mapping[str, float]  # read-only, like `sources`
     peak_phase: str = "forward/backward"
     sources: Mapping[str, str] | None = None
+    host: HostMemoryEstimate | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "breakdown", freeze(self.breakdown))
@@ -100,7 +140,8 @@ class MemoryEstimate:
         return {"per_gpu_gb": round(self.per_gpu_gb, 2), "capacity_gb": self.capacity_gb, "fits": self.fits,
                 "peak_phase": self.peak_phase,
                 "breakdown": {k: round(v, 2) for k, v in self.breakdown.items()},
-                "sources": dict(self.sources or {})}
+                "sources": dict(self.sources or {}),
+                "host": self.host.to_dict() if self.host else None}
 
 
 def model_states(arch: Architecture, lay: ParallelLayout) -> float:
@@ -171,6 +212,41 @@ def sources(lay: ParallelLayout) -> dict[str, str]:
     }
 
 
+def build_copies(smp_implementation: bool, tensor_parallel: int) -> float:
+    """fp32 copies of the whole model one rank holds while it builds it without delayed init: its own,
+    plus tsm.transform's tensor-parallel slice made while the Hugging Face model is alive."""
+    return 1.0 + (1.0 / tensor_parallel if smp_implementation else 0.0)
+
+
+def host_build_bytes(arch: Architecture, lay: ParallelLayout) -> float:
+    """The busiest instance's host memory while the ranks build the model."""
+    copies = build_copies(lay.smp_implementation, lay.tensor_parallel)
+    if lay.pretrained:  # rank 0 alone holds weights; the script clones them for the broadcast without the transform
+        return FP32 * arch.parameters * (copies if lay.smp_implementation else 2.0)
+    if lay.delayed_param_init:
+        return 0.0
+    return INSTANCES[lay.instance_type].gpus * FP32 * arch.parameters * copies
+
+
+def host_export_bytes(arch: Architecture, lay: ParallelLayout) -> float:
+    """The busiest instance's host memory while the final model is written."""
+    if lay.final_export == "full":
+        return FP32 * arch.parameters  # rank 0 gathers every fp32 weight (offload_to_cpu)
+    if lay.final_export == "sharded":  # each rank copies one tensor of its own shard to the host at a time
+        largest = arch.hidden_width * max(arch.vocab_size, arch.intermediate_size)
+        return INSTANCES[lay.instance_type].gpus * FP32 * largest / (lay.shard_degree * lay.tensor_parallel)
+    return 0.0
+
+
+def host_estimate(arch: Architecture, lay: ParallelLayout) -> HostMemoryEstimate:
+    """Peak host memory of the busiest instance: model build or final export, whichever is larger."""
+    parts = {"model_build": host_build_bytes(arch, lay) / GIB, "final_export": host_export_bytes(arch, lay) / GIB}
+    phase = "model build" if parts["model_build"] >= parts["final_export"] else "final export"
+    return HostMemoryEstimate(per_instance_gib=max(parts.values()),
+                              capacity_gib=INSTANCES[lay.instance_type].host_memory_gib,
+                              breakdown=parts, peak_phase=phase)
+
+
 def estimate(arch: Architecture, lay: ParallelLayout) -> MemoryEstimate:
     """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
 
@@ -190,4 +266,4 @@ def estimate(arch: Architecture, lay: ParallelLayout) -> MemoryEstimate:
     parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
     return MemoryEstimate(per_gpu_gb=parts["model_states"] + transient + parts["framework"],
                           capacity_gb=INSTANCES[lay.instance_type].gpu_memory_gb, breakdown=parts,
-                          peak_phase=phase, sources=sources(lay))
+                          peak_phase=phase, sources=sources(lay), host=host_estimate(arch, lay))
