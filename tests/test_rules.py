@@ -68,7 +68,7 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
     "SMP061": (["cluster.instance_count=4", "smp.hybrid_shard_degree=32", "training.batch_size=1"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
-    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=6"],
+    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=7"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
     "SMP063": (["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=full"],
                ["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=sharded"]),
@@ -122,7 +122,7 @@ def test_global_batch_fix_prefers_a_smaller_batch_when_one_exists(fired):
 
 
 def test_memory_error_follows_the_seeds_order_of_remedies(fired):
-    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=8"])["SMP060"].message
+    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=9"])["SMP060"].message
     batch, offload = msg.index("lower training.batch_size"), msg.index("activation_offloading")
     assert batch < offload
     assert "model_states" in msg and "exceeds the 40 GB" in msg

@@ -22,8 +22,19 @@ The model is analytic and deliberately simple; each term cites where it comes fr
   reentrant checkpointing), plus one layer recomputed at a time; with offloading only
   `activation_loading_horizon` layer inputs stay on the GPU. Context parallelism splits the sequence,
   so s becomes s/cp.
-- Logits and loss: b*s*V logits in 16-bit, their fp32 upcast for the loss, the fp32 log-softmax
-  saved for backward and the fp32 gradient: 14 bytes per logit, split over t and cp.
+- Logits and loss: the peak bytes per logit (b*s*V) of the loss's forward and backward, MEASURED on CPU by
+  tools/activation_measure.py (`loss_bytes_per_logit`: the allocator's peak, kernels' temporaries
+  included). The entry script takes the model's own loss (transformers' ForCausalLMLoss, as AWS's
+  train_lib.py does): bf16 logits, their fp32 upcast, a shifted fp32 copy and the fp32 log-softmax are
+  alive at once, 14 bytes; cross_entropy on labels shifted by the loader (torchtitan) peaks at 12 in
+  backward, and torch's vocabulary-parallel loss_parallel at 16. Split over t (vocabulary-parallel) and
+  cp. The LM head also keeps its bf16 input for backward, the whole sequence under sequence parallelism.
+  With activation checkpointing the loss and the backward's recomputed layer never coexist, so the peak
+  counts the larger of the two.
+- Sequence parallelism under TP: the checkpointed layer inputs are split over t (above). A recomputed
+  layer keeps Korthikanti's 34/t when its column-parallel linears all-gather their input again in
+  backward (Transformer Engine, SMP's layers); DTensor's sequence parallelism (torchtitan) saves the two
+  gathered bf16 inputs (attention's and the MLP's), 4 bytes per s*b*h of the whole sequence.
 - Optimizer step: PyTorch's multi-tensor (foreach) AdamW, the default on GPUs, allocates one fp32 temporary
   per local parameter (the square root of the second moment, torch/optim/adam.py `_multi_tensor_adam`):
   4 bytes per sharded parameter, an estimate. It happens after backward has freed the activations,
@@ -67,7 +78,9 @@ MLP_BYTES_PER_SBH = 19      # the MLP's share of those 34 (its input, the 4h act
 HF_ACT_BYTES_PER_SBH = {"llama": 45.56, "mistral": 49.59, "mixtral": 89.97, "gpt_neox": 36.06}
 CKPT_BYTES_PER_SBH = 2      # a checkpointed layer's bf16 input: measured (reentrant checkpointing), every type
 ADAM_STEP_BYTES_PER_PARAM = 4  # foreach AdamW's fp32 temporary per local parameter (estimate)
-LOGIT_BYTES = 14            # 2 (bf16) + 4 (fp32 upcast) + 4 (log-softmax) + 4 (grad)
+LOGIT_BYTES = 14            # measured: transformers' causal-LM loss, 2 bf16 + 4 upcast + 4 shifted + 4 log-softmax
+LM_HEAD_INPUT_BYTES_PER_SBH = 2   # the LM head's bf16 input, kept for backward (the whole sequence under SP)
+SP_GATHERED_BYTES_PER_SBH = 4     # DTensor SP: the gathered inputs of attention's and the MLP's linears (bf16)
 CUDA_CONTEXT_GB = 1.1
 FRAGMENTATION = 0.10
 FP32 = 4                    # bytes of an fp32 parameter: how ranks build, hold and export the model on the host
@@ -91,6 +104,8 @@ class ParallelLayout:
     delayed_param_init: bool = True  # parameters start on the meta device (host memory only)
     pretrained: bool = False         # rank 0 loads pretrained weights (host memory only)
     final_export: str = "none"       # output.save_final_model resolved: none | sharded | full
+    loss_bytes_per_logit: float = LOGIT_BYTES  # the loss implementation's measured peak per logit
+    sp_saves_gathered_inputs: bool = False     # under TP, a layer keeps its all-gathered inputs (DTensor SP)
 
 
 @dataclass(frozen=True)
@@ -174,19 +189,47 @@ def layer_bytes_per_sbh(arch: Architecture, lay: ParallelLayout) -> float:
     return ACT_BYTES_PER_SBH + (routed - 1) * MLP_BYTES_PER_SBH
 
 
-def activations(arch: Architecture, lay: ParallelLayout) -> float:
-    s = lay.seq_length / lay.context_parallel
-    sbh = s * lay.batch_size * arch.hidden_width
-    full_layer = layer_bytes_per_sbh(arch, lay) * sbh / lay.tensor_parallel
+def _sbh(arch: Architecture, lay: ParallelLayout) -> float:
+    return lay.seq_length / lay.context_parallel * lay.batch_size * arch.hidden_width
+
+
+def layer_activations(arch: Architecture, lay: ParallelLayout) -> float:
+    """One layer's activations while it runs (or is recomputed) with autograd recording."""
+    full = layer_bytes_per_sbh(arch, lay) * _sbh(arch, lay) / lay.tensor_parallel
+    if lay.tensor_parallel > 1 and lay.sp_saves_gathered_inputs:
+        full += SP_GATHERED_BYTES_PER_SBH * _sbh(arch, lay)
+    return full
+
+
+def kept_activations(arch: Architecture, lay: ParallelLayout) -> float:
+    """What the layers keep for backward once forward is done: every layer's activations without
+    checkpointing, else the checkpointed inputs (only the loading horizon's when offloading)."""
     if not lay.activation_checkpointing:
-        return arch.num_layers * full_layer
+        return arch.num_layers * layer_activations(arch, lay)
     kept = min(arch.num_layers, lay.loading_horizon) if lay.activation_offloading else arch.num_layers
-    return kept * CKPT_BYTES_PER_SBH * sbh / lay.tensor_parallel + full_layer
+    return kept * CKPT_BYTES_PER_SBH * _sbh(arch, lay) / lay.tensor_parallel
+
+
+def activations(arch: Architecture, lay: ParallelLayout) -> float:
+    """Kept activations plus, with checkpointing, the one layer recomputed at a time."""
+    recomputed = layer_activations(arch, lay) if lay.activation_checkpointing else 0.0
+    return kept_activations(arch, lay) + recomputed
 
 
 def logits(arch: Architecture, lay: ParallelLayout) -> float:
-    return LOGIT_BYTES * lay.batch_size * lay.seq_length * arch.vocab_size / (
+    """The loss's peak over the (t-, cp-split) logits, plus the LM head's kept input."""
+    loss = lay.loss_bytes_per_logit * lay.batch_size * lay.seq_length * arch.vocab_size / (
         lay.tensor_parallel * lay.context_parallel)
+    return loss + LM_HEAD_INPUT_BYTES_PER_SBH * _sbh(arch, lay)
+
+
+def forward_backward(arch: Architecture, lay: ParallelLayout) -> float:
+    """The step's transient peak: gathered parameters and kept activations, plus the loss; with
+    checkpointing the recomputed layer comes after the loss's backward, so the larger of the two."""
+    kept = kept_activations(arch, lay)
+    if lay.activation_checkpointing:
+        return gathered_units(arch, lay) + kept + max(layer_activations(arch, lay), logits(arch, lay))
+    return gathered_units(arch, lay) + kept + logits(arch, lay)
 
 
 def optimizer_step(arch: Architecture, lay: ParallelLayout) -> float:
@@ -206,7 +249,9 @@ def sources(lay: ParallelLayout) -> dict[str, str]:
         "model_states": "estimate: 16 bytes per parameter (ZeRO, mixed-precision AdamW)",
         "gathered_params": "estimate: FSDP holds two layers and one layer's gradient unsharded, plus the root",
         "activations": act,
-        "logits_and_loss": "estimate: 14 bytes per logit",
+        "logits_and_loss": (f"measured on CPU: {lay.loss_bytes_per_logit:g} bytes per logit at the loss's peak "
+                            "(transformers' causal-LM loss), plus the LM head's input; with checkpointing the peak "
+                            "counts the larger of the loss and the recomputed layer"),
         "optimizer_step": "estimate: foreach AdamW's fp32 temporary, 4 bytes per local parameter",
         "framework": "estimate: CUDA context and collectives 1.1 GB plus 10% fragmentation",
     }
@@ -251,7 +296,8 @@ def estimate(arch: Architecture, lay: ParallelLayout) -> MemoryEstimate:
     """Peak memory per GPU with a breakdown (GB); compare with the GPU's capacity.
 
     The peak is model states plus the larger of two phases' transients: forward/backward (gathered
-    parameters, activations, logits) or the optimizer step (AdamW's temporary), plus the framework.
+    parameters, kept activations, and the loss or the recomputed layer: `forward_backward`) or the optimizer
+    step (AdamW's temporary), plus the framework.
     """
     parts = {
         "model_states": model_states(arch, lay) / GIB,
@@ -260,7 +306,7 @@ def estimate(arch: Architecture, lay: ParallelLayout) -> MemoryEstimate:
         "logits_and_loss": logits(arch, lay) / GIB,
         "optimizer_step": optimizer_step(arch, lay) / GIB,
     }
-    step = parts["gathered_params"] + parts["activations"] + parts["logits_and_loss"]
+    step = forward_backward(arch, lay) / GIB
     phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (
         "optimizer step", parts["optimizer_step"])
     parts["framework"] = CUDA_CONTEXT_GB + FRAGMENTATION * transient
