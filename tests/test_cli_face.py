@@ -52,7 +52,7 @@ def test_the_advise_note_column_is_filled(run_cli):
     notes = {int(ln.split()[0]): ln.split(None, 8)[8] if len(ln.split()) > 8 else "" for ln in rows}
     assert notes[1] == ""  # the best has nothing against it
     assert all(notes[i] for i in range(2, 13)), notes
-    assert "AWS reference" in notes[7] and "shards over 8 GPUs, not 4" in notes[7]
+    assert "AWS reference" in notes[9] and "shards over 8 GPUs, not 4" in notes[9]
     assert "offloads activations" in notes[3]
 
 

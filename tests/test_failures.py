@@ -104,7 +104,7 @@ def test_oom_remedy_names_a_layout_the_memory_model_gives_room():
     found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=["torch.OutOfMemoryError: CUDA out of memory"],
                      plan=plan)
     assert found.failure_class == "out_of_memory"
-    assert "smp.tensor_parallel_degree: 2" in found.remedy and "29.7 of 40 GB" in found.remedy
+    assert "smp.tensor_parallel_degree: 2" in found.remedy and "27.5 of 40 GB" in found.remedy
     assert found.remedy != failures.REMEDIES[failures.FailureClass.OUT_OF_MEMORY]
 
 

@@ -312,7 +312,12 @@ def test_the_group_timeout_and_checkpoint_layout_are_awss():
     save = _function(ckpt, "save")
     assert "if layout.writer:" in save and "process_group=layout.group" in save
     assert 'f"tp{layout.tp_degree}-{layout.tp_rank}"' in _function(ckpt, "shard_dir")
-    export = _function(script, "save_final_model")
+    export = _function(script, "save_final_model")  # the 175B example exports sharded: nothing gathered
+    assert "train_checkpoint.save_model(MODEL_DIR, fsdp_model, layout)" in export and "FULL_STATE_DICT" not in script
+    assert "if layout.writer:" in _function(ckpt, "save_model") and "process_group=layout.group" in _function(
+        ckpt, "save_model")
+    full = build_plan(load_spec(JOBS / "llama175b.yaml", ["output.save_final_model=full"])).source.files["train.py"]
+    export = _function(full, "save_final_model")
     assert "FULL_STATE_DICT" in export and "rank0_only=True" in export and "pytorch_model.bin" in export
 
 

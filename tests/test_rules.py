@@ -72,8 +72,12 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
     "SMP061": (["cluster.instance_count=4", "smp.hybrid_shard_degree=32", "training.batch_size=1"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
-    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=6"],
+    "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=7"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
+    "SMP063": (["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=full"],
+               ["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=sharded"]),
+    "SMP064": (["model.preset=llama-175b", "model.pretrained=org/llama-175b"],
+               ["model.preset=llama2-70b", "model.pretrained=org/llama-70b"]),
 }
 
 
@@ -122,7 +126,7 @@ def test_global_batch_fix_prefers_a_smaller_batch_when_one_exists(fired):
 
 
 def test_memory_error_follows_the_seeds_order_of_remedies(fired):
-    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=8"])["SMP060"].message
+    msg = fired(["smp.hybrid_shard_degree=8", "training.batch_size=9"])["SMP060"].message
     batch, offload = msg.index("lower training.batch_size"), msg.index("activation_offloading")
     assert batch < offload
     assert "model_states" in msg and "exceeds the 40 GB" in msg
@@ -428,16 +432,21 @@ def test_delayed_init_reason_gives_the_fp32_host_memory_of_8_ranks(no_aws_config
 
     params = PRESETS["llama2-7b"].architecture.parameters
     assert round(8 * 4 * params / 2**30) == 201
-    plan = _model_plan(write_spec)
+    plan = _model_plan(write_spec, "model.use_smp_implementation=false")
     assert plan.decisions.delayed_reason == ("6.7B parameters (60B or less) and 8 fp32 copies (201 GiB) fit "
                                                 "the 1,152 GiB of host memory")
     assert plan.decisions.delayed_param_init is False
+    transformed = _model_plan(write_spec)  # tsm.transform's copy doubles what each rank holds
+    assert transformed.decisions.delayed_reason == (
+        "6.7B parameters (60B or less) and 8 fp32 copies and a second one each from tsm.transform (402 GiB) fit "
+        "the 1,152 GiB of host memory")
+    assert transformed.decisions.delayed_param_init is False
 
 
 @pytest.mark.parametrize("layers,delayed", [(40, False), (46, True)])
 def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(no_aws_config, write_spec, layers, delayed):
     """Kills rules/decisions.py FP32_BYTES: a 34.8B model (8 x 4 bytes = 1,036 GiB) wrongly needing delayed init."""
-    model = {"preset": "llama2-70b", "num_layers": layers}
+    model = {"preset": "llama2-70b", "num_layers": layers, "use_smp_implementation": False}
     plan = _model_plan(write_spec, model=model)
     params = plan.model.architecture.parameters
     assert params < 60e9 and (8 * 4 * params / 2**30 > 1152) is delayed
@@ -477,3 +486,39 @@ def test_each_images_smp_release_takes_the_parameters_of_its_release_notes():
     assert taken == {"2.0.1": base, "2.1.2": base, "2.2.0": [*base, "expert_parallel_degree"],
                      "2.3.1": full, "2.4.1": full, "2.5.1": full}
     assert [first_pytorch_with(r) for r in ("2.0.0", "2.3.0", "2.5.0", "2.8.0")] == ["2.0.1", "2.2.0", "2.3.1", "2.5.1"]
+
+
+def test_delayed_init_counts_the_copy_tsm_transform_makes(no_aws_config, write_spec):
+    """GPT-NeoX-20B on p4d: 8 fp32 copies (613 GiB) fit, but tsm.transform builds SMP's copy while the Hugging
+    Face model is alive, so each rank peaks at two: about 1.2 TiB of 1,152 GiB, and auto turns delayed init on."""
+    plan = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048")
+    assert plan.decisions.transform is True and plan.decisions.delayed_param_init is True
+    assert "need 1,225 GiB of host memory; ml.p4d.24xlarge has 1,152 GiB" in plan.decisions.delayed_reason
+    off = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
+                      "smp.delayed_param_init=false")
+    warned = _rules_in(off)["SMP025"].message
+    assert "tsm.transform's copy" in warned and "1,225 GiB" in warned
+    host = off.memory.host
+    assert host.peak_phase == "model build" and not host.fits and round(host.per_instance_gib) == 1225
+    # under tensor parallelism SMP's copy is a 1/t slice: 8 x (1 + 1/4) copies
+    tp = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048", "cluster.instance_count=2",
+                     "smp.tensor_parallel_degree=4", "smp.delayed_param_init=false")
+    assert round(tp.memory.host.per_instance_gib) == round(1225 * 1.25 / 2)
+    hf = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
+                     "model.use_smp_implementation=false")
+    assert hf.decisions.delayed_param_init is False and round(hf.memory.host.per_instance_gib) == 613
+
+
+def test_a_full_export_that_cannot_fit_rank_0_is_refused(no_aws_config, write_spec):
+    """output.save_final_model full gathers the fp32 model on rank 0 (AWS's _save_full); above host memory
+    the plan refuses it and names the sharded export, which never gathers."""
+    big = ["model.preset=llama-175b", "model.num_layers=200"]
+    refused = _rules_in(_model_plan(write_spec, *big, "output.save_final_model=full"))["SMP063"]
+    assert refused.severity == "error" and "output.save_final_model: sharded" in refused.message
+    sharded = _model_plan(write_spec, *big, "output.save_final_model=sharded")
+    assert "SMP063" not in _rules_in(sharded)
+    assert sharded.memory.host.breakdown["final_export"] < 2  # one tensor at a time per rank
+    full = _model_plan(write_spec, "model.preset=llama2-70b", "output.save_final_model=full")
+    assert "SMP063" not in _rules_in(full) and round(full.memory.host.breakdown["final_export"]) == 257
+    off = _model_plan(write_spec, "model.preset=llama2-70b")
+    assert off.memory.host.breakdown["final_export"] == 0

@@ -10,6 +10,11 @@ Attention runs through PyTorch's scaled_dot_product_attention ("sdpa"): on CPU t
 flash kernel, and on a GPU the flash or memory-efficient kernel; all of them keep the output and a
 log-sum-exp, never the s x s score matrix. "eager" attention keeps the scores as well; measure()
 takes it to show the difference. Needs torch and transformers (`pip install 'smp-launch[local]'`).
+
+The loss's term is measured differently, because its peak is made of transients (an upcast, a shifted
+copy, gradients) that saved-tensor hooks never see: `loss_bytes_per_logit` runs the LM head and the loss
+forward and backward under the profiler and takes the CPU allocator's peak, for two vocabularies, and
+the difference per logit is the loss's bytes per logit.
 """
 from __future__ import annotations
 
@@ -95,6 +100,83 @@ def measure(model_type: str, checkpointed: bool, attention: str = "sdpa") -> Mea
     return Measured(model_type, checkpointed, attention, (totals[1] - totals[0]) / (SEQ * BATCH * h))
 
 
+def peak_allocated(fn) -> int:
+    """Peak bytes the CPU allocator held above its level at the start while fn ran: the profiler records every
+    allocation and free ([memory] events, kernels' temporaries included) and the running sum's maximum is the
+    peak, as torch.cuda.max_memory_allocated would give on a GPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    now = peak = 0
+    for _, nbytes in events:
+        now += nbytes
+        peak = max(peak, now)
+    return peak
+
+
+LOSS_VOCAB = (4096, 8192)  # two vocabularies: the difference is the loss's share per logit
+LOSSES = ("transformers", "torchtitan", "torchtitan_loss_parallel")
+
+
+def _loss_step(kind: str, vocab: int):
+    """One forward and backward from the last hidden state through the LM head to the loss."""
+    import torch
+
+    torch.manual_seed(0)
+    h = torch.randn(BATCH, 4 * SEQ, 64, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(vocab, 64, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (BATCH, 4 * SEQ))
+
+    def step():
+        logits = h @ weight.t()
+        if kind == "transformers":  # LlamaForCausalLM's own loss: upcast, a shifted copy, cross-entropy
+            from transformers.loss.loss_utils import ForCausalLMLoss
+
+            loss = ForCausalLMLoss(logits, labels, vocab)
+        elif kind == "torchtitan":  # torchtitan's train.py: labels shifted by the loader, one fp32 upcast
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+        else:  # the same under tensor parallelism: vocabulary-sharded logits and torch's loss_parallel
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.tensor import DTensor, Shard
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            pred = DTensor.from_local(logits, init_device_mesh("cpu", (1,)), [Shard(2)])
+            with loss_parallel():
+                loss = torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+                del pred, logits
+                loss.backward()
+            return
+        del logits  # the script keeps `.loss` only; torchtitan deletes `pred` before backward
+        loss.backward()
+
+    return step
+
+
+def loss_bytes_per_logit(kind: str = "transformers") -> float:
+    """Peak bytes the loss needs per logit (b*s*V), forward and backward. `transformers`: the entry script's
+    path (the model's own loss); `torchtitan`: cross_entropy on pre-shifted labels; `torchtitan_loss_parallel`:
+    the same on vocabulary-sharded logits (needs a process group: run_loss_parallel starts one of 1 rank)."""
+    small, large = (peak_allocated(_loss_step(kind, v)) for v in LOSS_VOCAB)
+    return (large - small) / (BATCH * 4 * SEQ * (LOSS_VOCAB[1] - LOSS_VOCAB[0]))
+
+
+def run_loss_parallel() -> float:
+    """loss_bytes_per_logit("torchtitan_loss_parallel") inside a one-rank gloo process group."""
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29631")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        return loss_bytes_per_logit("torchtitan_loss_parallel")
+    finally:
+        dist.destroy_process_group()
+
+
 def main() -> None:
     import transformers
 
@@ -104,6 +186,9 @@ def main() -> None:
             for attention in ("sdpa", "eager"):
                 m = measure(model_type, checkpointed, attention)
                 print(f"{model_type:9} checkpointed={str(checkpointed):5} {attention:5} {m.bytes_per_sbh:7.2f}")
+    for kind in LOSSES[:2]:
+        print(f"loss ({kind}): {loss_bytes_per_logit(kind):.2f} bytes per logit at its peak")
+    print(f"loss ({LOSSES[2]}): {run_loss_parallel():.2f} bytes per logit at its peak")
 
 
 if __name__ == "__main__":

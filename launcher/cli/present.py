@@ -201,6 +201,11 @@ def show_plan(plan: dict[str, Any]) -> None:
         verdict = "fits" if mem["fits"] else "DOES NOT FIT"
         rows.append(("GPU memory", f"{mem['per_gpu_gb']:.1f} of {mem['capacity_gb']:.0f} GB per GPU ({verdict}), "
                                    f"peak in the {mem.get('peak_phase', 'forward/backward')}"))
+        host = mem.get("host")
+        if host:
+            fits = "fits" if host["fits"] else "DOES NOT FIT"
+            rows.append(("host memory", f"{host['per_instance_gib']:,.1f} of {host['capacity_gib']:,} GiB per "
+                                        f"instance for the model's copies ({fits}), peak in the {host['peak_phase']}"))
     else:
         rows.append(("GPU memory", INVALID_LAYOUT))
     from rich.table import Table

@@ -181,15 +181,22 @@ def _grad_norm_everywhere(run: RunRecord) -> Check:
     return Check(name, not bad, f"step {shown['step']}: {shown['grad_norms']}")
 
 
-def final_model_check(run: RunRecord, written: bool) -> Check:
+def final_model_check(run: RunRecord, written: bool, export: str = "full") -> Check:
+    """The export output.save_final_model asks for: `full` re-read as one Hugging Face file; `sharded` read back
+    shard by shard on every rank, and (without TP) joined into one state dict that the Hugging Face class takes."""
     name = "final model saved to SM_MODEL_DIR"
+    if export == "none":
+        return Check(name, None, "output.save_final_model is off (AWS's default)")
     facts = run.of("final_model")
     if not written or not facts:
         return Check(name, False, "nothing was written" if not written else "the export was not re-read")
     f = facts[0]
+    verdict = "load" if f["loads"] else "do NOT load"
+    if f.get("format") == "sharded":
+        return Check(name, bool(f["loads"]), f"config and DCP shards in {', '.join(f['folders'])} {verdict} back "
+                                             f"into {f['model_class']} with the weights saved")
     return Check(name, bool(f["loads"]), f"config and pytorch_model.bin ({f['tensors']} tensors) "
-                                         f"{'load' if f['loads'] else 'do NOT load'} into {f['model_class']} "
-                                         "with the weights saved")
+                                         f"{verdict} into {f['model_class']} with the weights saved")
 
 
 def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:

@@ -263,7 +263,7 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
         model_saved = (root / "model" / "config.json").exists()
     result.checks = judge_runs(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,
                              tp)
-    result.checks.append(final_model_check(second, model_saved))
+    result.checks.append(final_model_check(second, model_saved, spec.output.final_export))
     if second.exit_code != 0:
         result.exit_code = second.exit_code
     elif any(c.ok is False for c in result.checks):

@@ -106,6 +106,7 @@ def template_context(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
             "betas": (t.beta1, t.beta2),
         },
         "data": {"train": spec.data.train, "format": spec.data.format},
+        "output": {"save_final_model": spec.output.final_export},
         "progress_format": progress.LINE_FORMAT,
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
         "requirements": requirements(spec.framework.pytorch_version, arch.type),

@@ -41,6 +41,8 @@ EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/4ad18040d41d3
 ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
 EXAMPLES_NOW = ("https://github.com/aws/amazon-sagemaker-examples/tree/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/"
                 "%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2")
+AWS_SCRIPTS = ("https://github.com/aws/amazon-sagemaker-examples/blob/main/build_and_train_models/"
+               "sm-distributed_model_parallel_v2/shared-scripts/")
 SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/image_uri_config/pytorch-smp.json"
 
 MAX_GLOBAL_TOKENS = 4 * 2**20  # best practices: "most research keeps it under 4 million tokens"
@@ -247,8 +249,9 @@ def delayed_init_off(ctx: Context) -> Iterator[Finding]:
     if ctx.arch.parameters > DELAYED_INIT_THRESHOLD:
         why = f"the model has {ctx.arch.parameters / 1e9:.1f}B parameters; above 60B initialise them lazily"
     elif copies > ctx.instance.host_memory_gib:
+        second = " (and tsm.transform's copy beside the Hugging Face model)" if ctx.decisions.transform else ""
         why = (f"{ctx.instance.gpus} ranks each building the {ctx.arch.parameters / 1e9:.1f}B-parameter model in "
-               f"fp32 need {copies:,.0f} GiB of host memory and {ctx.instance.name} has "
+               f"fp32{second} need {copies:,.0f} GiB of host memory and {ctx.instance.name} has "
                f"{ctx.instance.host_memory_gib:,} GiB")
     else:
         return
@@ -498,3 +501,31 @@ def memory_tight(ctx: Context) -> Iterator[Finding]:
         yield Finding(f"predicted peak {ctx.memory.per_gpu_gb:.1f} of {ctx.memory.capacity_gb:.0f} GB per GPU; "
                       "expect allocator cache flushes: if their warnings appear, raise hybrid_shard_degree",
                       "smp.hybrid_shard_degree")
+
+
+# ---- host memory (launcher/rules/memory.py host_estimate) ----
+
+@rule("SMP063", Severity.ERROR, "A full final export fits rank 0's host memory",
+      f"{AWS_SCRIPTS}checkpoints.py (_save_full); {AWS_SCRIPTS}arguments.py (--save_final_model, default 0)")
+def export_fits_host(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.output.final_export != "full":
+        return
+    from launcher.rules.memory import host_export_bytes
+
+    need = host_export_bytes(ctx.arch, ctx.layout()) / 2**30
+    if need > ctx.instance.host_memory_gib:
+        yield Finding(f"save_final_model full gathers the {ctx.arch.parameters / 1e9:.1f}B-parameter model in fp32 "
+                      f"on rank 0 ({need:,.0f} GiB) and {ctx.instance.name} has {ctx.instance.host_memory_gib:,} GiB "
+                      "of host memory; set output.save_final_model: sharded (every rank writes its own shard)",
+                      "output.save_final_model")
+
+
+@rule("SMP064", Severity.WARNING, "The model build fits host memory",
+      f"{DELAYED}; {AWS_SCRIPTS}train_lib.py (delayed_param, transform)")
+def host_memory_fits(ctx: Context) -> Iterator[Finding]:
+    host = ctx.memory.host if ctx.topology_ok else None
+    if host is None or host.fits or host.peak_phase != "model build" or ctx.smp.delayed_param_init is False:
+        return
+    yield Finding(f"building the model peaks at {host.per_instance_gib:,.0f} GiB of host memory on one instance "
+                  f"and {ctx.instance.name} has {ctx.instance.host_memory_gib:,} GiB (rank 0 loads the pretrained "
+                  "weights alone)", "model.pretrained")

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 
 from launcher.catalog.architecture import MODEL_TYPES
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, SMP_PARAMETERS, smp_parameters_taken
+from launcher.catalog.smp import INSTANCES
+from launcher.rules.memory import build_copies
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 
@@ -126,10 +128,27 @@ def needs_transform(spec: JobSpec) -> list[str]:
     return needs
 
 
+def uses_transform(spec: JobSpec) -> bool:
+    """The model runs SMP's implementation (tsm.transform)."""
+    return spec.model.architecture().type in SMP_MODELS and (
+        spec.model.use_smp_implementation or bool(needs_transform(spec)))
+
+
 def host_copies_gib(spec: JobSpec) -> float:
-    """Host memory the ranks of one instance need to build the model in fp32 without delayed init."""
+    """Host memory the ranks of one instance need to build the model in fp32 without delayed init,
+    counting the copy tsm.transform makes while the Hugging Face model is alive."""
     instance = INSTANCES[spec.cluster.instance_type]
-    return instance.gpus * FP32_BYTES * spec.model.architecture().parameters / GIB
+    copies = build_copies(uses_transform(spec), spec.smp.tensor_parallel_degree)
+    return instance.gpus * copies * FP32_BYTES * spec.model.architecture().parameters / GIB
+
+
+def _copies_text(spec: JobSpec) -> str:
+    instance = INSTANCES[spec.cluster.instance_type]
+    if not uses_transform(spec):
+        return f"{instance.gpus} fp32 copies"
+    tp = spec.smp.tensor_parallel_degree
+    second = "a second one" if tp == 1 else f"a 1/{tp} slice"
+    return f"{instance.gpus} fp32 copies and {second} each from tsm.transform"
 
 
 def delayed_init(spec: JobSpec) -> tuple[bool, str]:
@@ -142,10 +161,14 @@ def delayed_init(spec: JobSpec) -> tuple[bool, str]:
     if params > DELAYED_INIT_THRESHOLD:
         return True, f"{params / 1e9:.1f}B parameters is above 60B"
     if copies > instance.host_memory_gib:
-        return True, (f"{instance.gpus} ranks each building the model in fp32 need {copies:,.0f} GiB of host "
-                      f"memory; {instance.name} has {instance.host_memory_gib:,} GiB")
-    return False, (f"{params / 1e9:.1f}B parameters (60B or less) and {instance.gpus} fp32 copies "
+        return True, (f"{instance.gpus} ranks each building the model in fp32{_transform_note(spec)} need "
+                      f"{copies:,.0f} GiB of host memory; {instance.name} has {instance.host_memory_gib:,} GiB")
+    return False, (f"{params / 1e9:.1f}B parameters (60B or less) and {_copies_text(spec)} "
                    f"({copies:,.0f} GiB) fit the {instance.host_memory_gib:,} GiB of host memory")
+
+
+def _transform_note(spec: JobSpec) -> str:
+    return " (and tsm.transform's copy beside the Hugging Face model)" if uses_transform(spec) else ""
 
 
 def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
@@ -155,8 +178,7 @@ def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
     smp = spec.smp
     backend = auto_backend(spec, shard) if smp.backend == "auto" else smp.backend
     delayed, why = delayed_init(spec)
-    transform = spec.model.architecture().type in SMP_MODELS and (
-        spec.model.use_smp_implementation or bool(needs_transform(spec)))
+    transform = uses_transform(spec)
     strategy = "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
     return Decisions(world_size=world, hybrid_shard_degree=shard, backend=backend,
                      delayed_param_init=delayed, transform=transform, sharding_strategy=strategy,

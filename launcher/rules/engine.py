@@ -112,7 +112,10 @@ class Context:
                               activation_checkpointing=self.smp.activation_checkpointing,
                               activation_offloading=self.smp.activation_offloading,
                               loading_horizon=self.smp.activation_loading_horizon,
-                              smp_implementation=self.decisions.transform)
+                              smp_implementation=self.decisions.transform,
+                              delayed_param_init=self.decisions.delayed_param_init,
+                              pretrained=self.spec.model.pretrained is not None,
+                              final_export=self.spec.output.final_export)
         return dataclasses.replace(base, **changes)
 
     @cached_property

@@ -161,3 +161,53 @@ def round_trip(root, step, model, optimizer, layout):
     everywhere = torch.tensor([1 if equal else 0])
     dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
     return bool(everywhere.item()), len(saved)
+
+
+def model_dir(root, layout):
+    """This rank's folder of the final model export: per TP and EP rank like a checkpoint's."""
+    path = root
+    if layout.tp_degree > 1:
+        path = os.path.join(path, f"tp{layout.tp_degree}-{layout.tp_rank}")
+    if layout.ep_degree > 1:
+        path = os.path.join(path, f"ep{layout.ep_degree}-{layout.ep_rank}")
+    return path
+
+
+def _model_state(model):
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    return {"model": get_model_state_dict(model)}
+
+
+def save_model(root, model, layout):
+    """The final model, sharded: the replication-rank-0 ranks each write their own shard (DCP), so no rank
+    gathers the model; the file writer copies one tensor at a time to the host. Returns this rank's folder."""
+    import torch.distributed.checkpoint as dcp
+
+    path = model_dir(root, layout)
+    state = _model_state(model)  # every rank: FSDP's state dicts are collective
+    if layout.writer:
+        dcp.save(state, checkpoint_id=path, process_group=layout.group)
+    dist.barrier()
+    return path
+
+
+def model_round_trip(path, model, layout):
+    """Local-run check: perturb the parameters, load the export back and compare every local shard with
+    what was saved, on every rank."""
+    import torch.distributed.checkpoint as dcp
+
+    saved = local_tensors(_model_state(model))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    state = _model_state(model)
+    dcp.load(state, checkpoint_id=path, process_group=layout.group)
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+    set_model_state_dict(model, state["model"])
+    loaded = local_tensors(_model_state(model))
+    equal = saved.keys() == loaded.keys() and all(torch.equal(saved[k], loaded[k]) for k in saved)
+    everywhere = torch.tensor([1 if equal else 0])
+    dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
+    return bool(everywhere.item())

@@ -382,6 +382,16 @@ class OutputSpec(_Section):
     path: S3Uri = Field(description="Where the model artefacts go.")
     checkpoint_path: Optional[S3Uri] = Field(None, description="Default: <path>/checkpoints/<job name>.")
     code_path: Optional[S3Uri] = Field(None, description="Where the source tarball goes. Default: <path>/code.")
+    save_final_model: Union[bool, Literal["sharded", "full"]] = Field(
+        False, description="Write the trained model to the job's model artefacts at the end (default false, as AWS's "
+        "examples). true or `sharded`: every rank writes its own shard (torch.distributed.checkpoint); `full`: "
+        "rank 0 gathers the whole fp32 model into one Hugging Face pytorch_model.bin.")
+
+    @property
+    def final_export(self) -> str:
+        """save_final_model as none | sharded | full."""
+        value = self.save_final_model
+        return "none" if value is False else "sharded" if value is True else value
 
 
 class PipelineSpec(_Section):

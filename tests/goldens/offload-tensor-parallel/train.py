@@ -54,6 +54,7 @@ TRAIN_DATA = 'synthetic'
 DATA_FORMAT = 'jsonl'
 HYPERPARAMETERS = {}
 PROGRESS_FORMAT = 'SMP_PROGRESS step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tokens_per_s:.1f} tflops_per_gpu={tflops_per_gpu:.2f} gpu_mem_gb={gpu_mem_gb:.2f}'
+SAVE_FINAL_MODEL = 'sharded'  # none | sharded | full (output.save_final_model)
 CHECKPOINT_DIR = os.environ.get("SMP_LAUNCH_CHECKPOINT_DIR", '/opt/ml/checkpoints')
 MODEL_DIR = os.environ.get("SM_MODEL_DIR", "/opt/ml/model")
 
@@ -418,37 +419,41 @@ def train(device):
             warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
             after = mean_over_ranks(forward(model, batches.batch(start + 1).to(device)).float())
         report("loss_on_first_batch", step=start + 1, after=after, steps=MAX_STEPS - start)
-    save_final_model(fsdp_model, hf_config)
+    save_final_model(fsdp_model, hf_config, layout)
 
 
-def save_final_model(fsdp_model, hf_config):
-    """The whole model under SM_MODEL_DIR as AWS's examples export it: FSDP's FULL_STATE_DICT gathered on
-    rank 0, `pytorch_model.bin` (the name Hugging Face's from_pretrained reads) and the model's config."""
-    from torch.distributed.fsdp import FullStateDictConfig, StateDictType
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-    # Offloading the gathered weights to CPU is what GPUs need; FSDP on a CPU crashes with it.
-    config = FullStateDictConfig(rank0_only=True, offload_to_cpu=ON_GPU)
-    with warnings.catch_warnings(), FSDP.state_dict_type(fsdp_model, StateDictType.FULL_STATE_DICT, config):
-        warnings.simplefilter("ignore", FutureWarning)
-        state = fsdp_model.state_dict()
-    if STAND_IN:
-        state = tsm.full_model_state_dict(state)  # SMP gathers TP slices itself; the stand-in does it here
+def save_final_model(fsdp_model, hf_config, layout):
+    """The model under SM_MODEL_DIR with nothing gathered: every rank writes its own fp32 shard with
+    torch.distributed.checkpoint (per TP/EP rank folders, as AWS's checkpoints.py lays out its SHARDED
+    checkpoints) and rank 0 adds the config. torch.distributed.checkpoint.format_utils.dcp_to_torch_save
+    joins the shards into one state dict off the cluster."""
+    path = train_checkpoint.save_model(MODEL_DIR, fsdp_model, layout)
     if dist.get_rank() == 0:
-        os.makedirs(MODEL_DIR, exist_ok=True)
-        torch.save(state, os.path.join(MODEL_DIR, "pytorch_model.bin"))
         hf_config.save_pretrained(MODEL_DIR)
-        log(f"model saved to {MODEL_DIR}")
-        if LOCAL_RUN:
-            report_export(state)
+        log(f"model saved to {MODEL_DIR} in shards")
+    if LOCAL_RUN:
+        loads = train_checkpoint.model_round_trip(path, fsdp_model, layout)
+        folders = sorted(os.path.relpath(d, MODEL_DIR) for d, _, files in os.walk(MODEL_DIR) if ".metadata" in files)
+        if layout.tp_degree == 1 and dist.get_rank() == 0:
+            loads = loads and report_joined(path)
+        report("final_model", loads=loads, format="sharded", folders=folders, model_class=HF_CLASSES[1])
     dist.barrier()
 
 
-def report_export(state):
-    """Local run: the exported directory loads into the Hugging Face class, with the weights just saved."""
-    loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
-    same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
-    report("final_model", loads=same, tensors=len(state), model_class=HF_CLASSES[1])
+def report_joined(path):
+    """Local run: the shards joined into one state dict load into the Hugging Face class."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_to_torch_save(path, os.path.join(tmp, "joined.pt"))
+        state = torch.load(os.path.join(tmp, "joined.pt"), weights_only=True)["model"]
+    config_cls, model_cls, _ = hf_classes()
+    model = model_cls(config_cls.from_pretrained(MODEL_DIR))
+    keys = model.load_state_dict(state, strict=False)
+    loaded = model.state_dict()
+    return not keys.missing_keys and not keys.unexpected_keys and all(torch.equal(loaded[k], state[k]) for k in state)
 
 
 def main():
