@@ -70,6 +70,11 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
     "SMP062": (["smp.hybrid_shard_degree=8", "training.batch_size=6"],
                ["smp.hybrid_shard_degree=8", "training.batch_size=4"]),
+    # The shipped price snapshot holds ml.p4d.24xlarge on demand in us-east-1, and no p5 in sa-east-1.
+    "SMP070": (["cluster.region=us-east-1", "cluster.max_cost=1"],
+               ["cluster.region=us-east-1", "cluster.max_cost=1000000"]),
+    "SMP071": (["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge", "cluster.max_cost=1"],
+               ["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge"]),
 }
 
 

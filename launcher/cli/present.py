@@ -151,6 +151,45 @@ def _fmt_tokens(n: int) -> str:
 INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 
+def span(seconds: float) -> str:
+    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m}m"
+    d, h = divmod(h, 24)
+    return f"{d:,}d {h}h"
+
+
+def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """`speed`, `time to train` and `cost`: one line each, with where each figure comes from."""
+    perf, cost = plan.get("performance"), plan.get("cost")
+    if not perf:
+        return [("speed", INVALID_LAYOUT)]
+    low, high = perf["band"]
+    speed = (f"{perf['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU (band {low:,.0f}-{high:,.0f}), "
+             f"MFU {perf['mfu'] * 100:.1f}%, {perf['step_seconds']:.2f} s a step, {perf['bound']}-bound "
+             f"(compute {perf['compute_seconds']:.2f} s, overlappable communication "
+             f"{perf['communication_seconds']:.2f} s); calibration: {perf['calibration']}")
+    t = perf["time_to_train"]
+    time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
+            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
+            f"writes {span(t['checkpoint_seconds'])}")
+    if t["interruption_seconds"]:
+        time += f", spot interruptions {span(t['interruption_seconds'])}"
+    if cost and cost.get("usd") is not None:
+        money = (f"${cost['usd']:,.0f} (${cost['usd_per_hour']:,.2f} an hour: {cost['note']}; price: "
+                 f"{cost['price_source']}, {cost['price_date']})")
+    else:
+        money = f"cannot tell: {cost['note'] if cost else 'no prediction'}"
+    return [("speed", speed), ("time to train", time), ("cost", money)]
+
+
 def describe_templates(used: dict[str, str]) -> str:
     """The plan's `templates` in one line: all shipped, or which team files replaced which."""
     team = [f"{name} from {path}" for name, path in used.items() if path != "shipped"]
@@ -203,6 +242,7 @@ def show_plan(plan: dict[str, Any]) -> None:
                                    f"peak in the {mem.get('peak_phase', 'forward/backward')}"))
     else:
         rows.append(("GPU memory", INVALID_LAYOUT))
+    rows += prediction_rows(plan)
     from rich.table import Table
 
     out = console()

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, shell_lines, shell_problem, templates_option
+from launcher.cli.options import OUTPUT, SET, SPEC, max_cost_option, shell_lines, shell_problem, templates_option
 
 
 def advisor_errors(plan: Any) -> list[Any]:
@@ -66,6 +66,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
     """Check job specs without touching AWS; exit 2 if any is invalid."""
@@ -88,6 +89,7 @@ def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: s
 @SPEC
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
     """Show everything submit would do, with no AWS call; exit 2 when the advisor finds an error."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
+from launcher.cli.options import OUTPUT, SET, aws_options, max_cost_option, templates_option
 
 
 def retry_options(f: Any) -> Any:
@@ -320,6 +320,7 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
 @click.option("--strict", is_flag=True, help="Many plans: submit nothing if any plan is refused.")
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 @aws_options
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
