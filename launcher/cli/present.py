@@ -297,21 +297,36 @@ def advice_note(candidate: Any, best: Any) -> str:
 
 
 def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, top: int,
-                written: str | None) -> None:
+                written: str | None, by: str = "time", budget: str = "1T") -> None:
     out = console()
     best = ranked[0]
-    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note",
-               title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
-                     f"{len(ranked)} feasible, best first",
-               right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step"))
+    order = {"time": "shortest predicted time to train first", "cost": "cheapest predicted first",
+             "practices": "in the order of AWS's best practices"}[by]
+    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU",
+                  "bound", "time", "cost", "note",
+                  title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
+                        f"{len(ranked)} feasible, {order}"
+                        + f" (time and cost to train {budget} tokens)",
+                  right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU", "time", "cost"))
     for i, c in enumerate(ranked[:top], start=1):
+        p = c.performance
+        note = advice_note(c, best)
+        if c.ties_with_best:
+            note = ", ".join(x for x in ("ties with #1", note) if x)
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
-                  f"{c.global_batch_tokens:,}", advice_note(c, best))
+                  f"{c.global_batch_tokens:,}", f"{p.tokens_per_second_per_gpu:,.0f}" if p else "-",
+                  f"{p.mfu * 100:.1f}%" if p else "-", p.bound if p else "-",
+                  span(c.time_seconds) if c.time else "-", f"${c.usd:,.0f}" if c.usd is not None else "-",
+                  styled(note))
     show(out, t)
     out.print(styled("why #1", "bold"))
     for reason in best.reasons:
         out.print(styled(f"  - {reason}"))
+    if best.cost is not None and best.cost.usd is None:
+        out.print(styled(f"cost: cannot tell: {best.cost.note}"))
+    elif best.cost is not None:
+        out.print(styled(f"price: {best.cost.price_source}, {best.cost.price_date}"))
     ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
     if ref and ref > top:
         out.print(styled(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)"))

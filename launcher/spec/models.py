@@ -79,7 +79,7 @@ TOKEN_SCALES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**
 TOKENS_MAX = 10**16
 
 
-def _token_count(value):
+def parse_token_count(value):
     """A token budget: a whole number, or a decimal count with K, M, B (or G) or T: 1T is 10**12 tokens."""
     if isinstance(value, bool):
         raise ValueError("a token count is a number such as 300000000000 or a text such as 300B or 1T")
@@ -95,7 +95,7 @@ def _token_count(value):
 
 TokenCount = Annotated[
     int,
-    BeforeValidator(_token_count),
+    BeforeValidator(parse_token_count),
     Field(ge=1, le=TOKENS_MAX),
     WithJsonSchema({
         "anyOf": [{"type": "integer", "minimum": 1, "maximum": TOKENS_MAX},
