@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from launcher.jobs.metrics import JobMetrics
     from launcher.jobs.status import JobNotFound, JobState, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
+    from launcher.orchestrate.calibrate import CalibrationResult
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, ChangeKind, NotLaunchedHere
     from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
@@ -84,6 +85,7 @@ _REEXPORTED = {
     "Change": "launcher.orchestrate.provenance",
     "ChangeKind": "launcher.orchestrate.provenance",
     "PipelineResult": "launcher.orchestrate.pipeline",
+    "CalibrationResult": "launcher.orchestrate.calibrate",
     # errors (each carries its exit code)
     "LauncherError": "launcher.core.errors",
     "SpecError": "launcher.core.errors",
@@ -114,6 +116,8 @@ __all__ = [
     "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
     "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
     "ChangeKind", "PipelineResult",
+    # this account's speed
+    "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
     "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
@@ -492,6 +496,18 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
     from launcher.orchestrate.provenance import diff as _diff
 
     return _diff(a, b, clients or connect(), everything=everything, spec=spec)
+
+
+def calibrate(names: Sequence[str], *, clients: Clients | None = None,
+              env: Mapping[str, str] | None = None) -> CalibrationResult:
+    """Measure finished jobs' steady speed from their progress lines (warm-up and checkpoint steps left out)
+    against the published prediction for their stored specs, and store the ratios beside the state (`env`:
+    where, os.environ by default): later plans on each instance type use their geometric mean and say so.
+    Reads only from AWS. Raises NotLaunchedHere for a job smp-launch did not start, UsageError for one
+    still running or with too few progress lines (nothing is stored then)."""
+    from launcher.orchestrate.calibrate import calibrate as _calibrate
+
+    return _calibrate(clients or connect(), list(names), env)
 
 
 def is_spec_file(ref: str) -> bool:

@@ -334,6 +334,19 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
         out.print(styled(f"wrote {written}"))
 
 
+def show_calibration(result: Any) -> None:
+    """launcher.api.CalibrationResult: each job measured against its prediction, then the factors kept."""
+    t = new_table("job", "instance type", "GPUs", "measured tok/s/GPU", "predicted", "ratio", "steady lines",
+                  "left out", right=("GPUs", "measured tok/s/GPU", "predicted", "ratio", "steady lines", "left out"))
+    for j in result.jobs:
+        t.add_row(styled(j.job), styled(j.instance_type), str(j.gpus), f"{j.measured:,.1f}", f"{j.predicted:,.1f}",
+                  f"{j.ratio:.3f}", str(j.steady_lines), str(j.skipped_lines))
+    out = console()
+    show(out, t)
+    for itype, factor in result.factors.items():
+        out.print(styled(f"{itype}: later plans multiply the published prediction by {factor:.3f}"))
+
+
 # -- the role check -----------------------------------------------------------------------------------
 
 def show_role_check(check: Any) -> None:
