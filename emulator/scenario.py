@@ -97,6 +97,11 @@ class EmulatedJob:
     interrupted_for: float = 1.0  # seconds in Interrupted before Starting again
     checkpoint_after: float | None = None  # seconds into Training when the job saves a checkpoint (synced to S3)
     checkpoint_step: int = 10
+    # The speed algo-1's progress lines report (tokens per second, all GPUs): None logs 15,000-15,500 at random.
+    # Given, the first `warmup_lines` progress lines report a third of it (the first steps compile and
+    # allocate) and the line after the checkpoint half of it, as a real job's do.
+    tokens_per_s: float | None = None
+    warmup_lines: int = 0
     stop_after: float | None = None  # seconds after creation at which a stop request arrives
     line_interval: float = 1.0  # seconds between lines on each host while training
     late_hosts: dict[int, float] = field(default_factory=dict)  # host -> seconds before its first line
@@ -228,10 +233,18 @@ class EmulatedJob:
                                                                                   self.line_interval)):
             return f"{tag}<stdout>:saved checkpoint step_{self.checkpoint_step:08d}"
         rng = random.Random(self.seed * 1_000_003 + host * 10_007 + i)
+        speed = 15000 + rng.random() * 500 if self.tokens_per_s is None else self._scripted_speed(i)
         text = progress.LINE_FORMAT.format(step=i, loss=8.0 / (1 + 0.05 * i) + rng.random() * 0.05, lr=3e-4,
-                                           tokens_per_s=15000 + rng.random() * 500, tflops_per_gpu=150.0,
-                                           gpu_mem_gb=31.5)
+                                           tokens_per_s=speed, tflops_per_gpu=150.0, gpu_mem_gb=31.5)
         return f"{tag}<stdout>:{text}"
+
+    def _scripted_speed(self, i: int) -> float:
+        assert self.tokens_per_s is not None
+        if i <= self.warmup_lines + (1 if self.restored else 0):
+            return self.tokens_per_s / 3
+        if self.checkpoint_after is not None and i == max(1, round(self.checkpoint_after / self.line_interval)) + 1:
+            return self.tokens_per_s / 2
+        return self.tokens_per_s
 
     def line_count(self, host: int, window: tuple[float, float] | None = None) -> int:
         """How many lines host `host` writes over the whole run (a stop cuts the run short)."""

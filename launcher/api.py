@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from launcher.jobs.metrics import JobMetrics
     from launcher.jobs.status import JobNotFound, JobState, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
+    from launcher.orchestrate.calibrate import CalibrationResult
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, ChangeKind, NotLaunchedHere
     from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
@@ -84,6 +85,7 @@ _REEXPORTED = {
     "Change": "launcher.orchestrate.provenance",
     "ChangeKind": "launcher.orchestrate.provenance",
     "PipelineResult": "launcher.orchestrate.pipeline",
+    "CalibrationResult": "launcher.orchestrate.calibrate",
     # errors (each carries its exit code)
     "LauncherError": "launcher.core.errors",
     "SpecError": "launcher.core.errors",
@@ -111,9 +113,11 @@ __all__ = [
     "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind",
     "StatusChange", "FollowResult", "Failure", "FailureClass",
     # many plans
-    "plan_sweep", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
+    "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
     "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
     "ChangeKind", "PipelineResult",
+    # this account's speed
+    "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
     "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
@@ -183,16 +187,29 @@ def write_source_dir(plan: Plan, directory: str | Path) -> list[Path]:
 
 def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
            seq_length: int = 4096, global_batch_tokens: int | str | None = None,
-           precision: str = "bf16") -> list[AdvisedLayout]:
-    """SMP v2 layouts for a model preset that fit, best first, ranked as AWS's SMP v2 best practices advise.
+           precision: str = "bf16", tokens: int | str | None = None, by: str = "time",
+           region: str | None = None, env: Mapping[str, str] | None = None) -> list[AdvisedLayout]:
+    """SMP v2 layouts for a model preset that fit, best first: by predicted time to train `tokens` (an int, or
+    text such as `"1T"`: decimal; default 10**12), by predicted cost (`by="cost"`, priced in `region`), or in
+    the order of AWS's SMP v2 best practices (`by="practices"`). Each carries its predicted speed, time and
+    cost; layouts predicted within the model's spread of the best are marked as ties.
 
     Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
     (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
     preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
+    from launcher.core.errors import ArgumentError
     from launcher.rules import advise as _advise
+    from launcher.spec.models import parse_token_count
 
-    tokens = _advise.parse_tokens(global_batch_tokens) if isinstance(global_batch_tokens, str) else global_batch_tokens
-    return _advise.advise(model, instance_type, instances, seq_length, tokens, precision)
+    batch = _advise.parse_tokens(global_batch_tokens) if isinstance(global_batch_tokens, str) else global_batch_tokens
+    try:
+        budget = parse_token_count(tokens) if tokens is not None else _advise.DEFAULT_TOKENS
+    except ValueError as exc:
+        raise ArgumentError(f"{{tokens}}: {exc}") from None
+    if budget < 1:
+        raise ArgumentError("{tokens}: a token budget is at least 1")
+    plan = _advise.Budget(tokens=budget, region=region or "us-west-2", env=env, by=by)
+    return _advise.advise(model, instance_type, instances, seq_length, batch, precision, plan)
 
 
 def advised_spec(model: str, layout: AdvisedLayout, *, instance_type: str = "ml.p4d.24xlarge",
@@ -405,12 +422,23 @@ def metrics(name: str, *, since: float = 3600.0, until: float | None = None,
 
 # -- many plans: sweeps, a queue, provenance and SageMaker Pipelines ----------------------------------------
 
+def ranked_by(candidates: Sequence[SweepPlan], by: str) -> str:
+    """The order `plan_sweep` applied for `by`: "cost" only where every plan that may start has a price, else
+    "time"."""
+    from launcher.plan.sweep import ranked_by as _ranked_by
+
+    return _ranked_by(candidates, by)
+
+
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any] = (),
                sweeps: Sequence[str] | Mapping[str, Sequence[Any]] = (), *, region: str | None = None,
-               env: Mapping[str, str] | None = None, now: datetime | None = None) -> list[SweepPlan]:
+               env: Mapping[str, str] | None = None, now: datetime | None = None,
+               by: str = "time") -> list[SweepPlan]:
     """Every spec times the cartesian product of `sweeps` (`"KEY=V1,V2"` strings, or KEY -> values),
-    each loaded, planned and advised (no AWS call): ranked `ok` SweepPlans first, then the refused ones
-    with their reasons. `overrides` apply to every plan. Raises UsageError for a malformed sweep."""
+    each loaded, planned and advised (no AWS call): ranked `ok` SweepPlans first (those that fit, then the
+    least predicted time per token trained; `by="cost"`: cost per token; `by="tokens"`: most tokens per
+    step), then the refused ones with their reasons. `overrides` apply to every plan. Raises UsageError for
+    a malformed sweep."""
     import json
 
     from launcher.plan.sweep import plan_sweep as _plan_sweep
@@ -419,7 +447,8 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
         overrides = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
     if isinstance(sweeps, Mapping):
         sweeps = [f"{key}={','.join(json.dumps(v) for v in values)}" for key, values in sweeps.items()]
-    return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now)
+    return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now,
+                       by=by)
 
 
 def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:
@@ -467,6 +496,18 @@ def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,
     from launcher.orchestrate.provenance import diff as _diff
 
     return _diff(a, b, clients or connect(), everything=everything, spec=spec)
+
+
+def calibrate(names: Sequence[str], *, clients: Clients | None = None,
+              env: Mapping[str, str] | None = None) -> CalibrationResult:
+    """Measure finished jobs' steady speed from their progress lines (warm-up and checkpoint steps left out)
+    against the published prediction for their stored specs, and store the ratios beside the state (`env`:
+    where, os.environ by default): later plans on each instance type use their geometric mean and say so.
+    Reads only from AWS. Raises NotLaunchedHere for a job smp-launch did not start, UsageError for one
+    still running or with too few progress lines (nothing is stored then)."""
+    from launcher.orchestrate.calibrate import calibrate as _calibrate
+
+    return _calibrate(clients or connect(), list(names), env)
 
 
 def is_spec_file(ref: str) -> bool:

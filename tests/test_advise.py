@@ -4,16 +4,17 @@ import json
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.rules.advise import advise, parse_tokens
+from launcher.rules.advise import Budget, advise, parse_tokens
 from launcher.spec import load_spec
 
+PRACTICES = Budget(by="practices")  # the order of AWS's best practices, not the predicted time
 SEED = [("llama2-7b", 1, (8, 1, True, False, 4)), ("llama2-70b", 32, (256, 1, True, False, 2)),
         ("llama-175b", 64, (128, 4, True, True, 6))]
 
 
 @pytest.mark.parametrize("preset,instances,ref", SEED)
 def test_the_seeds_reference_is_feasible_and_the_best_says_why_it_differs(preset, instances, ref):
-    ranked = advise(preset, instances=instances)
+    ranked = advise(preset, instances=instances, budget=PRACTICES)
     layouts = [(c.shard, c.tp, c.checkpointing, c.offloading, c.batch) for c in ranked]
     assert ref in layouts
     assert ranked[layouts.index(ref)].reference
@@ -23,7 +24,7 @@ def test_the_seeds_reference_is_feasible_and_the_best_says_why_it_differs(preset
 
 
 def test_lowest_sharding_degree_that_fits_comes_first():
-    ranked = advise("llama2-7b", instances=1)
+    ranked = advise("llama2-7b", instances=1, budget=PRACTICES)
     best = ranked[0]
     assert best.tp == 1 and best.checkpointing and not best.offloading
     assert best.shard == min(c.shard for c in ranked if c.tp == 1 and not c.warnings)
@@ -31,14 +32,14 @@ def test_lowest_sharding_degree_that_fits_comes_first():
 
 
 def test_offloading_before_more_sharding():
-    ranked = advise("llama2-7b", global_batch_tokens=parse_tokens("4M"), instances=16)
+    ranked = advise("llama2-7b", global_batch_tokens=parse_tokens("4M"), instances=16, budget=PRACTICES)
     first_offload = next(i for i, c in enumerate(ranked) if c.offloading)
     more_shard = [i for i, c in enumerate(ranked) if not c.offloading and c.shard > ranked[first_offload].shard]
     assert all(i > first_offload for i in more_shard)
 
 
 def test_long_context_prefers_tensor_parallelism():
-    ranked = advise("llama2-13b", instances=4, seq_length=8192)
+    ranked = advise("llama2-13b", instances=4, seq_length=8192, budget=PRACTICES)
     assert ranked[0].tp >= 2 and not ranked[0].warnings
     assert any(c.tp == 1 for c in ranked)
 
@@ -90,3 +91,58 @@ def test_token_counts(text, tokens):
 def test_bad_token_count():
     with pytest.raises(UsageError):
         parse_tokens("lots")
+
+
+# -- ranked by predicted time to train (the default) ------------------------------------------------------------
+
+def test_the_default_order_is_the_shortest_predicted_time_and_the_winner_says_why():
+    from launcher.predict.fit import published_fit
+
+    ranked = advise("llama2-70b", instances=32)
+    times = [c.time_seconds for c in ranked]
+    assert times == sorted(times) and all(c.performance is not None for c in ranked)
+    best, second = ranked[0], ranked[1]
+    assert best.reasons[0].startswith("fastest to train: ")
+    assert "#2" in best.reasons[0] and "tokens/s per GPU" in best.reasons[1]
+    spread = published_fit().spread
+    for c in ranked[1:]:
+        assert c.ties_with_best == (c.time_seconds <= best.time_seconds * (1 + spread))
+    assert ("ties with #2" in best.reasons[0]) == second.ties_with_best
+    # the same layouts as the best practices' order, only ranked differently
+    practices = advise("llama2-70b", instances=32, budget=PRACTICES)
+    assert {(c.shard, c.tp, c.batch, c.offloading, c.checkpointing) for c in practices} == {
+        (c.shard, c.tp, c.batch, c.offloading, c.checkpointing) for c in ranked}
+
+
+def test_a_clear_winner_is_not_called_a_tie():
+    ranked = advise("llama2-7b", instances=1)
+    slowest = ranked[-1]
+    assert not slowest.ties_with_best and slowest.time_seconds > ranked[0].time_seconds * 1.2
+
+
+def test_the_token_budget_sets_the_steps():
+    ranked = advise("llama2-7b", instances=1, budget=Budget(tokens=10**9))
+    for c in ranked[:5]:
+        assert c.time is not None and c.time.steps == -(-10**9 // c.global_batch_tokens)
+
+
+def test_by_cost_uses_the_price_and_falls_back_to_time_without_one():
+    priced = advise("llama2-7b", instances=1, budget=Budget(by="cost", region="us-east-1"))
+    costs = [c.usd for c in priced]
+    assert all(u is not None for u in costs) and costs == sorted(costs)
+    assert priced[0].reasons[0].startswith("cheapest to train: ")
+    unpriced = advise("llama2-7b", instances=1, budget=Budget(by="cost", region="sa-east-1"))
+    assert unpriced[0].reasons[0].startswith("fastest to train (no price for every layout, so ranked by time)")
+
+
+def test_advise_json_and_table_show_speed_time_and_cost(run_cli):
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--region", "us-east-1", "--tokens", "100B",
+                "--output", "json")
+    assert r.code == 0, r.err
+    best = json.loads(r.out)[0]
+    assert {"tokens_per_second_per_gpu", "mfu", "bound", "band", "time_to_train_seconds"} <= set(best["performance"])
+    assert best["cost"]["usd"] > 0 and best["cost"]["price_source"]
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--by", "cost", "--region", "us-east-1")
+    assert r.code == 0 and "cheapest predicted first" in r.out and "tok/s/GPU" in r.out and "price: " in r.out
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--tokens", "lots")
+    assert r.code == 2 and "--tokens" in r.err and len(r.err.strip().splitlines()) == 1

@@ -276,7 +276,8 @@ def endpoint(moto_server):
 
 
 # How a job created without a script runs (emulator.set_default): short, with log lines on every host.
-QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2, "line_interval": 0.2,
+# Two seconds of training: ten progress lines a host, enough for `calibrate` to find a steady state.
+QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 2.0, "uploading": 0.2, "line_interval": 0.2,
              "decoy": False}
 # `submit --retry` and `submit --wait` wait for their job's end (polling every 5 s, the default): a job already
 # Completed when it is created ends that wait at its first poll.
@@ -284,9 +285,10 @@ ENDED_JOB = {"starting": 0, "downloading": 0, "training": 0, "uploading": 0, "de
 
 
 def aws_order(commands: list[str]) -> list[str]:
-    """check-role and submit first (so `latest` names a job), then the pages' order, except that `logs latest`
-    and `wait JOB latest` come right after the commands on JOB (before `rerun` starts a newer `latest`): by
-    then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s for wait).
+    """check-role and submit first (so `latest` names a job), then the pages' order, except that `logs latest`,
+    `wait JOB latest` and `calibrate latest` come right after the commands on JOB (before `rerun` starts a newer
+    `latest`): by then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s
+    for wait) and calibrate finds its job finished.
     `stop` comes last, so that no command after it finds its job stopped."""
     def rank(c: str) -> int:
         words = shlex.split(c)
@@ -294,7 +296,7 @@ def aws_order(commands: list[str]) -> list[str]:
             return 0
         if verb(c) == "stop":
             return 4
-        if "latest" in words and verb(c) in ("logs", "wait"):
+        if "latest" in words and verb(c) in ("logs", "wait", "calibrate"):  # calibrate reads a finished job
             return 2
         return 1 if "JOB" in words else 3
     return sorted(commands, key=rank)

@@ -17,7 +17,8 @@ from tests.conftest import REPO
 
 PINNED = json.loads((REPO / "tests" / "fixtures" / "plan_json_pinned.json").read_text())
 NOW = datetime(2026, 11, 30, 9, 15, 7, 123000, tzinfo=timezone.utc)
-ENV = {"SMP_LAUNCH_BUCKET": "pinned-bucket"}
+# No state folder: the pin holds the published calibration and the shipped price snapshot, not this machine's.
+ENV = {"SMP_LAUNCH_BUCKET": "pinned-bucket", "XDG_STATE_HOME": "/nonexistent/smp-launch-pinned-state"}
 CASES = {
     "llama7b": ("jobs/llama7b.yaml", []),
     "llama70b": ("jobs/llama70b.yaml", []),

@@ -78,6 +78,11 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                ["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=sharded"]),
     "SMP064": (["model.preset=llama-175b", "model.pretrained=org/llama-175b"],
                ["model.preset=llama2-70b", "model.pretrained=org/llama-70b"]),
+    # The shipped price snapshot holds ml.p4d.24xlarge on demand in us-east-1, and no p5 in sa-east-1.
+    "SMP070": (["cluster.region=us-east-1", "cluster.max_cost=1"],
+               ["cluster.region=us-east-1", "cluster.max_cost=1000000"]),
+    "SMP071": (["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge", "cluster.max_cost=1"],
+               ["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge"]),
 }
 
 

@@ -114,6 +114,7 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     assert "launcher/templates/distribution.json.j2" in names
     assert "launcher/cli/__init__.py" in names and "launcher/spec/loader.py" in names
     assert "launcher/py.typed" in names, "the PEP 561 marker is missing, so type checkers ignore our hints"
+    assert "launcher/catalog/prices_snapshot.json" in names, "plans made from a wheel would have no prices"
     assert not [n for n in names if "activation_measure" in n], "a developer tool ships"
     assert not [n for n in names if n.startswith("emulator/") or "/emulator/" in n], "the test emulator ships"
     runtime = {f"launcher/runtime/{name}" for name in ("train_data.py", "train_checkpoint.py", "tsm_local.py")}
@@ -122,12 +123,15 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
                     str(wheel)], check=True, capture_output=True, timeout=300)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.render.files as r;"
              "assert r.templates_dir().is_relative_to(sys.argv[1]), r.templates_dir();"
-             "print(r.template_names(), r.runtime_source('tsm_local.py').splitlines()[0])")
+             "print(r.template_names(), r.runtime_source('tsm_local.py').splitlines()[0]);"
+             "import launcher.catalog.prices as p; print(p.hourly_price('ml.p4d.24xlarge', 'us-east-1', spot=False,"
+             " env={'XDG_STATE_HOME': sys.argv[1]}))")
     out = subprocess.run([sys.executable, "-c", probe, str(target)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "requirements.txt.j2" in out.stdout and "distribution.json.j2" in out.stdout
     assert "torch.sagemaker" in out.stdout
+    assert "usd_per_hour=37.688" in out.stdout, out.stdout
 
 
 def test_setup_cfg_lists_every_package():

@@ -70,7 +70,7 @@ def test_a_bad_value_points_at_that_value_in_its_flag():
 
 
 def test_impossible_layouts_are_refused_with_one_positioned_line_per_reason_and_the_rest_ranked():
-    cands = plan_sweep([SPEC], SETS, GRID)
+    cands = plan_sweep([SPEC], SETS, GRID, by="tokens")
     got = [(c.rank, c.overrides["smp.tensor_parallel_degree"], c.overrides["training.batch_size"], c.status)
            for c in cands]
     # fits first, then most tokens per step, then most headroom (tp 2 x batch 4 has more than tp 1 x batch 2)

@@ -15,7 +15,7 @@ FLAGS = {
     "global_batch_tokens": "--global-batch-tokens", "precision": "--precision", "yes": "--yes",
     "max_attempts": "--max-attempts", "rate": "--rate", "interval": "--interval", "sweeps": "--sweep",
     "max_concurrent": "--max-concurrent", "hosts": "--host", "since": "--since", "grep": "--grep",
-    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny",
+    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny", "tokens": "--tokens", "by": "--by",
 }
 
 OUTPUT = click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
@@ -43,6 +43,21 @@ def templates_option(f):
                         type=click.Path(exists=True, file_okay=False),
                         help="Team templates: each *.j2 in DIR replaces the shipped template of that name "
                              "(overrides the spec's `templates:`).")(with_templates)
+
+
+def max_cost_option(f):
+    """`--max-cost USD`: the spec's `cluster.max_cost` given on the command line (the last `--set`, so it wins):
+    the advisor refuses a plan predicted to cost more. Put it on a command that takes SET."""
+
+    @functools.wraps(f)
+    def with_max_cost(*args, max_cost: float | None = None, **kwargs):
+        if max_cost is not None:
+            kwargs["overrides"] = (*kwargs.get("overrides", ()), f"cluster.max_cost={max_cost!r}")
+        return f(*args, **kwargs)
+
+    return click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
+                        metavar="USD", help="Refuse a plan predicted to cost more than this many US dollars "
+                                            "(overrides the spec's cluster.max_cost).")(with_max_cost)
 
 
 def aws_options(f):

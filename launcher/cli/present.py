@@ -151,6 +151,45 @@ def _fmt_tokens(n: int) -> str:
 INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 
+def span(seconds: float) -> str:
+    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m}m"
+    d, h = divmod(h, 24)
+    return f"{d:,}d {h}h"
+
+
+def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """`speed`, `time to train` and `cost`: one line each, with where each figure comes from."""
+    perf, cost = plan.get("performance"), plan.get("cost")
+    if not perf:
+        return [("speed", INVALID_LAYOUT)]
+    low, high = perf["band"]
+    speed = (f"{perf['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU (band {low:,.0f}-{high:,.0f}), "
+             f"MFU {perf['mfu'] * 100:.1f}%, {perf['step_seconds']:.2f} s a step, {perf['bound']}-bound "
+             f"(compute {perf['compute_seconds']:.2f} s, overlappable communication "
+             f"{perf['communication_seconds']:.2f} s); calibration: {perf['calibration']}")
+    t = perf["time_to_train"]
+    time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
+            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
+            f"writes {span(t['checkpoint_seconds'])}")
+    if t["interruption_seconds"]:
+        time += f", spot interruptions {span(t['interruption_seconds'])}"
+    if cost and cost.get("usd") is not None:
+        money = (f"${cost['usd']:,.0f} (${cost['usd_per_hour']:,.2f} an hour: {cost['note']}; price: "
+                 f"{cost['price_source']}, {cost['price_date']})")
+    else:
+        money = f"cannot tell: {cost['note'] if cost else 'no prediction'}"
+    return [("speed", speed), ("time to train", time), ("cost", money)]
+
+
 def describe_templates(used: dict[str, str]) -> str:
     """The plan's `templates` in one line: all shipped, or which team files replaced which."""
     team = [f"{name} from {path}" for name, path in used.items() if path != "shipped"]
@@ -208,6 +247,7 @@ def show_plan(plan: dict[str, Any]) -> None:
                                         f"instance for the model's copies ({fits}), peak in the {host['peak_phase']}"))
     else:
         rows.append(("GPU memory", INVALID_LAYOUT))
+    rows += prediction_rows(plan)
     from rich.table import Table
 
     out = console()
@@ -262,26 +302,54 @@ def advice_note(candidate: Any, best: Any) -> str:
 
 
 def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, top: int,
-                written: str | None) -> None:
+                written: str | None, by: str = "time", budget: str = "1T") -> None:
     out = console()
     best = ranked[0]
-    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "note",
-               title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
-                     f"{len(ranked)} feasible, best first",
-               right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step"))
+    order = {"time": "shortest predicted time to train first", "cost": "cheapest predicted first",
+             "practices": "in the order of AWS's best practices"}[by]
+    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU",
+                  "bound", "time", "cost", "note",
+                  title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
+                        f"{len(ranked)} feasible, {order}"
+                        + f" (time and cost to train {budget} tokens)",
+                  right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU", "time", "cost"))
     for i, c in enumerate(ranked[:top], start=1):
+        p = c.performance
+        note = advice_note(c, best)
+        if c.ties_with_best:
+            note = ", ".join(x for x in ("ties with #1", note) if x)
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
-                  f"{c.global_batch_tokens:,}", advice_note(c, best))
+                  f"{c.global_batch_tokens:,}", f"{p.tokens_per_second_per_gpu:,.0f}" if p else "-",
+                  f"{p.mfu * 100:.1f}%" if p else "-", p.bound if p else "-",
+                  span(c.time_seconds) if c.time else "-", f"${c.usd:,.0f}" if c.usd is not None else "-",
+                  styled(note))
     show(out, t)
     out.print(styled("why #1", "bold"))
     for reason in best.reasons:
         out.print(styled(f"  - {reason}"))
+    if best.cost is not None and best.cost.usd is None:
+        out.print(styled(f"cost: cannot tell: {best.cost.note}"))
+    elif best.cost is not None:
+        out.print(styled(f"price: {best.cost.price_source}, {best.cost.price_date}"))
     ref = next((i for i, c in enumerate(ranked, start=1) if c.reference), None)
     if ref and ref > top:
         out.print(styled(f"AWS's reference configuration is #{ref} of {len(ranked)} (--top {ref} shows it)"))
     if written:
         out.print(styled(f"wrote {written}"))
+
+
+def show_calibration(result: Any) -> None:
+    """launcher.api.CalibrationResult: each job measured against its prediction, then the factors kept."""
+    t = new_table("job", "instance type", "GPUs", "measured tok/s/GPU", "predicted", "ratio", "steady lines",
+                  "left out", right=("GPUs", "measured tok/s/GPU", "predicted", "ratio", "steady lines", "left out"))
+    for j in result.jobs:
+        t.add_row(styled(j.job), styled(j.instance_type), str(j.gpus), f"{j.measured:,.1f}", f"{j.predicted:,.1f}",
+                  f"{j.ratio:.3f}", str(j.steady_lines), str(j.skipped_lines))
+    out = console()
+    show(out, t)
+    for itype, factor in result.factors.items():
+        out.print(styled(f"{itype}: later plans multiply the published prediction by {factor:.3f}"))
 
 
 # -- the role check -----------------------------------------------------------------------------------

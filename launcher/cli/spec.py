@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, shell_lines, shell_problem, templates_option
+from launcher.cli.options import OUTPUT, SET, SPEC, max_cost_option, shell_lines, shell_problem, templates_option
 
 
 def advisor_errors(plan: Any) -> list[Any]:
@@ -66,6 +66,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
     """Check job specs without touching AWS; exit 2 if any is invalid."""
@@ -88,6 +89,7 @@ def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: s
 @SPEC
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
     """Show everything submit would do, with no AWS call; exit 2 when the advisor finds an error."""
@@ -177,18 +179,27 @@ def print_schema(write_to: str | None, output: str) -> None:
               help="Required tokens per step, e.g. 4M (binary: 4M = 4,194,304).")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True)
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True, help="Rows shown in the table.")
+@click.option("--tokens", default=None, metavar="N",
+              help="The token budget times and costs are predicted for, e.g. 300B or 1T (decimal). [default: 1T]")
+@click.option("--by", type=click.Choice(["time", "cost", "practices"]), default="time", show_default=True,
+              help="Rank by predicted time to train, by predicted cost, or in the order of AWS's best practices.")
+@click.option("--region", default=None, metavar="REGION",
+              help="Where prices are read for (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else "
+                   "us-west-2). No AWS call: the price cache or the shipped snapshot.")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
               help="Write a ready job spec for the best configuration.")
 @OUTPUT
 def advise_layouts(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
-                   precision: str, top: int, write_to: str | None, output: str) -> None:
-    """Recommend SMP v2 configurations for a model, ranked as AWS's SMP v2 best practices advise."""
-    from launcher.api import advise, advised_spec
+                   precision: str, top: int, tokens: str | None, by: str, region: str | None, write_to: str | None,
+                   output: str) -> None:
+    """Recommend SMP v2 configurations for a model, ranked by predicted time to train (or cost)."""
+    from launcher.api import advise, advised_spec, resolve_region
     from launcher.cli import present
     from launcher.core.errors import UsageError
 
     ranked = advise(model, instance_type=instance_type, instances=instances, seq_length=seq_length,
-                    global_batch_tokens=global_batch, precision=precision)
+                    global_batch_tokens=global_batch, precision=precision, tokens=tokens, by=by,
+                    region=resolve_region(region))
     if not ranked:
         raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
                          f"{seq_length}; add instances or use an 80 GB instance type")
@@ -199,7 +210,7 @@ def advise_layouts(model: str, instances: int | None, seq_length: int, instance_
     if output == "json":
         present.emit_json([c.as_dict() for c in ranked])
     else:
-        present.show_advice(model, instance_type, seq_length, ranked, top, write_to)
+        present.show_advice(model, instance_type, seq_length, ranked, top, write_to, by, tokens or "1T")
 
 
 COMMANDS = (validate_specs, show_plan, render_source_dir, print_rules, print_schema, advise_layouts)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
+from launcher.cli.options import OUTPUT, SET, aws_options, max_cost_option, templates_option
 
 
 def retry_options(f: Any) -> Any:
@@ -169,10 +169,11 @@ def _short(reason: str, limit: int = 90) -> str:
 
 def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str) -> None:
     """The plans, ranked: what each sweeps, its memory and tokens per step, its job, or why it was refused."""
-    from launcher.cli.present import STATUS_STYLES, console, new_table, show, styled
+    from launcher.cli.present import STATUS_STYLES, console, new_table, show, span, styled
 
-    t = new_table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "job", "reason", title=title,
-               right=("#", "GB/GPU", "headroom GB", "tokens/step"))
+    t = new_table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost", "job",
+                  "reason", title=title,
+                  right=("#", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost"))
     for c in candidates:
         mem = c.plan.memory if c.plan else None
         run = runs.get(c.index)
@@ -185,26 +186,31 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         else:
             reason = _short(str(run.error)) if run is not None and run.error else ""
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
+        perf = c.plan.performance if c.plan else None
+        time, usd = c.time_to_train_seconds, c.usd
         t.add_row(str(c.rank) if c.rank else "-", styled(_overrides_text(c, many_specs)), styled(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
-                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", styled(job), styled(reason))
+                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-",
+                  f"{perf.tokens_per_second_per_gpu:,.0f}" if perf else "-", span(time) if time is not None else "-",
+                  f"${usd:,.0f}" if usd is not None else "-", styled(job), styled(reason))
     show(console(), t)
 
 
 def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Sequence[str], *, dry_run: bool,
                       wait: bool, interval: float, max_concurrent: int | None, strict: bool, skip_role_check: bool,
-                      output: str, profile: str | None, region: str | None, retry: Any = None) -> int:
+                      output: str, profile: str | None, region: str | None, retry: Any = None,
+                      by: str = "time") -> int:
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused).
     With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted
     after the policy's backoff."""
     from launcher import EventKind, PlanState
-    from launcher.api import connect, plan_sweep, submit_many, warm_pool_notes, worst_exit_code
+    from launcher.api import connect, plan_sweep, ranked_by, submit_many, warm_pool_notes, worst_exit_code
     from launcher.cli.present import emit_json, safe, safe_data
     from launcher.core.errors import EXIT_INVALID
 
     as_json = output == "json"
-    candidates = plan_sweep(specs, overrides, sweeps, region=region)
+    candidates = plan_sweep(specs, overrides, sweeps, region=region, by=by)
     many_specs = len(set(specs)) > 1
     ok = [c for c in candidates if c.ok]
     refused = [c for c in candidates if not c.ok]
@@ -214,9 +220,14 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     blocked = not ok or (strict and refused)
     if not as_json:
         what = "would start" if dry_run else "to start"
+        order = {"time": "the least predicted time per token trained",
+                 "cost": "the least predicted cost per token trained",
+                 "tokens": "most tokens per step"}[ranked_by(candidates, by)]
+        if ranked_by(candidates, by) != by:
+            order += " (no price for every plan)"
         show_sweep(candidates, {}, many_specs,
-                   f"{len(candidates)} plans: {len(ok)} {what}, {len(refused)} refused; ranked: fits, then most "
-                   f"tokens per step, then most memory headroom")
+                   f"{len(candidates)} plans: {len(ok)} {what}, {len(refused)} refused; ranked: fits, then {order}, "
+                   "then most tokens per step, then most memory headroom")
     if blocked:
         why = "every plan was refused" if not ok else f"--strict: {len(refused)} of {len(candidates)} refused"
         if as_json:
@@ -318,14 +329,18 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
 @click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
               help="Many plans: at most N jobs running; the next starts when one ends (polled every --interval).")
 @click.option("--strict", is_flag=True, help="Many plans: submit nothing if any plan is refused.")
+@click.option("--by", type=click.Choice(["time", "cost", "tokens"]), default="time", show_default=True,
+              help="Many plans: start the best first by predicted time (or cost) per token trained, or by most "
+                   "tokens per step.")
 @SET
 @templates_option
+@max_cost_option
 @OUTPUT
 @aws_options
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
                 wait: bool, interval: float, skip_role_check: bool, retry: str | None, max_attempts: int,
                 retry_backoff: float, sweeps: tuple[str, ...], max_concurrent: int | None, strict: bool,
-                overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
+                by: str, overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
     """Start SageMaker training jobs, or with --local run one job's script on this machine first.
 
     --local exits with the script's exit code, or 3 when one of its checks fails. With several specs or
@@ -343,7 +358,7 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
     if len(specs) > 1 or sweeps or max_concurrent or strict:
         sys.exit(submit_many_plans(specs, overrides, sweeps, dry_run=dry_run, wait=wait, interval=interval,
                                    max_concurrent=max_concurrent, strict=strict, skip_role_check=skip_role_check,
-                                   output=output, profile=profile, region=region, retry=policy))
+                                   output=output, profile=profile, region=region, retry=policy, by=by))
     sys.exit(submit_to_sagemaker(specs[0], overrides, dry_run=dry_run, wait=wait, interval=interval,
                                  skip_role_check=skip_role_check, output=output, profile=profile, region=region,
                                  retry=policy))

@@ -82,6 +82,8 @@ def run_changes(spec: JobSpec, max_steps: int) -> list[str]:
     """Steps, logging and checkpointing sized for a few-second run that still saves and resumes."""
     changes = [f"training.max_steps={max_steps}", "training.log_every=1",
                f"training.checkpoint_every={resume_step(max_steps)}"]
+    if spec.training.tokens is not None:  # a token budget would set the steps again
+        changes.append("training.tokens=null")
     warmup = spec.training.warmup_steps
     if warmup is not None and warmup > max_steps // 4:
         changes.append(f"training.warmup_steps={max_steps // 4}")

@@ -32,6 +32,7 @@ from launcher.core.names import (
 )
 from launcher.core.version import VERSION
 from launcher.plan.bundle import SourceBundle, source_bundle
+from launcher.predict import Cost, Performance, TrainingTime
 from launcher.render import progress
 from launcher.render.distribution import render_distribution
 from launcher.render.files import template_context
@@ -73,6 +74,9 @@ def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
     if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
         del data["cluster"]["keep_alive"]
+    for section, key in (("cluster", "max_cost"), ("training", "tokens")):
+        if data[section].get(key) is None:
+            data[section].pop(key, None)
     del data["templates"]
     team = templates.team_digests() if templates else {}
     if team:
@@ -223,6 +227,10 @@ class Plan:
     # A source bundle given instead of the rendered one (a rerun runs its job's own tarball); see `with_source`.
     templates: TemplateSet = field(default_factory=shipped, repr=False)  # what the source dir is rendered from
     given_source: SourceBundle | None = field(default=None, repr=False)
+    # Predicted speed, time to train and cost (launcher.predict); None where the layout does not divide the world.
+    performance: Performance | None = None
+    training_time: TrainingTime | None = None
+    cost: Cost | None = None
 
     def __post_init__(self) -> None:
         for name in ("distribution", "channels", "secrets"):
@@ -326,7 +334,17 @@ class Plan:
 
         Secret-looking environment values are redacted (launcher.spec.secrets); the backend reads
         `self.estimator`, which keeps them."""
-        return {**self.body_dict(), "source_uri": self.source_uri, "request": self.request}
+        return {**self.body_dict(), **self.prediction_dict(), "source_uri": self.source_uri, "request": self.request}
+
+    def prediction_dict(self) -> dict[str, Any]:
+        """`performance` (speed, its band and what bounds it, time to train) and `cost`, as `plan --output json`
+        gives them. Not in plan.json: a price's date and this account's calibration change from day to day,
+        and a job's record stays what it ran."""
+        if self.performance is None or self.training_time is None:
+            return {"performance": None, "cost": None}
+        perf = {**self.performance.to_dict(), "time_to_train_seconds": round(self.training_time.total_seconds, 1),
+                "time_to_train": self.training_time.to_dict()}
+        return {"performance": perf, "cost": self.cost.to_dict() if self.cost else None}
 
 
 def build_plan(loaded: LoadedSpec, now: datetime | None = None,
@@ -348,7 +366,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     topology = Topology.of(spec)
     fw = FRAMEWORKS[spec.framework.pytorch_version]
     image = spec.framework.image_uri or (smp_image_uri(region, fw.pytorch, instance.name) if region else None)
-    found, ctx = run_rules(spec, region, topology)
+    found, ctx = run_rules(spec, region, topology, env)
     advisories = tuple(dataclasses.replace(a, mark=loaded.mark(a.field)) for a in found)
     templates = load_templates(loaded.templates_dir)
     hashed = spec_hash(loaded, templates)
@@ -364,6 +382,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         memory=ctx.memory if ctx.topology_ok else None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
         channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec, templates=templates,
+        performance=ctx.performance, training_time=ctx.training_time, cost=ctx.cost,
     )
     if templates.team:
         plan.source  # noqa: B018 (renders now: a failing team template stops the plan, not a later upload)

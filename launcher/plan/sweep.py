@@ -3,8 +3,10 @@
 Every expansion is loaded, validated, planned and advised before anything is submitted (no AWS call
 here). An expansion that cannot work (a spec error, an advisor error, a step that does not fit in GPU
 memory) becomes a refused SweepPlan carrying its reasons, one `FILE:LINE:COL: path: message` line
-each; the rest are ranked: most tokens per step first (the global batch: what a step trains on),
-then most predicted memory headroom per GPU, then the order given.
+each; the rest are ranked, those that fit first: by the predicted time to train a token (the plan's
+predicted time to train over the tokens it trains, so plans training different token counts compare
+fairly; with the same tokens this is their time to train), or its cost (`by="cost"`), or (`by="tokens"`)
+most tokens per step (the global batch); then most predicted memory headroom per GPU, then the order given.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 SWEEP = "sweeps"  # the mark of a swept value: the n-th of the `sweeps` argument (a shell words it --sweep)
 MAX_PLANS = 256  # a sweep larger than this is a typo in a value list, not an experiment
+ORDERS = ("time", "cost", "tokens")
 _OPEN, _CLOSE, _QUOTES = "[{", "]}", "'\""
 
 
@@ -184,11 +187,35 @@ class SweepPlan:
         mem = self.plan.memory if self.plan else None
         return round(mem.capacity_gb - mem.per_gpu_gb, 2) if mem else None
 
+    @property
+    def time_to_train_seconds(self) -> float | None:
+        time = self.plan.training_time if self.plan else None
+        return time.total_seconds if time else None
+
+    @property
+    def usd(self) -> float | None:
+        cost = self.plan.cost if self.plan else None
+        return cost.usd if cost else None
+
+    @property
+    def tokens_trained(self) -> int | None:
+        time = self.plan.training_time if self.plan else None
+        return time.steps * self.plan.global_batch_tokens if time and self.plan else None
+
+    def per_token(self, by: str) -> float:
+        """Predicted seconds (or dollars) per token trained; infinite where there is no prediction."""
+        total = self.usd if by == "cost" else self.time_to_train_seconds
+        tokens = self.tokens_trained
+        return total / tokens if total is not None and tokens else float("inf")
+
     def to_dict(self) -> dict[str, Any]:
         """`submit --dry-run --output json`'s object for this plan: for `ok`, the plan's own keys as well."""
+        time, usd = self.time_to_train_seconds, self.usd
         head = {"index": self.index, "rank": self.rank, "spec_file": clean(self.spec_file, limit=200),
                 "overrides": thaw(self.overrides), "status": self.status, "reasons": list(self.reasons),
-                "tokens_per_step": self.global_batch_tokens, "headroom_gb": self.headroom_gb}
+                "tokens_per_step": self.global_batch_tokens, "headroom_gb": self.headroom_gb,
+                "time_to_train_seconds": None if time is None else round(time, 1),
+                "usd": None if usd is None else round(usd, 2)}
         if self.ok and self.plan is not None:
             return {**self.plan.to_dict(), **head}
         return head
@@ -234,11 +261,23 @@ def prepare(expansion: Expansion, *, user_sets: int, region: str | None = None, 
                      problems=problems)
 
 
-def rank(candidates: Sequence[SweepPlan]) -> list[SweepPlan]:
-    """`ok` candidates best first, numbered from 1: fits, then most tokens per step, then most headroom,
-    then the order given; the refused ones after them, in the order given (no rank)."""
+def ranked_by(candidates: Sequence[SweepPlan], by: str) -> str:
+    """The order `rank` applies: `cost` only where every plan that may start has a price, else `time`."""
+    if by == "cost" and not all(c.usd is not None for c in candidates if c.ok):
+        return "time"
+    return by
+
+
+def rank(candidates: Sequence[SweepPlan], by: str = "time") -> list[SweepPlan]:
+    """`ok` candidates best first, numbered from 1: fits, then the least predicted time (or cost) per token
+    trained (`by`; "tokens": most tokens per step), then most tokens per step, then most headroom, then the
+    order given; the refused ones after them, in the order given (no rank)."""
+    if by not in ORDERS:
+        raise ArgumentError(f"{{by}}: {by!r} is not one of {', '.join(ORDERS)}")
+    order = ranked_by(candidates, by)
     ok = [c for c in candidates if c.ok]
-    ok.sort(key=lambda c: (not (c.plan and c.plan.memory and c.plan.memory.fits), -(c.global_batch_tokens or 0),
+    ok.sort(key=lambda c: (not (c.plan and c.plan.memory and c.plan.memory.fits),
+                           0.0 if order == "tokens" else c.per_token(order), -(c.global_batch_tokens or 0),
                            -(c.headroom_gb if c.headroom_gb is not None else float("-inf")), c.index))
     refused = sorted((c for c in candidates if not c.ok), key=lambda c: c.index)
     return [replace(c, rank=i) for i, c in enumerate(ok, start=1)] + refused
@@ -246,8 +285,8 @@ def rank(candidates: Sequence[SweepPlan]) -> list[SweepPlan]:
 
 def plan_sweep(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[str] = (), *,
                region: str | None = None, profile: str | None = None, env: Mapping[str, str] | None = None,
-               now: datetime | None = None) -> list[SweepPlan]:
-    """Every plan of `specs` x the sweeps' cartesian product, built and advised, ranked (refused last).
+               now: datetime | None = None, by: str = "time") -> list[SweepPlan]:
+    """Every plan of `specs` x the sweeps' cartesian product, built and advised, ranked by `by` (refused last).
 
     Pure: no AWS call, nothing written. Each plan's job name is unique: the n-th expansion is
     timestamped n milliseconds after `now`. Raises UsageError for a malformed --sweep."""
@@ -257,7 +296,7 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequ
         raise UsageError(f"{len(expansions)} plans; at most {MAX_PLANS} at once")
     now = now or datetime.now(timezone.utc)
     return rank([prepare(e, user_sets=len(overrides), region=region, profile=profile, env=env,
-                         now=now + timedelta(milliseconds=e.index)) for e in expansions])
+                         now=now + timedelta(milliseconds=e.index)) for e in expansions], by)
 
 
 # What a warm pool's next job must share with the one that kept it (train-warm-pools.html, "Matching

@@ -1,6 +1,10 @@
-"""`smp-launch advise`: search SMP v2 layouts for a model and rank them the way AWS's SMP v2 best practices do.
+"""`smp-launch advise`: search SMP v2 layouts for a model and rank them by predicted time to train.
 
-The order of AWS's best practices ("Starting points" in
+Every layout that fits and passes the rules gets the step-time model's prediction (launcher.predict):
+tokens per second per GPU, MFU, what bounds its step, the time to train a token budget and its cost.
+The default order is the shortest predicted time (`by="cost"`: the cheapest, which on one cluster is the
+same order); layouts whose predicted times differ by less than the model's leave-one-out spread tie, and
+the advice says so. `by="practices"` keeps the order of AWS's best practices ("Starting points" in
 https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-best-practices-v2.html): the lowest
 sharding degree that fits, tensor parallelism only when needed, activation offloading before more
 sharding, checkpointing always.
@@ -14,6 +18,8 @@ from typing import Any
 
 from launcher.catalog.smp import INSTANCES
 from launcher.core.errors import ArgumentError
+from launcher.predict import Cost, Performance, TrainingTime
+from launcher.predict.fit import published_fit
 from launcher.rules import Severity, run_rules
 from launcher.rules.checks import MAX_GLOBAL_TOKENS
 from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
@@ -22,6 +28,8 @@ from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
 
 MAX_BATCH = 16
+ORDERS = ("time", "cost", "practices")
+DEFAULT_TOKENS = 10**12  # the budget times are shown for when none is given: a common pre-training run
 TP_CHOICES = (1, 2, 4, 8)
 INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # The best practices' reference table: (preset, instances) -> (shard, tp, checkpointing, offloading, batch).
@@ -56,6 +64,10 @@ class AdvisedLayout:
     reference: bool = False
     warnings: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    performance: Performance | None = None
+    time: TrainingTime | None = None
+    cost: Cost | None = None
+    ties_with_best: bool = False  # predicted within the model's spread of the best: no real difference
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "warnings", tuple(self.warnings))
@@ -66,6 +78,14 @@ class AdvisedLayout:
         """Fewest warnings (the best practices' own advice, e.g. long context wants TP), checkpointing on, then
         the least tensor parallelism, the lowest sharding degree, no offloading, the largest batch."""
         return (len(self.warnings), not self.checkpointing, self.tp, self.shard, self.offloading, -self.batch)
+
+    @property
+    def time_seconds(self) -> float:
+        return self.time.total_seconds if self.time else float("inf")
+
+    @property
+    def usd(self) -> float | None:
+        return self.cost.usd if self.cost else None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,22 +98,39 @@ class AdvisedLayout:
             "seed_reference": self.reference,
             "warnings": list(self.warnings),
             "reasons": list(self.reasons),
+            "performance": None if self.performance is None else {
+                **self.performance.to_dict(), "time_to_train_seconds": round(self.time_seconds, 1),
+                "time_to_train": self.time.to_dict() if self.time else None},
+            "cost": self.cost.to_dict() if self.cost else None,
+            "ties_with_best": self.ties_with_best,
         }
 
 
-def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict[str, Any]) -> JobSpec:
+@dataclass(frozen=True)
+class Budget:
+    """What the advice predicts against: a token budget, the region whose prices apply, where this account's
+    calibration and price cache are read (`env`), and the order."""
+
+    tokens: int = DEFAULT_TOKENS
+    region: str = "us-west-2"
+    env: Any = None
+    by: str = "time"
+
+
+def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict[str, Any],
+          budget: Budget) -> JobSpec:
     return JobSpec.model_validate({
         "name": "advise", "model": {"preset": preset, "seq_length": seq},
-        "cluster": {"instance_type": instance_type, "instance_count": instances, "region": "us-west-2"},
+        "cluster": {"instance_type": instance_type, "instance_count": instances, "region": budget.region},
         "smp": {"hybrid_shard_degree": c["shard"], "tensor_parallel_degree": c["tp"],
                 "activation_checkpointing": c["ac"], "activation_offloading": c["offload"]},
-        "training": {"batch_size": c["batch"], "precision": precision},
+        "training": {"batch_size": c["batch"], "precision": precision, "tokens": budget.tokens},
         "output": {"path": "s3://advise-bucket/smp"},
     })
 
 
 def _search(preset: str, instance_type: str, instances: int, seq: int, precision: str,
-            target: int | None) -> list[AdvisedLayout]:
+            target: int | None, budget: Budget) -> list[AdvisedLayout]:
     arch = PRESETS[preset].architecture
     cluster = Topology(instances, INSTANCES[instance_type].gpus, seq_length=seq)
     limit = target or MAX_GLOBAL_TOKENS
@@ -115,14 +152,81 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                     if not mem.fits:
                         continue
                     spec = _spec(preset, instance_type, instances, seq, precision,
-                                 {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch})
-                    advisories, _ = run_rules(spec, "us-west-2")
+                                 {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch}, budget)
+                    advisories, ctx = run_rules(spec, budget.region, env=budget.env)
                     if any(a.is_error for a in advisories):
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
                     warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity is Severity.WARNING)
-                    found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns))
-    return _explain(sorted(found, key=lambda c: c.key))
+                    found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns,
+                                               performance=ctx.performance, time=ctx.training_time, cost=ctx.cost))
+    return _rank(found, budget.by)
+
+
+def _rank(found: list[AdvisedLayout], by: str) -> list[AdvisedLayout]:
+    """Best first: the best practices' order, or the shortest predicted time (the cheapest with `cost`, where
+    every candidate has a price), the best practices' order breaking exact ties."""
+    practices = _explain(sorted(found, key=lambda c: c.key))
+    if by == "practices" or not practices:
+        return practices
+    priced = by == "cost" and all(c.usd is not None for c in practices)
+
+    def predicted(c: AdvisedLayout) -> float:
+        return c.usd if priced and c.usd is not None else c.time_seconds
+
+    ranked = sorted(practices, key=predicted)
+    return _explain_speed(ranked, "cost" if priced else "time", by)
+
+
+def _differences(best: AdvisedLayout, other: AdvisedLayout) -> list[str]:
+    """What the best layout does differently from another, and what each difference buys in the model."""
+    out: list[str] = []
+    b, o = best.performance, other.performance
+    if b is None or o is None:
+        return out
+    if best.checkpointing != other.checkpointing:
+        out.append("no activation checkpointing: no forward recomputed" if not best.checkpointing
+                   else "activation checkpointing, which the other cannot fit without")
+    if best.batch != other.batch:
+        out.append(f"batch {best.batch} instead of {other.batch}: "
+                   f"{'larger' if best.batch > other.batch else 'smaller'} matrices per step")
+    if best.shard != other.shard or best.tp != other.tp:
+        out.append(f"sharding {best.shard} x tensor {best.tp} instead of {other.shard} x {other.tp}: "
+                   f"{b.communication_seconds + b.exposed_seconds:.2f} s of communication a step against "
+                   f"{o.communication_seconds + o.exposed_seconds:.2f} s")
+    if best.offloading != other.offloading:
+        out.append("no activation offloading" if not best.offloading else "activation offloading")
+    return out
+
+
+def _explain_speed(ranked: list[AdvisedLayout], key: str, asked: str) -> list[AdvisedLayout]:
+    """Put the prediction first in each candidate's reasons, say why #1 wins over #2, and mark ties."""
+    spread = published_fit().spread
+    best = ranked[0]
+    out: list[AdvisedLayout] = []
+    for i, c in enumerate(ranked):
+        reasons = list(c.reasons)
+        tie = False
+        if c.performance is not None and c.time is not None:
+            p = c.performance
+            cost = f", ${c.usd:,.0f}" if c.usd is not None else ""
+            reasons.insert(0, f"predicted {p.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (MFU {p.mfu * 100:.1f}%, "
+                              f"{p.bound}-bound): {c.time_seconds / 86400:,.1f} days for {c.time.steps:,} steps{cost}")
+            tie = i > 0 and c.time_seconds <= best.time_seconds * (1 + spread)
+        out.append(replace(c, reasons=tuple(reasons), ties_with_best=tie))
+    if len(out) > 1 and best.performance is not None:
+        second = out[1]
+        slower = second.time_seconds / best.time_seconds - 1
+        why = "; ".join(_differences(best, second)) or "the same layout choices, predicted faster"
+        if second.ties_with_best:
+            verdict = (f"ties with #2 (predicted {slower * 100:.1f}% apart, within the model's leave-one-out spread "
+                       f"of {spread * 100:.1f}%): either will do; {why}")
+        else:
+            verdict = f"predicted {slower * 100:.1f}% faster than #2: {why}"
+        order = "cheapest" if key == "cost" else "fastest"
+        note = "" if key == asked else " (no price for every layout, so ranked by time)"
+        out[0] = replace(out[0], reasons=(f"{order} to train{note}: {verdict}", *out[0].reasons))
+    return out
 
 
 def _explain(ranked: list[AdvisedLayout]) -> list[AdvisedLayout]:
@@ -176,9 +280,12 @@ def _explain(ranked: list[AdvisedLayout]) -> list[AdvisedLayout]:
 
 def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int | None = None,
            seq_length: int = 4096, global_batch_tokens: int | None = None,
-           precision: str = "bf16") -> list[AdvisedLayout]:
-    """Feasible configurations, best first. Without `instances`, the smallest cluster whose largest
+           precision: str = "bf16", budget: Budget | None = None) -> list[AdvisedLayout]:
+    """Feasible configurations, best first (`budget.by`). Without `instances`, the smallest cluster whose largest
     fitting local batch reaches `global_batch_tokens` (the best practices' sharded-data-parallel step 2)."""
+    budget = budget or Budget()
+    if budget.by not in ORDERS:
+        raise ArgumentError(f"{{by}}: {budget.by!r} is not one of {', '.join(ORDERS)}")
     if preset not in PRESETS:
         from launcher.spec.models import did_you_mean
 
@@ -186,11 +293,11 @@ def advise(preset: str, instance_type: str = "ml.p4d.24xlarge", instances: int |
     if instance_type not in INSTANCES:
         raise ArgumentError(f"{{instance_type}}: {instance_type} is not one of {', '.join(INSTANCES)}")
     if instances is not None:
-        return _search(preset, instance_type, instances, seq_length, precision, global_batch_tokens)
+        return _search(preset, instance_type, instances, seq_length, precision, global_batch_tokens, budget)
     if global_batch_tokens is None:
         raise ArgumentError("give {instances}, or {global_batch_tokens} to derive the cluster size from it")
     for n in INSTANCE_COUNTS:
-        found = _search(preset, instance_type, n, seq_length, precision, global_batch_tokens)
+        found = _search(preset, instance_type, n, seq_length, precision, global_batch_tokens, budget)
         if found:
             return found
     raise ArgumentError(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches {global_batch_tokens:,} "

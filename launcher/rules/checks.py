@@ -529,3 +529,31 @@ def host_memory_fits(ctx: Context) -> Iterator[Finding]:
     yield Finding(f"building the model peaks at {host.per_instance_gib:,.0f} GiB of host memory on one instance "
                   f"and {ctx.instance.name} has {ctx.instance.host_memory_gib:,} GiB (rank 0 loads the pretrained "
                   "weights alone)", "model.pretrained")
+# ---- cost (the step-time model and the prices the plan uses) ----
+
+PRICING = "https://aws.amazon.com/sagemaker/pricing/"
+
+
+@rule("SMP070", Severity.ERROR, "Predicted cost within cluster.max_cost", PRICING)
+def within_max_cost(ctx: Context) -> Iterator[Finding]:
+    limit = ctx.spec.cluster.max_cost
+    cost = ctx.cost if limit is not None else None
+    if limit is None or cost is None or cost.usd is None or cost.usd <= limit:
+        return
+    time = ctx.training_time
+    hours = time.total_seconds / 3600 if time else 0.0
+    yield Finding(f"the predicted cost ${cost.usd:,.0f} ({hours:,.1f} h x ${cost.usd_per_hour:,.2f} an hour, "
+                  f"{cost.price_source}, {cost.price_date}) is above cluster.max_cost ${limit:,.0f}; train fewer "
+                  "steps or tokens, use spot, or raise max_cost", "cluster.max_cost")
+
+
+@rule("SMP071", Severity.WARNING, "cluster.max_cost needs a price", PRICING)
+def max_cost_unchecked(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.cluster.max_cost is None:
+        return
+    cost = ctx.cost
+    if cost is None:
+        yield Finding("cluster.max_cost is not checked: the layout is invalid, so there is no prediction",
+                      "cluster.max_cost")
+    elif cost.usd is None:
+        yield Finding(f"cluster.max_cost is not checked: {cost.note}", "cluster.max_cost")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -11,6 +11,7 @@ from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, FrameworkVersion, InstanceType
 from launcher.core.enums import StrEnum
 from launcher.core.errors import Mark
+from launcher.predict import Cost, Performance, TrainingTime, Workload
 from launcher.rules.decisions import Decisions, decide
 from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
 from launcher.rules.topology import Topology
@@ -90,8 +91,10 @@ def rule(rule_id: str, severity: Severity, title: str, source: str) -> Callable[
 class Context:
     """A validated spec and what follows from it, computed once and shared by every rule."""
 
-    def __init__(self, spec: JobSpec, region: str | None, topology: Topology | None = None):
+    def __init__(self, spec: JobSpec, region: str | None, topology: Topology | None = None,
+                 env: Mapping[str, str] | None = None):
         self.spec = spec
+        self.env = env  # where this account's calibration and cached prices are read (None: os.environ)
         self.topology = topology or Topology.of(spec)
         self.region = region
         self.smp = spec.smp
@@ -122,6 +125,53 @@ class Context:
     def memory(self) -> MemoryEstimate:
         return estimate(self.arch, self.layout())
 
+    def workload(self) -> Workload:
+        """The layout as the step-time model sees it."""
+        from launcher.predict.hardware import NODE_NETWORK_GBPS
+
+        s = self.smp
+        return Workload(self.arch, self.instance.gpu, self.spec.cluster.instance_count, self.instance.gpus,
+                        NODE_NETWORK_GBPS[self.instance.name], self.seq, self.spec.training.batch_size,
+                        shard_degree=self.shard, tensor_parallel=s.tensor_parallel_degree,
+                        context_parallel=s.context_parallel_degree, expert_parallel=s.expert_parallel_degree,
+                        checkpointing=1.0 if s.activation_checkpointing else 0.0,
+                        offloading=s.activation_offloading, precision=self.spec.training.precision,
+                        smddp=self.decisions.backend == "smddp")
+
+    @cached_property
+    def performance(self) -> Performance | None:
+        """Predicted speed (this account's factor applied where `calibrate` stored one); None for a layout
+        whose degrees do not divide the world."""
+        if not self.topology_ok:
+            return None
+        from launcher.predict import account_factors, predict
+
+        found = predict(self.workload())
+        mine = account_factors(self.env).get(self.instance.name)
+        return found.scaled(mine.factor, mine.describe()) if mine else found
+
+    @cached_property
+    def training_time(self) -> TrainingTime | None:
+        perf = self.performance
+        if perf is None:
+            return None
+        from launcher.predict import steps_from, training_time
+
+        t = self.spec.training
+        how = steps_from(self.spec, self.topology.global_batch_tokens)
+        return training_time(self.workload(), perf.step_seconds, t.max_steps, how, t.checkpoint_every,
+                             self.spec.cluster.spot)
+
+    @cached_property
+    def cost(self) -> Cost | None:
+        time = self.training_time
+        if time is None:
+            return None
+        from launcher.predict import cost
+
+        c = self.spec.cluster
+        return cost(c.instance_type, c.instance_count, self.region, c.spot, time.total_seconds, self.env)
+
     @property
     def topology_ok(self) -> bool:
         s = self.smp
@@ -130,10 +180,11 @@ class Context:
                 and self.world % (self.shard * s.tensor_parallel_degree * s.expert_parallel_degree) == 0)
 
 
-def run_rules(spec: JobSpec, region: str | None,
-              topology: Topology | None = None) -> tuple[list[Advisory], Context]:
-    """Run every rule; return advisories (errors first) and the context they saw."""
-    ctx = Context(spec, region, topology)
+def run_rules(spec: JobSpec, region: str | None, topology: Topology | None = None,
+              env: Mapping[str, str] | None = None) -> tuple[list[Advisory], Context]:
+    """Run every rule; return advisories (errors first) and the context they saw (`env`: where this account's
+    calibration and cached prices are read, os.environ by default)."""
+    ctx = Context(spec, region, topology, env)
     found = [Advisory(r.id, r.severity, f.message, f.field, r.source) for r in RULES for f in _run(r, ctx)]
     found.sort(key=lambda a: (_ORDER[a.severity], a.rule))
     return found, ctx

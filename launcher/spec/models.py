@@ -75,6 +75,34 @@ KeepAlive = Annotated[
         "description": "Seconds (0-3600), or a duration such as 30m.",
     }),
 ]
+TOKEN_SCALES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+TOKENS_MAX = 10**16
+
+
+def parse_token_count(value):
+    """A token budget: a whole number, or a decimal count with K, M, B (or G) or T: 1T is 10**12 tokens."""
+    if isinstance(value, bool):
+        raise ValueError("a token count is a number such as 300000000000 or a text such as 300B or 1T")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMmBbGgTt]?)\s*", value)
+        if m:
+            return round(float(m.group(1)) * TOKEN_SCALES[m.group(2).lower()])
+    raise ValueError(f"{str(value)[:40]!r} is not a token count: write a number, or one with K, M, B or T "
+                     "(decimal: 1T is 10**12 tokens)")
+
+
+TokenCount = Annotated[
+    int,
+    BeforeValidator(parse_token_count),
+    Field(ge=1, le=TOKENS_MAX),
+    WithJsonSchema({
+        "anyOf": [{"type": "integer", "minimum": 1, "maximum": TOKENS_MAX},
+                  {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KkMmBbGgTt]?\s*$"}],
+        "description": "Tokens, or a decimal count such as 300B or 1T (10**12).",
+    }),
+]
 BUCKET_RULES = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html"
 CREATE_TRAINING_JOB = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html"
 S3_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
@@ -273,6 +301,10 @@ class ClusterSpec(_Section):
         0, description="SageMaker managed warm pool: keep the instances this long (at most 1h) after the job "
                        "ends, so a matching next job (same role, instances, volume, VPC) skips provisioning. "
                        "0: none. Not with spot.")
+    max_cost: Optional[Float] = Field(
+        None, gt=0, description="The most this job may cost, in US dollars: the advisor refuses a plan whose "
+                                "predicted cost (instances x predicted hours x the hourly price) is above it; "
+                                "`--max-cost` sets it from the command line.")
 
     @field_serializer("subnets", "security_group_ids")
     def _as_list(self, value: Any) -> list[str]:
@@ -326,7 +358,10 @@ class TrainingSpec(_Section):
     batch_size: Count = Field(4, le=2**20, description="Sequences per data-parallel rank (per tensor-parallel "
                                                        "group) per step; no GPU holds a million.")
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
-    max_steps: Count = Field(1000, le=10**9)
+    max_steps: Count = Field(1000, le=10**9, description="Steps to train; `tokens` sets it from a token budget.")
+    tokens: Optional[TokenCount] = Field(
+        None, description="A token budget such as 300B or 1T (decimal): max_steps becomes the steps whose global "
+                          "batches reach it (rounded up), whatever max_steps says.")
     learning_rate: Float = Field(1e-4, gt=0)
     min_learning_rate: Float = Field(1e-5, ge=0, description="The schedule's floor; at most learning_rate.")
     warmup_steps: Optional[Annotated[int, Field(ge=0, le=10**9)]] = Field(
@@ -528,6 +563,24 @@ class JobSpec(_Section):
             raise ValueError(f"at most {room} hyperparameters: SageMaker takes {HYPERPARAMETERS_MAX} and the SDK "
                              f"adds {SDK_HYPERPARAMETERS} of its own; this spec sets {len(hp)}")
         return hp
+
+    @model_validator(mode="after")
+    def _tokens_to_steps(self):
+        """training.tokens becomes max_steps: the budget over the global batch (data-parallel ranks x batch x
+        sequence), rounded up. It wins over max_steps, which a base spec often sets."""
+        t = self.training
+        if t.tokens is None:
+            return self
+        gpus = INSTANCES[self.cluster.instance_type].gpus * self.cluster.instance_count
+        ranks = max(1, gpus // (self.smp.tensor_parallel_degree * self.smp.context_parallel_degree))
+        steps = -(-t.tokens // (ranks * t.batch_size * self.model.seq_length))
+        if steps > 10**9:
+            raise ValueError(f"training.tokens {t.tokens:,} needs {steps:,} steps at this global batch; at most 10**9")
+        if t.warmup_steps is not None and t.warmup_steps > steps:
+            raise ValueError(f"warmup_steps ({t.warmup_steps}) cannot exceed the {steps:,} steps training.tokens "
+                             "gives")
+        object.__setattr__(self, "training", t.model_copy(update={"max_steps": steps}))
+        return self
 
     @model_validator(mode="after")
     def _secrets_are_not_environment(self):

@@ -1,0 +1,165 @@
+"""What an instance-hour of SageMaker training costs, and where that figure came from.
+
+Planning makes no AWS call, so prices come from files: the cache that `submit` (or `prices --refresh`)
+writes from the AWS Price List API under the state folder, else the snapshot shipped inside the package.
+Each figure carries its source and date; a figure neither holds is None, never a guess.
+
+The Price List API: https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
+(service code AmazonSageMaker, product family "ML Instance", `platoinstancetype` Training or SpotTraining).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from launcher.core.state import state_dir
+
+CACHE_FILE = "prices.json"
+SNAPSHOT_FILE = "prices_snapshot.json"
+CACHE_VERSION = 1
+MAX_CACHE_BYTES = 1 << 20  # a cache for every instance type in every region is far below this
+CACHE_SOURCE = "AWS Price List API"
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float
+    source: str  # where the figure came from, in words a person can check
+    date: str    # ISO date the figure was read
+
+
+def hourly_price(instance_type: str, region: str, *, spot: bool,
+                 env: Mapping[str, str] | None = None) -> Price | None:
+    """The hourly price of one `instance_type` training instance in `region` (spot or on-demand), or None.
+
+    The fetched cache wins over the shipped snapshot; a cache that is missing, unreadable, too big or not
+    a regular file is passed over (the snapshot still answers), so a damaged file never stops a plan.
+    """
+    key = price_key(instance_type, region, spot=spot)
+    cached = _cache_entries(cache_path(env)).get(key)
+    if cached is not None:
+        return cached
+    return _snapshot_entries().get(key)
+
+
+def price_key(instance_type: str, region: str, *, spot: bool) -> str:
+    return f"{instance_type}|{region}|{'spot' if spot else 'on-demand'}"
+
+
+def cache_path(env: Mapping[str, str] | None = None) -> Path:
+    return state_dir(env) / CACHE_FILE
+
+
+def read_cache(env: Mapping[str, str] | None = None) -> dict[str, Price]:
+    """Every cached figure, by `price_key` (empty when there is no usable cache)."""
+    return dict(_cache_entries(cache_path(env)))
+
+
+def snapshot_prices() -> dict[str, Price]:
+    """Every figure of the shipped snapshot, by `price_key`."""
+    return dict(_snapshot_entries())
+
+
+def snapshot_date() -> str:
+    return str(_snapshot_document().get("date", ""))
+
+
+def _cache_entries(path: Path) -> dict[str, Price]:
+    text = _bounded_read(path)
+    if text is None:
+        return {}
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(document, dict) or document.get("version") != CACHE_VERSION:
+        return {}
+    return _entries(document.get("prices"), default_source=CACHE_SOURCE)
+
+
+def _bounded_read(path: Path) -> str | None:
+    """The file's text, or None unless it is a regular file of at most MAX_CACHE_BYTES in UTF-8."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CACHE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CACHE_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _entries(rows: Any, *, default_source: str) -> dict[str, Price]:
+    """Well-formed rows only: a row with a missing field or a price that is not a positive number is skipped."""
+    found: dict[str, Price] = {}
+    if not isinstance(rows, list):
+        return found
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        itype, region, spot = row.get("instance_type"), row.get("region"), row.get("spot")
+        usd, date = row.get("usd_per_hour"), row.get("date")
+        source = row.get("source", default_source)
+        if not (isinstance(itype, str) and isinstance(region, str) and isinstance(spot, bool)):
+            continue
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd <= 0:
+            continue
+        if not isinstance(date, str) or not isinstance(source, str):
+            continue
+        found[price_key(itype, region, spot=spot)] = Price(float(usd), source, date)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _snapshot_document() -> dict[str, Any]:
+    text = resources.files("launcher.catalog").joinpath(SNAPSHOT_FILE).read_text(encoding="utf-8")
+    document = json.loads(text)
+    return document if isinstance(document, dict) else {}
+
+
+@lru_cache(maxsize=1)
+def _snapshot_entries() -> dict[str, Price]:
+    return _entries(_snapshot_document().get("prices"), default_source="shipped snapshot")
+
+
+def write_cache(prices: Mapping[str, Price], env: Mapping[str, str] | None = None) -> Path:
+    """Merge fetched figures (by `price_key`) into the cache, atomically, and return its path.
+
+    Figures already cached for other types or regions stay; a damaged cache is replaced.
+    """
+    import tempfile
+
+    merged = {**_cache_entries(cache_path(env)), **prices}
+    rows = []
+    for key, price in sorted(merged.items()):
+        itype, region, kind = key.split("|")
+        rows.append({"instance_type": itype, "region": region, "spot": kind == "spot",
+                     "usd_per_hour": price.usd_per_hour, "source": price.source, "date": price.date})
+    folder = state_dir(env)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".prices-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"version": CACHE_VERSION, "prices": rows}, f, indent=1)
+    os.replace(tmp, folder / CACHE_FILE)
+    return folder / CACHE_FILE

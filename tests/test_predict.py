@@ -1,0 +1,198 @@
+"""The step-time model, its calibration on published points, time to train and cost (launcher.predict)."""
+import dataclasses
+import json
+import math
+import statistics
+
+import pytest
+
+from launcher.plan.build import build_plan
+from launcher.predict import account, budget, hardware
+from launcher.predict.fit import fit, measured_efficiency, published_fit, workload
+from launcher.predict.model import Workload, compute_from_step, step_seconds, terms
+from launcher.predict.published import POINTS, SOURCES
+from launcher.predict.speed import predict
+from launcher.spec import load_spec
+from launcher.spec.presets import PRESETS
+from tests.conftest import MINIMAL
+
+LLAMA70 = PRESETS["llama2-70b"].architecture
+
+
+def p4d(nodes, shard, batch=2, seq=4096, **kw):
+    return Workload(LLAMA70, "A100 40GB", nodes, 8, hardware.NODE_NETWORK_GBPS["ml.p4d.24xlarge"], seq, batch,
+                    shard_degree=shard, **kw)
+
+
+def test_every_published_point_cites_a_public_url_and_a_known_gpu():
+    assert len(POINTS) > 200
+    for p in POINTS:
+        assert p.url.startswith("https://github.com/") and p.source in SOURCES
+        assert p.gpu in hardware.GPUS and p.tokens_per_s_per_gpu > 0
+    assert {p.gpu for p in POINTS} >= {"A100 40GB", "A100 80GB", "H100 80GB"}
+    assert max(p.gpus for p in POINTS) >= 512 and min(p.gpus for p in POINTS) == 8
+
+
+def test_the_fit_predicts_points_it_never_saw():
+    """Leave-one-out on every fifth point (`make bench` runs all of them): the median error is small and
+    the measured value lies inside the band for nearly all."""
+    errors, inside = [], 0
+    sample = POINTS[::5]
+    for p in sample:
+        rest = tuple(q for q in POINTS if q is not p)
+        got = predict(workload(p), fit(rest))
+        errors.append(abs(got.tokens_per_second_per_gpu / p.tokens_per_s_per_gpu - 1))
+        inside += got.band[0] <= p.tokens_per_s_per_gpu <= got.band[1]
+    assert statistics.median(errors) < 0.06
+    assert inside >= 0.9 * len(sample)
+
+
+def test_the_fit_reads_compute_from_every_published_point():
+    """None of the published clusters is communication-bound under the model: each point's compute time can
+    be read from its step, and the fitted efficiencies are physical (below the peak)."""
+    effs = [measured_efficiency(p) for p in POINTS]
+    assert all(e is not None and 0.1 < e < 0.95 for e in effs)
+    assert published_fit().points == len(POINTS)
+
+
+def test_step_inverts_to_compute():
+    t = terms(p4d(32, 256))
+    for compute in (0.5 * t.overlappable, 2.0 * t.overlappable):
+        step = step_seconds(compute, t)
+        assert compute_from_step(step, t) == pytest.approx(compute)
+    assert compute_from_step(t.exposed + 0.5 * t.overlappable, t) is None
+
+
+def test_fsdp_across_nodes_is_bounded_by_the_network():
+    """One node shards over NVLink; 32 p4d nodes shard over 400 Gbps EFA: far more communication per step,
+    SMDDP's AllGather lowers it, and few tokens per GPU (1,024 here) leave the step communication-bound."""
+    inside = terms(p4d(1, 8, batch=1)).fsdp
+    across = terms(p4d(32, 256, batch=1)).fsdp
+    assert across > 5 * inside  # 240 GB/s of NVLink against 40 GB/s of EFA per node
+    assert terms(p4d(32, 256, smddp=True)).fsdp < terms(p4d(32, 256)).fsdp
+    small = predict(p4d(32, 256, batch=1, seq=1024))
+    assert small.bound == "communication" and small.communication_seconds > small.compute_seconds
+    assert predict(p4d(32, 256, batch=8)).bound == "compute"
+    p5 = dataclasses.replace(p4d(32, 256, batch=1), gpu="H100 80GB", node_gbps=3200.0)
+    assert terms(p5).fsdp < terms(p4d(32, 256, batch=1)).fsdp / 4
+
+
+def test_hybrid_replicas_and_tensor_parallelism_cost_their_own_collectives():
+    hybrid = terms(p4d(32, 8))
+    assert hybrid.replicas > 0 and terms(p4d(32, 256)).replicas == 0
+    assert terms(p4d(4, 32, tensor_parallel=8)).tensor > 0 and terms(p4d(4, 32)).tensor == 0
+    across = terms(p4d(4, 2, tensor_parallel=16)).tensor
+    assert across > 5 * terms(p4d(4, 4, tensor_parallel=8)).tensor  # tensor parallelism over EFA
+
+
+def test_the_band_holds_the_prediction_and_mfu_is_model_flops_over_peak():
+    w = p4d(32, 256)
+    got = predict(w)
+    low, high = got.band
+    assert low < got.tokens_per_second_per_gpu < high
+    assert got.mfu == pytest.approx(w.model_flops / got.step_seconds / (312e12))
+    assert got.tokens_per_second_per_gpu == pytest.approx(w.tokens_per_gpu / got.step_seconds)
+
+
+def test_checkpointing_costs_a_recomputed_forward_and_fp8_is_faster_on_h100():
+    h100 = dataclasses.replace(p4d(4, 32), gpu="H100 80GB", node_gbps=3200.0)
+    off = predict(dataclasses.replace(h100, checkpointing=0.0))
+    on = predict(h100)
+    assert off.tokens_per_second_per_gpu > 1.15 * on.tokens_per_second_per_gpu
+    assert predict(dataclasses.replace(h100, precision="fp8")).tokens_per_second_per_gpu > (
+        1.1 * on.tokens_per_second_per_gpu)
+
+
+def _plan(write_spec, *sets, env=None):
+    return build_plan(load_spec(write_spec(MINIMAL), list(sets)), env=env)
+
+
+def test_plan_json_carries_performance_and_cost_with_their_sources(write_spec):
+    data = _plan(write_spec, "cluster.region=us-east-1").to_dict()
+    perf, cost = data["performance"], data["cost"]
+    assert set(perf) >= {"step_seconds", "tokens_per_second_per_gpu", "mfu", "band", "bound", "time_to_train_seconds"}
+    assert perf["band"][0] < perf["tokens_per_second_per_gpu"] < perf["band"][1]
+    assert perf["calibration"] == "published" and perf["bound"] in ("compute", "communication")
+    assert set(cost) >= {"usd", "usd_per_hour", "price_source", "price_date"}
+    assert cost["price_source"] and cost["price_date"]
+    assert cost["usd"] == pytest.approx(cost["usd_per_hour"] * perf["time_to_train_seconds"] / 3600, rel=1e-3)
+    time = perf["time_to_train"]
+    assert perf["time_to_train_seconds"] == pytest.approx(time["startup_seconds"] + time["training_seconds"]
+                                                          + time["checkpoint_seconds"], abs=1)
+    assert time["steps"] == 1000 and time["checkpoints"] == 2  # MINIMAL trains 1000 steps, saving every 500
+    json.dumps(data)
+
+
+def test_no_price_means_no_cost_and_says_why(write_spec):
+    cost = _plan(write_spec, "cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge").cost
+    assert cost is not None and cost.usd is None and cost.price_source is None
+    assert "no on-demand price for ml.p5.48xlarge in sa-east-1" in cost.note
+
+
+def test_a_token_budget_becomes_steps(write_spec):
+    plan = _plan(write_spec, "training.tokens=1T", "training.max_steps=10")
+    per_step = plan.global_batch_tokens
+    assert plan.spec.training.max_steps == math.ceil(10**12 / per_step)
+    assert plan.training_time is not None and plan.training_time.steps == plan.spec.training.max_steps
+    assert plan.training_time.steps_from == f"training.tokens 1,000,000,000,000 at {per_step:,} tokens a step"
+    assert _plan(write_spec, "training.tokens=300B").spec.training.tokens == 300 * 10**9
+
+
+@pytest.mark.parametrize("bad", ["1X", "true", "-5", "1.5.2T"])
+def test_a_bad_token_budget_is_a_spec_error(write_spec, bad):
+    from launcher.core.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        _plan(write_spec, f"training.tokens={bad}")
+    assert "training.tokens" in str(err.value)
+
+
+def test_spot_adds_an_interruption_allowance(write_spec):
+    on_demand = _plan(write_spec, "cluster.instance_count=16", "smp.hybrid_shard_degree=128").training_time
+    spot = _plan(write_spec, "cluster.instance_count=16", "smp.hybrid_shard_degree=128",
+                 "cluster.spot=true").training_time
+    assert on_demand.interruption_seconds == 0 and spot.interruption_seconds > 0
+    assert spot.total_seconds > on_demand.total_seconds
+
+
+def test_checkpoint_writes_split_over_the_nodes_holding_a_replica():
+    assert budget.checkpoint_seconds(p4d(32, 256)) == pytest.approx(budget.checkpoint_seconds(p4d(1, 8)) / 32)
+    assert budget.checkpoint_seconds(p4d(32, 8)) == pytest.approx(budget.checkpoint_seconds(p4d(1, 8)))
+
+
+def test_an_account_factor_scales_later_plans_and_the_plan_says_so(write_spec, tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SMP_LAUNCH_BUCKET": "b"}
+    before = _plan(write_spec, env=env).performance
+    account.store([account.Sample("job-a", "ml.p4d.24xlarge", 0.8 * before.tokens_per_second_per_gpu,
+                                  before.tokens_per_second_per_gpu, 20, "2026-12-02T08:00:00Z")], env)
+    after = _plan(write_spec, env=env).performance
+    assert after.tokens_per_second_per_gpu == pytest.approx(0.8 * before.tokens_per_second_per_gpu)
+    assert after.band[1] == pytest.approx(0.8 * before.band[1])
+    assert after.calibration == "this account's factor 0.800 for ml.p4d.24xlarge from 1 calibrated job"
+    other = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge", env=env).performance
+    assert other.calibration == "published"
+
+
+def test_a_damaged_calibration_file_is_passed_over(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = account.path(env)
+    path.parent.mkdir(parents=True)
+    for text in ("not json", json.dumps({"version": 1, "samples": [{"job": "x"}]}), json.dumps([1])):
+        path.write_text(text)
+        assert account.factors(env) == {}
+
+
+def test_max_cost_refuses_a_plan_predicted_above_it(run_cli, write_spec):
+    spec = write_spec(MINIMAL.replace("us-west-2", "us-east-1"))
+    r = run_cli("plan", str(spec), "--max-cost", "1")
+    assert r.code == 2 and "SMP070" in r.err and "cluster.max_cost" in r.err and "$1" in r.err
+    assert run_cli("plan", str(spec), "--max-cost", "1000000").code == 0
+
+
+def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
+    r = run_cli("plan", str(write_spec(MINIMAL)))
+    assert r.code == 0
+    lines = {line.split("│")[1].strip(): line for line in r.out.splitlines() if line.count("│") >= 3}
+    assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
+    assert "1,000 steps (training.max_steps)" in lines["time to train"]
+    assert "cannot tell: no on-demand price" in lines["cost"]

@@ -1,0 +1,108 @@
+"""Where a plan's prices come from: the fetched cache, else the shipped snapshot, else nothing."""
+import json
+import os
+
+import pytest
+
+from launcher.catalog import prices
+from launcher.catalog.prices import Price, hourly_price, price_key, write_cache
+
+
+def _env(tmp_path):
+    return {"XDG_STATE_HOME": str(tmp_path)}
+
+
+def _write(tmp_path, document):
+    path = prices.cache_path(_env(tmp_path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+def test_the_snapshot_answers_with_its_page_and_date(tmp_path):
+    price = hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path))
+    assert price == Price(37.688, price.source, prices.snapshot_date())
+    assert price.source.startswith("shipped snapshot") and "https://aws.amazon.com/sagemaker/pricing/" in price.source
+    assert len(price.date) == 10 and price.date[4] == "-"
+
+
+def test_every_snapshot_row_names_a_public_page_and_a_date():
+    rows = json.loads((prices.Path(prices.__file__).parent / prices.SNAPSHOT_FILE).read_text())["prices"]
+    assert rows and len(prices.snapshot_prices()) == len(rows), "a malformed snapshot row was dropped"
+    for price in prices.snapshot_prices().values():
+        assert "https://" in price.source and price.date
+
+
+@pytest.mark.parametrize("itype,region,spot", [
+    ("ml.p4d.24xlarge", "us-east-1", True),      # no spot figure was published in the snapshot
+    ("ml.p4d.24xlarge", "mars-north-1", False),
+    ("ml.p9.48xlarge", "us-east-1", False),
+])
+def test_a_figure_no_source_holds_is_none_never_a_guess(tmp_path, itype, region, spot):
+    assert hourly_price(itype, region, spot=spot, env=_env(tmp_path)) is None
+
+
+def test_a_fetched_figure_wins_over_the_snapshot_and_is_merged(tmp_path):
+    env = _env(tmp_path)
+    fetched = Price(31.5, "AWS Price List API", "2026-11-30")
+    write_cache({price_key("ml.p4d.24xlarge", "us-east-1", spot=False): fetched}, env)
+    spot = Price(12.25, "AWS Price List API", "2026-12-01")
+    write_cache({price_key("ml.p5.48xlarge", "us-west-2", spot=True): spot}, env)
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=env) == fetched
+    assert hourly_price("ml.p5.48xlarge", "us-west-2", spot=True, env=env) == spot
+    assert hourly_price("ml.p5.48xlarge", "us-west-2", spot=False, env=env) is None
+    assert [p.name for p in prices.cache_path(env).parent.iterdir()] == ["prices.json"], "a temporary file is left"
+
+
+@pytest.mark.parametrize("document", [
+    "{not json",
+    '["a list"]',
+    {"version": 99, "prices": []},
+    {"version": 1, "prices": "many"},
+    {"version": 1, "prices": [{"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False,
+                               "usd_per_hour": "cheap", "date": "2026-11-30"}]},
+    {"version": 1, "prices": [{"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False,
+                               "usd_per_hour": -3, "date": "2026-11-30"}]},
+    {"version": 1, "prices": [{"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": "no",
+                               "usd_per_hour": 3, "date": "2026-11-30"}]},
+])
+def test_a_damaged_cache_falls_back_to_the_snapshot(tmp_path, document):
+    _write(tmp_path, document)
+    price = hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path))
+    assert price is not None and price.source.startswith("shipped snapshot")
+    write_cache({}, _env(tmp_path))  # a damaged cache is replaced by a good one
+    assert json.loads(prices.cache_path(_env(tmp_path)).read_text()) == {"version": 1, "prices": []}
+
+
+def test_an_oversized_cache_is_not_read(tmp_path):
+    row = {"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False, "usd_per_hour": 1.0,
+           "date": "2026-11-30", "source": "x" * (prices.MAX_CACHE_BYTES + 10)}
+    _write(tmp_path, {"version": 1, "prices": [row]})
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_cache_that_is_not_a_regular_file_is_not_opened_for_reading(tmp_path):
+    path = prices.cache_path(_env(tmp_path))
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)  # reading a FIFO with no writer would block forever
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+
+
+def test_a_symlinked_cache_is_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"version": 1, "prices": [
+        {"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False, "usd_per_hour": 1.0,
+         "date": "2026-11-30"}]}))
+    path = prices.cache_path(_env(tmp_path))
+    path.parent.mkdir(parents=True)
+    path.symlink_to(elsewhere)
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+
+
+def test_a_cached_row_without_a_source_says_it_came_from_the_price_list(tmp_path):
+    _write(tmp_path, {"version": 1, "prices": [
+        {"instance_type": "ml.p5.48xlarge", "region": "us-east-1", "spot": False, "usd_per_hour": 50,
+         "date": "2026-11-30"}]})
+    assert hourly_price("ml.p5.48xlarge", "us-east-1", spot=False, env=_env(tmp_path)) == Price(
+        50.0, prices.CACHE_SOURCE, "2026-11-30")
