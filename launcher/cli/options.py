@@ -15,7 +15,7 @@ FLAGS = {
     "global_batch_tokens": "--global-batch-tokens", "precision": "--precision", "yes": "--yes",
     "max_attempts": "--max-attempts", "rate": "--rate", "interval": "--interval", "sweeps": "--sweep",
     "max_concurrent": "--max-concurrent", "hosts": "--host", "since": "--since", "grep": "--grep",
-    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny",
+    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny", "instance_types": "INSTANCE_TYPE",
 }
 
 OUTPUT = click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
