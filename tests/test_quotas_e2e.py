@@ -84,3 +84,22 @@ def test_submit_caches_prices_and_prices_shows_them_with_their_source_without_as
     assert refreshed["refreshed"] and refreshed["prices"][0]["usd_per_hour"] == 30.0
     table = server_world.cli("prices", "ml.p4d.24xlarge", "ml.p5.48xlarge")
     assert table.returncode == 0 and "30.000" in table.stdout and "no source" in table.stdout
+
+
+def test_a_sweep_waits_for_quota_instead_of_failing(server_world):
+    """Quota for one instance, two one-instance plans: the second waits for the first to end, then starts."""
+    fake_quotas.set_quota("ml.p4d.24xlarge", 1)
+    emulator.set_default({"starting": 0.2, "downloading": 0.1, "training": 1.0, "uploading": 0.1, "decoy": False})
+    try:
+        out = server_world.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
+                               "training.batch_size=2,4", "--max-concurrent", "2", "--interval", "0.2",
+                               "--output", "json")
+    finally:
+        emulator.set_default(None)
+    assert out.returncode == 0, out.stderr
+    runs = json.loads(out.stdout)
+    assert [r["state"] for r in runs] == ["started", "started"], out.stderr
+    assert out.stderr.count("waiting for quota") == 1 and "1 in use by 1 running job(s)" in out.stderr
+    first, second = (server_world.session.client("sagemaker").describe_training_job(TrainingJobName=r["job_name"])
+                     for r in runs)
+    assert second["CreationTime"] >= first["CreationTime"]

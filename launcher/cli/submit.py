@@ -232,6 +232,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         return connect(profile=profile, region=plan_region)
 
     def on_event(event: Any) -> None:
+        if event.kind is EventKind.WAITING:  # on stderr in both modes: it explains a pause
+            click.echo(safe(f"waiting for quota: {event.job_name}: {event.message}"), err=True)
         if as_json:
             return
         if event.kind is EventKind.STARTED:

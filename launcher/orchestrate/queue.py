@@ -48,6 +48,7 @@ class EventKind(StrEnum):
     DRY_RUN = "dry_run"  # a dry run passed every check (the event carries its Submission)
     ENDED = "ended"  # a job the queue holds ended (the event carries its JobStatus)
     RESUBMIT = "resubmit"  # the job that ended will be followed by `job_name`, after `backoff_s` seconds
+    WAITING = "waiting"  # the account's quota cannot hold the plan's job yet: it waits for running jobs to end
     ERROR = "error"  # a check or a submit failed (the event's `message` says why)
 
 
@@ -234,11 +235,14 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     running: dict[str, int] = {}
     in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
     follow = (wait or again_after is not None) and not dry_run
+    queued = not dry_run and (max_concurrent is not None or len(plans) > 1)  # a queue waits for quota, one submit not
+    waiting: set[int] = set()  # the plans that said they wait for quota (said once each)
 
     def update(i: int, **changes: Any) -> None:
         runs[i] = dataclasses.replace(runs[i], **changes)
 
-    def start(i: int) -> bool:
+    def start(i: int) -> bool | None:
+        """True: submitted; False: failed (the queue stops); None: over quota for now, to be tried again."""
         run, plan = runs[i], current[i]
         backoff.pop(i, None)
         in_flight.append(i)
@@ -246,6 +250,11 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check,
                                  clients=client_of(plan.region or ""))
         except LauncherError as err:
+            if queued and getattr(getattr(err, "check", None), "waitable", False):
+                if i not in waiting:
+                    waiting.add(i)
+                    emit(Event(EventKind.WAITING, i, plan.job_name, message=str(err), running=len(running)))
+                return None
             if isinstance(err, Interrupted) and err.started:
                 update(i, error=err, state=PlanState.STARTED)  # the job exists: the error says so and names it
             else:
@@ -316,7 +325,12 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         while True:
             started = False
             while pending and free() and backoff.get(pending[0], 0.0) <= 0:
-                if not start(pending.popleft()):
+                head = pending.popleft()
+                outcome = start(head)
+                if outcome is None:  # over quota: try again after the next poll
+                    pending.appendleft(head)
+                    break
+                if not outcome:
                     pending.clear()
                     return _finish(runs)
                 started = True
