@@ -18,6 +18,7 @@ from typing import Any
 from launcher.catalog.prices import CACHE_SOURCE, Price, price_key, write_cache
 from launcher.core.aws import Clients, explain
 from launcher.core.errors import LauncherError
+from launcher.core.frozen import freeze
 from launcher.core.sanitize import clean
 
 SERVICE_CODE = "AmazonSageMaker"
@@ -33,6 +34,11 @@ class Fetched:
     missing: tuple[str, ...] = ()  # keys the Price List has no product for
     notes: tuple[str, ...] = ()  # one line each for what could not be fetched
     cache: str | None = None  # the cache file written (None: nothing new to write)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prices", freeze(dict(self.prices)))
+        for name in ("missing", "notes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"prices": {k: {"usd_per_hour": p.usd_per_hour, "source": p.source, "date": p.date}

@@ -64,6 +64,9 @@ class QuotaCheck:
     in_use_jobs: tuple[str, ...] = ()
     note: str = ""  # why the verdict is unknown
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "in_use_jobs", tuple(self.in_use_jobs))
+
     @property
     def name(self) -> str:
         return quota_name(self.instance_type, spot=self.spot)
