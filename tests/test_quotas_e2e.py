@@ -103,3 +103,29 @@ def test_a_sweep_waits_for_quota_instead_of_failing(server_world):
     first, second = (server_world.session.client("sagemaker").describe_training_job(TrainingJobName=r["job_name"])
                      for r in runs)
     assert second["CreationTime"] >= first["CreationTime"]
+
+
+def test_a_capacity_failure_falls_back_to_the_next_type_and_status_and_wait_say_which_ran(server_world):
+    fake_quotas.no_capacity("ml.p5.48xlarge")
+    emulator.set_default({"starting": 0.3, "downloading": 0.2, "training": 1.0, "uploading": 0.2, "decoy": False})
+    overrides = ["--set", "role=Good", "--set",
+                 "cluster.instance_types=[ml.p5.48xlarge, ml.p4de.24xlarge, ml.p4d.24xlarge]",
+                 "--set", "cluster.instance_count=4", "--set", "smp.hybrid_shard_degree=32",
+                 "--set", "training.batch_size=1"]
+    try:
+        out = server_world.cli("submit", "jobs/llama70b.yaml", *overrides, "--interval", "0.2")
+        assert out.returncode == 0, out.stderr
+        started = out.stdout.split()[1]
+        assert started.endswith("-r2") and f"started {started}" in out.stdout
+        first = started[:-3]
+        assert f"{first}: Failed [capacity]" in out.stderr
+        assert f"ml.p5.48xlarge had no capacity ({first}); trying 4 x ml.p4de.24xlarge as {started}" in out.stderr
+        status = json.loads(server_world.cli("status", "latest", "--output", "json").stdout)
+        assert status["job_name"] == started and status["instance_type"] == "ml.p4de.24xlarge"
+        (row,) = json.loads(server_world.cli("wait", "latest", "--interval", "0.2", "--output", "json").stdout)
+        assert (row["job_name"], row["status"], row["instance_type"]) == (started, "Completed", "ml.p4de.24xlarge")
+        lines = server_world.cli("wait", first, started, "--interval", "0.2")
+        assert f"{first}: Failed" in lines.stdout and "(4 x ml.p5.48xlarge)" in lines.stdout
+        assert f"{started}: Completed (4 x ml.p4de.24xlarge)" in lines.stdout
+    finally:
+        emulator.set_default(None)

@@ -182,7 +182,8 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
         account = check_account(plan, clients, skip_role_check=skip_role_check)
         quota = require(check_quota(clients, plan.instance_type, plan.instance_count, plan.region or "",
                                     spot=plan.estimator.use_spot_instances))
-        prices = fetch_prices(clients, [plan.instance_type], plan.region or "", env=clients.env)
+        prices = fetch_prices(clients, [plan.instance_type, *(a.instance_type for a in plan.alternatives)],
+                              plan.region or "", env=clients.env)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: {plan.job_name} was not started; nothing is running", plan.job_name,
                           JobExistence.ABSENT.value) from None
