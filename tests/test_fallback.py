@@ -154,3 +154,10 @@ def test_a_create_refused_for_capacity_moves_on_at_once(moto_world, clock, quick
 def test_the_plan_json_of_a_fallback_is_plain_data():
     data = plan_of().to_dict()
     assert thaw(data) == data and isinstance(data["alternatives"], list)
+
+
+def test_the_plan_table_says_where_a_capacity_failure_moves_the_job(run_cli):
+    r = run_cli("plan", str(JOBS / "llama70b.yaml"), *[f"--set={o}" for o in SEVENTY])
+    assert r.code == 0, r.err
+    line = " ".join(next(x for x in r.out.splitlines() if "capacity fallback" in x).split())
+    assert "ml.p4de.24xlarge (fits), then ml.p4d.24xlarge (skipped, SMP060)" in line
