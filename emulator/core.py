@@ -36,19 +36,20 @@ def register_patch(name: str, apply: Callable[[], None]) -> None:
             _apply(name)
 
 
-_FORGET: list[Callable[[], None]] = []
+_RESETS: list[Callable[[], None]] = []
 
 
-def on_forget(hook: Callable[[], None]) -> None:
-    """Have `hook` drop a module's own state whenever the emulated jobs are forgotten (scenario.forget_all)."""
+def register_reset(reset: Callable[[], None]) -> None:
+    """Add what `forget_registered()` runs: a module's own settings (prices, quotas) back to their defaults."""
     with _LOCK:
-        if hook not in _FORGET:
-            _FORGET.append(hook)
+        if reset not in _RESETS:
+            _RESETS.append(reset)
 
 
-def forget_hooks() -> None:
-    for hook in list(_FORGET):
-        hook()
+def forget_registered() -> None:
+    """Run every registered reset (scenario.forget_all calls this, so each test starts from the defaults)."""
+    for reset in list(_RESETS):
+        reset()
 
 
 def install() -> None:

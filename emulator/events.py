@@ -128,4 +128,4 @@ def _apply() -> None:
 
 
 core.register_patch("events:sagemaker-and-sns", _apply)
-core.on_forget(forget_all)
+core.register_reset(forget_all)

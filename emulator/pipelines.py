@@ -313,4 +313,4 @@ def run_of(arn: str) -> ExecutionRun | None:
 
 
 core.register_patch("sagemaker:pipeline-executions", _apply)
-core.on_forget(forget_all)
+core.register_reset(forget_all)

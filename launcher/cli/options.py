@@ -16,6 +16,7 @@ FLAGS = {
     "max_attempts": "--max-attempts", "rate": "--rate", "interval": "--interval", "sweeps": "--sweep",
     "max_concurrent": "--max-concurrent", "hosts": "--host", "since": "--since", "grep": "--grep",
     "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny", "tokens": "--tokens", "by": "--by",
+    "instance_types": "INSTANCE_TYPE",
 }
 
 OUTPUT = click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
