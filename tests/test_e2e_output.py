@@ -167,6 +167,15 @@ def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_server_env):
     assert said(out.stderr)[0].startswith("warning: role check: cannot tell: ") and "<" not in out.stderr
 
 
+def test_a_sweep_says_a_shared_role_warning_once(plain_server_env):
+    out = cli(plain_server_env, "submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run",
+              "--sweep", "training.batch_size=1,2,4")
+    assert out.returncode == 0, out.stderr
+    assert "3 plans: 3 would start" in out.stdout
+    warnings = [ln for ln in said(out.stderr) if ln.startswith("warning: role check: cannot tell: ")]
+    assert len(warnings) == len(set(warnings)) >= 1
+
+
 def test_render_as_a_fresh_process_writes_the_source_dir_it_reports(tmp_path):
     """The README's `render` runs in-process in tests/test_readme_commands.py; here as the installed CLI."""
     out = subprocess.run([SMP, "render", "jobs/llama7b.yaml", "-o", str(tmp_path / "src"), "--output", "json"],

@@ -18,8 +18,10 @@ def retry_options(f: Any) -> Any:
     f = click.option("--max-attempts", type=click.IntRange(min=1, max=20), default=3, show_default=True,
                      help="With --retry: attempts in all, the first included.")(f)
     return click.option("--retry", "retry", default=None, metavar="CLASSES",
-                        help="Wait for the job and resubmit it when it fails in one of these failure classes "
-                             "(comma-separated: capacity, spot, ...); a spot job resumes from its checkpoints.")(f)
+                        help="Wait for the job and resubmit it when it fails in one of these failure classes or "
+                             "exit codes (comma-separated: any class, e.g. capacity, spot, internal_error, "
+                             "hardware; 'default' for those four; exit:CODE, e.g. exit:1,exit:139); it resumes "
+                             "from its checkpoints.")(f)
 
 
 def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
@@ -88,6 +90,8 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
                 f" [{failure.failure_class}] {failure.remedy}" if failure else "")
         elif event.kind is EventKind.RESUBMIT:
             text = f"retrying in {event.backoff_s:g} s"
+        elif event.kind is EventKind.WAIT:
+            text = event.message
         else:
             return
         click.echo(safe(text), err=as_json)
@@ -232,6 +236,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         return connect(profile=profile, region=plan_region)
 
     def on_event(event: Any) -> None:
+        if event.kind is EventKind.WAIT:  # on stderr: stdout stays one JSON document with --output json
+            click.echo(safe(event.message), err=True)
         if as_json:
             return
         if event.kind is EventKind.STARTED:
@@ -245,9 +251,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
                        retry=retry)
     by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
-    for run in runs:
-        for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
-            warn(message)
+    # Plans that share an account (role, buckets) get the same warnings: each is said once.
+    for message in dict.fromkeys(m for run in runs for s in run.submissions for m in (*s.warnings, *s.notes)):
+        warn(message)
     errors = {run.error: run.plan.region for run in runs if run.error is not None}
     for err, plan_region in errors.items():  # an interrupt while waiting is one error shared by the plans it stopped
         for line in for_shell(err, plan_region).lines():
