@@ -32,7 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
-COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "setup.cfg", "pyproject.toml", "README.md")
+COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "templates", "setup.cfg", "pyproject.toml",
+          "README.md")
 
 # module -> the pytest arguments that cover it, the most targeted first (pytest stops at the first failure).
 def tests_in(module: str, *names: str) -> list[str]:
@@ -82,6 +83,8 @@ TESTS: dict[str, list[str]] = {
                                  "-k", "not bounded and not 64"],
     "launcher/jobs/reader.py": ["tests/test_logs_read.py", "-k", "not bounded and not 64"],
     "launcher/jobs/logs.py": ["tests/test_logs_read.py", "tests/test_logs_cli.py", "-k", "not bounded and not 64"],
+    "launcher/jobs/failures.py": ["tests/test_failures.py"],
+    "launcher/orchestrate/retry.py": ["tests/test_retry.py", "tests/test_retry_refusals.py"],
     "launcher/cli/logprint.py": ["tests/test_logs_cli.py",
                                  *tests_in("test_logs_read.py", "colour_is_for_a_terminal_and_never_for_json_lines")],
 }

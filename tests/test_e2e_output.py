@@ -75,6 +75,11 @@ def test_escapes_in_a_failure_reason_are_shown_never_obeyed(server_world):
         assert out.returncode == 1
         assert not any(c in out.stdout for c in "\x1b\x07\r\u202e"), repr(out.stdout)
     assert "failure reason:   boom \\x1b]0;owned\\x07" in table.stdout
+    # its line break is a line of its own, under the value: it cannot pass for a line of the table
+    reason_at = table.stdout.index("failure reason:")
+    indent = len("failure reason:   ")
+    fake = next(ln for ln in table.stdout[reason_at:].splitlines() if "fake line" in ln)
+    assert fake.startswith(" " * indent) and fake.strip().startswith("fake line") and "\\x0a" not in table.stdout
     reason = json.loads(as_json.stdout)["failure_reason"]
     assert reason.startswith("boom \\x1b]0;owned\\x07\\x1b]52;c;") and "\\u202eevil\\x0d\\x0afake line" in reason
     assert [r["job_name"] for r in json.loads(listed.stdout)] == ["hostile-1"]

@@ -432,3 +432,21 @@ def test_log_tail_reads_the_newest_algo_1_stream_of_several():
            {"logStreamName": "job/algo-1-b", "lastEventTimestamp": 5}]
     logs = _Logs(tie, {s["logStreamName"]: [{"message": s["logStreamName"]}] for s in tie})
     assert failures.log_tail(type("C", (), {"logs": logs})(), "job") == ["job/algo-1-b"]
+
+
+def test_a_reasons_line_breaks_show_as_a_visible_mark_never_as_escapes():
+    found = classify("Failed", 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage ""\r\n')
+    assert found.evidence[0] == 'FailureReason: AlgorithmError: ExecuteUserScriptError: ⏎ ExitCode 1 ⏎ ErrorMessage ""'
+    assert "\\x0a" not in found.remedy + "".join(found.evidence)
+
+
+def test_reason_lines_are_split_safely_whether_raw_or_already_cleaned():
+    from launcher.core.sanitize import clean, clean_lines, one_line
+
+    raw = "boom \x1b]0;owned\x07\r\nfake line\n\u202eevil\n"
+    for text in (raw, clean(raw)):
+        lines = clean_lines(text)
+        assert lines == ["boom \\x1b]0;owned\\x07", "fake line", "\\u202eevil"]
+        assert one_line(text) == "boom \\x1b]0;owned\\x07 ⏎ fake line ⏎ \\u202eevil"
+    assert one_line("x" * 50 + "\n" + "y" * 50, limit=20) == "x" * 19 + "…"
+    assert clean_lines("\n\nonly\n\n") == ["only"] and clean_lines("") == []

@@ -192,3 +192,23 @@ def test_exit_codes_are_retried_whatever_the_class():
 def test_the_cli_takes_exit_codes_and_names_a_bad_one(run_cli):
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--retry", "exit:one")
     assert r.code == 2 and "--retry 'exit:one': 'exit:one': give an exit code as a whole number" in r.err
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--tiny"], "--tiny applies only with --local (a run here on CPUs)"),
+    (["--max-steps", "20", "--nproc", "4"], "--nproc, --max-steps apply only with --local"),
+    (["--local", "--wait"], "--wait applies to SageMaker jobs, not to --local"),
+    (["--local", "--dry-run", "--retry", "capacity"], "--dry-run, --retry apply to SageMaker jobs, not to --local"),
+    (["--max-attempts", "5"], "--max-attempts applies only with --retry"),
+    (["--retry-backoff", "1", "--max-attempts", "2"], "--max-attempts, --retry-backoff apply only with --retry"),
+])
+def test_flags_that_do_not_apply_are_refused_in_one_line(run_cli, args, words):
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), *args)
+    assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_defaults_are_not_taken_for_flags_given(run_cli, monkeypatch):
+    import launcher.cli.submit as submit_cli
+
+    monkeypatch.setattr(submit_cli, "run_here", lambda *a, **k: 0)
+    assert run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "2").code == 0

@@ -305,6 +305,35 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
     return result.exit_code
 
 
+# Flags that mean something only with --local, only without it, and only with --retry (parameter -> flag).
+LOCAL_ONLY = {"tiny": "--tiny", "nproc": "--nproc", "max_steps": "--max-steps"}
+SAGEMAKER_ONLY = {"dry_run": "--dry-run", "wait": "--wait", "interval": "--interval",
+                  "skip_role_check": "--skip-role-check", "retry": "--retry", "max_attempts": "--max-attempts",
+                  "retry_backoff": "--retry-backoff"}
+RETRY_ONLY = {"max_attempts": "--max-attempts", "retry_backoff": "--retry-backoff"}
+
+
+def refuse_inapplicable(ctx: click.Context, *, local: bool, retry: str | None) -> None:
+    """A flag given that this way of submitting ignores is refused in one line, not silently dropped."""
+    from click.core import ParameterSource
+
+    from launcher.core.errors import UsageError
+
+    def given(names: dict[str, str]) -> list[str]:
+        return [flag for name, flag in names.items()
+                if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+
+    if local and (flags := given(SAGEMAKER_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to SageMaker jobs, "
+                         "not to --local: drop --local, or the flag")
+    if not local and (flags := given(LOCAL_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only with --local "
+                         "(a run here on CPUs): add --local, or drop the flag")
+    if not local and not retry and (flags := given(RETRY_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only with --retry: "
+                         "add --retry CLASSES, or drop the flag")
+
+
 @click.command("submit")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @click.option("--local", is_flag=True, help="Run the rendered script here on CPUs (torchrun, gloo) instead.")
@@ -338,6 +367,7 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
     --sweep, every plan is checked before any job starts: refused plans are listed (exit 2 only when
     nothing could start, or with --strict), the rest start best first; --wait waits for them all.
     """
+    refuse_inapplicable(click.get_current_context(), local=local, retry=retry)
     if local:
         if sweeps or max_concurrent or strict:
             from launcher.core.errors import UsageError

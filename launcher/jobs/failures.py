@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.enums import StrEnum
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import clean, one_line
 
 
 class FailureClass(StrEnum):
@@ -215,7 +215,8 @@ def _scan(text: str | None, limit: int = SCAN_LIMIT) -> str:
 
 
 def _line(label: str, text: str) -> str:
-    return clean(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
+    """One evidence line: a reason's own line breaks shown as ⏎ (a FailureReason often has several)."""
+    return one_line(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
 
 
 _RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")  # mpirun's `[1,mpirank:0,algo-1]<stderr>:`
