@@ -450,3 +450,76 @@ def test_reason_lines_are_split_safely_whether_raw_or_already_cleaned():
         assert one_line(text) == "boom \\x1b]0;owned\\x07 ⏎ fake line ⏎ \\u202eevil"
     assert one_line("x" * 50 + "\n" + "y" * 50, limit=20) == "x" * 19 + "…"
     assert clean_lines("\n\nonly\n\n") == ["only"] and clean_lines("") == []
+
+
+def _plan_with(*overrides: str) -> dict:
+    import launcher
+    from launcher.plan.bundle import deterministic_plan
+
+    plan = launcher.build_plan(launcher.load_spec("jobs/llama7b.yaml", ["role=Good", *overrides]))
+    return json.loads(json.dumps(deterministic_plan(plan)))
+
+
+def test_oom_remedy_turns_checkpointing_on_first_when_it_is_off():
+    plan = _plan_with("smp.tensor_parallel_degree=4", "smp.hybrid_shard_degree=2", "smp.activation_checkpointing=false")
+    assert failures.oom_remedy(plan) == (
+        "a GPU ran out of memory (the memory model put this layout at 34.7 of 40 GB per GPU): set "
+        "smp.activation_checkpointing: true in the spec (modelled 17.7 GB); also possible: "
+        "smp.tensor_parallel_degree: 8 (and smp.hybrid_shard_degree: 1), training.batch_size: 2; check with "
+        "`smp-launch plan SPEC`.")  # ranked by modelled memory, the most room first
+
+
+def test_oom_remedy_reads_checkpointing_from_the_recorded_activations_else_assumes_it():
+    plan = _plan_with("smp.activation_checkpointing=false")
+    assert "at 97.8 of 40 GB" in failures.oom_remedy(plan)
+    del plan["memory"]["breakdown"]["activations"]
+    assert "at 29.7 of 40 GB" in failures.oom_remedy(plan)  # without the figure: checkpointed, the default
+
+
+def test_oom_remedy_layout_defaults_and_limits():
+    plan = _plan_with()
+    del plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]["sm_activation_offloading"]
+    assert "at 29.7 of 40 GB" in failures.oom_remedy(plan)  # offloading off unless the plan says so
+    offloaded = failures.oom_remedy(_plan_with("smp.activation_offloading=true"))
+    assert "at 25.6 of 40 GB" in offloaded and "activation_offloading" not in offloaded
+    whole_node = failures.oom_remedy(_plan_with("smp.tensor_parallel_degree=4", "smp.hybrid_shard_degree=2",
+                                                "training.batch_size=16"))
+    assert "set smp.tensor_parallel_degree: 8 (and smp.hybrid_shard_degree: 1)" in whole_node  # TP up to the GPUs
+    assert failures.oom_remedy(_plan_with("training.batch_size=1")) is None  # nothing the model gives room to
+
+
+def test_failure_to_dict_names_every_key():
+    found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 139")
+    assert found.to_dict() == {"failure_class": "user_error", "failure_reason": found.reason,
+                               "remedy": found.remedy, "evidence": list(found.evidence), "exit_code": 139}
+
+
+class _DiagnoseClients:
+    def __init__(self, events):
+        self.logs = _Logs([{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}],
+                          {"j/algo-1-1": [{"message": m} for m in events]})
+        self.s3 = _S3(_tarball({"plan.json": json.dumps(_plan_json()).encode()}))
+
+
+def test_diagnose_reads_the_log_and_the_plan_only_for_an_oom():
+    desc = {**DESC, "TrainingJobName": "j", "TrainingJobStatus": "Failed",
+            "FailureReason": "AlgorithmError: ExitCode 1"}
+    oom = failures.diagnose(_DiagnoseClients(["torch.OutOfMemoryError: CUDA out of memory"]), desc)
+    assert oom.failure_class == "out_of_memory" and "smp.tensor_parallel_degree: 2" in oom.remedy
+    user = failures.diagnose(_DiagnoseClients(["Traceback (most recent call last):", "KeyError: 'x'"]), desc)
+    assert user.failure_class == "user_error" and "memory model" not in user.remedy
+    assert failures.diagnose(_DiagnoseClients([]), {**desc, "TrainingJobStatus": "Completed"}) is None
+
+
+def test_log_tail_asks_for_the_last_hundred_lines_by_default():
+    asked = []
+
+    class Logs(_Logs):
+        def get_log_events(self, **kw):
+            asked.append(kw["limit"])
+            return super().get_log_events(**kw)
+
+    logs = Logs([{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}], {"j/algo-1-1": []})
+    failures.log_tail(type("C", (), {"logs": logs})(), "j")
+    failures.log_tail(type("C", (), {"logs": logs})(), "j", 20_000)
+    assert asked == [100, 10_000]
