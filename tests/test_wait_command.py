@@ -133,3 +133,14 @@ def test_timeout_takes_a_duration_as_since_and_max_run_do(sm, run_cli):
     bad = run_cli("wait", "d-done", "--timeout", "soon")
     assert bad.code == 2 and "'soon' is not a duration; use e.g. 1d, 12h, 90m" in bad.err and "Traceback" not in bad.err
     assert run_cli("wait", "d-done", "--timeout", "-5").code == 2
+
+
+def test_a_job_stopped_at_its_max_runtime_says_so_and_how_to_go_on(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("mr", **scenarios.max_runtime(**QUICK)), sm)
+    r = run_cli("wait", "mr", "--interval", "0.05", "--output", "json")
+    (row,) = json.loads(r.out)
+    assert r.code == 5 and (row["status"], row["failure_class"]) == ("Stopped", "max_runtime")
+    assert "raise cluster.max_run" in row["remedy"] and "smp-launch rerun JOB" in row["remedy"]
+    emulator.add_job(emulator.EmulatedJob("hm", **scenarios.host_out_of_memory(**QUICK)), sm)
+    r = run_cli("wait", "hm", "--interval", "0.05")
+    assert r.code == 1 and r.out.splitlines()[-1].startswith("hm: Failed [host_out_of_memory] the instance ran out")
