@@ -1,8 +1,8 @@
 """Failure scenarios a test can ask for, with the texts SageMaker writes, and managed spot's checkpoint sync.
 
 Each constructor returns EmulatedJob settings (a dict), for `EmulatedJob(name, **settings)` or
-`scenario.expect_attempts(prefix, [settings, ...])`. The texts are the fixtures of
-tests/fixtures/failure_reasons (each with the public page it came from).
+`scenario.expect_attempts(prefix, [settings, ...])`. The texts are those of tests/fixtures/failure_reasons
+and tests/fixtures/failure_corpus.json (each with the public page it came from).
 
 Checkpoints: SageMaker copies /opt/ml/checkpoints to CheckpointConfig.S3Uri while a job runs and copies
 that prefix back down when a job starts (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html).
@@ -24,6 +24,11 @@ OOM_LINES = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00
 NCCL_LINES = ("[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
               "operation timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, "
               "NumelOut=68124672, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",)
+INTERNAL_REASON = "InternalServerError: We encountered an internal error. Please try again."
+HOST_MEMORY_REASON = ("ClientError: Please use an instance type with more memory, or reduce the size of job data "
+                      "processed on an instance.")
+SEGFAULT_REASON = "AlgorithmError: Exit Code: 139"
+SEGFAULT_LINES = ("Fatal Python error: Segmentation fault",)
 TRACEBACK_LINES = ("Traceback (most recent call last):", '  File "/opt/ml/code/train.py", line 120, in <module>',
                    "    main()", "KeyError: 'input_ids'")
 
@@ -47,6 +52,26 @@ def nccl_timeout(**extra: Any) -> dict[str, Any]:
 def user_error(**extra: Any) -> dict[str, Any]:
     """The script raised: a traceback at the end of algo-1's log, exit code 1."""
     return {"outcome": "Failed", "failure_reason": USER_SCRIPT_REASON, "last_lines": TRACEBACK_LINES, **extra}
+
+
+def internal_error(**extra: Any) -> dict[str, Any]:
+    """SageMaker's own failure while the job trains: InternalServerError, nothing of the job's in the log."""
+    return {"outcome": "Failed", "failure_reason": INTERNAL_REASON, "decoy": False, **extra}
+
+
+def host_out_of_memory(**extra: Any) -> dict[str, Any]:
+    """The instance's memory ran out: SageMaker's ClientError asking for an instance type with more memory."""
+    return {"outcome": "Failed", "failure_reason": HOST_MEMORY_REASON, **extra}
+
+
+def segfault(**extra: Any) -> dict[str, Any]:
+    """The training process died of SIGSEGV: exit code 139, Python's fault handler's line, no traceback."""
+    return {"outcome": "Failed", "failure_reason": SEGFAULT_REASON, "last_lines": SEGFAULT_LINES, **extra}
+
+
+def max_runtime(**extra: Any) -> dict[str, Any]:
+    """SageMaker stopped the job at MaxRuntimeInSeconds: Stopped, SecondaryStatus MaxRuntimeExceeded."""
+    return {"outcome": "MaxRuntimeExceeded", **extra}
 
 
 def spot_interrupted(interruptions: int = 1, checkpoint_after: float | None = 1.0, **extra: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from launcher.catalog.prices import Price, PriceReport, PriceRow
-    from launcher.core.aws import AwsError, Clients, QuotaError
+    from launcher.core.aws import AwsError, Clients, QuotaError, ThrottledError
     from launcher.core.errors import (
         ArgumentError,
         Interrupted,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from launcher.orchestrate.pipeline import PipelineResult
     from launcher.orchestrate.provenance import Change, ChangeKind, NotLaunchedHere
     from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
-    from launcher.orchestrate.retry import RetryPolicy, next_attempt
+    from launcher.orchestrate.retry import RefusalWait, RetryPolicy, next_attempt
     from launcher.plan.build import Plan
     from launcher.plan.sweep import SweepPlan
     from launcher.rules import Advisory, Severity
@@ -84,6 +84,7 @@ _REEXPORTED = {
     "FailureClass": "launcher.jobs.failures",
     # many plans
     "RetryPolicy": "launcher.orchestrate.retry",
+    "RefusalWait": "launcher.orchestrate.retry",
     "next_attempt": "launcher.orchestrate.retry",
     "PlanRun": "launcher.orchestrate.queue",
     "PlanState": "launcher.orchestrate.queue",
@@ -103,6 +104,7 @@ _REEXPORTED = {
     "Interrupted": "launcher.core.errors",
     "AwsError": "launcher.core.aws",
     "QuotaError": "launcher.core.aws",
+    "ThrottledError": "launcher.core.aws",
     "RoleRefused": "launcher.submission.role",
     "OverQuota": "launcher.submission.quotas",
     "NotOffered": "launcher.submission.quotas",
@@ -124,13 +126,13 @@ __all__ = [
     "StatusChange", "FollowResult", "Failure", "FailureClass",
     # many plans
     "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
-    "warm_pool_notes", "RetryPolicy", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
+    "warm_pool_notes", "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
     "ChangeKind", "PipelineResult",
     # this account's speed
     "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
-    "QuotaError", "RoleRefused", "OverQuota", "NotOffered", "JobNotFound", "NotLaunchedHere",
+    "QuotaError", "ThrottledError", "RoleRefused", "OverQuota", "NotOffered", "JobNotFound", "NotLaunchedHere",
 ]
 
 

@@ -75,6 +75,11 @@ def test_escapes_in_a_failure_reason_are_shown_never_obeyed(server_world):
         assert out.returncode == 1
         assert not any(c in out.stdout for c in "\x1b\x07\r\u202e"), repr(out.stdout)
     assert "failure reason:   boom \\x1b]0;owned\\x07" in table.stdout
+    # its line break is a line of its own, under the value: it cannot pass for a line of the table
+    reason_at = table.stdout.index("failure reason:")
+    indent = len("failure reason:   ")
+    fake = next(ln for ln in table.stdout[reason_at:].splitlines() if "fake line" in ln)
+    assert fake.startswith(" " * indent) and fake.strip().startswith("fake line") and "\\x0a" not in table.stdout
     reason = json.loads(as_json.stdout)["failure_reason"]
     assert reason.startswith("boom \\x1b]0;owned\\x07\\x1b]52;c;") and "\\u202eevil\\x0d\\x0afake line" in reason
     assert [r["job_name"] for r in json.loads(listed.stdout)] == ["hostile-1"]
@@ -165,6 +170,15 @@ def test_dry_run_on_a_plain_moto_server_warns_and_goes_on(plain_server_env):
     assert out.returncode == 0, out.stderr
     assert "dry run: would start llama2-7b-" in out.stdout and "role:    arn:aws:iam" in out.stdout
     assert said(out.stderr)[0].startswith("warning: role check: cannot tell: ") and "<" not in out.stderr
+
+
+def test_a_sweep_says_a_shared_role_warning_once(plain_server_env):
+    out = cli(plain_server_env, "submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run",
+              "--sweep", "training.batch_size=1,2,4")
+    assert out.returncode == 0, out.stderr
+    assert "3 plans: 3 would start" in out.stdout
+    warnings = [ln for ln in said(out.stderr) if ln.startswith("warning: role check: cannot tell: ")]
+    assert len(warnings) == len(set(warnings)) >= 1
 
 
 def test_render_as_a_fresh_process_writes_the_source_dir_it_reports(tmp_path):

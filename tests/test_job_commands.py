@@ -108,6 +108,15 @@ def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
 
 
+def test_metrics_of_an_ended_job_without_points_say_no_data_not_yet(sm, run_cli):
+    from emulator import failures as scenarios
+
+    started_ago(sm, 7200, emulator.EmulatedJob("never-ran", **scenarios.capacity_failure()))
+    r = run_cli("metrics", "never-ran")
+    rows = [line for line in r.out.splitlines() if line.strip().startswith("algo-1")]
+    assert r.code == 0 and rows and all("no data" in line for line in rows) and "yet" not in r.out
+
+
 class FakeCloudWatch:
     def __init__(self):
         self.calls = []

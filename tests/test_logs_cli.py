@@ -242,6 +242,17 @@ def test_the_api_hands_notes_over_and_prints_nothing(sm, clock, capsys, caplog):
     assert capsys.readouterr() == ("", "")
 
 
+def test_an_ended_job_with_no_lines_in_the_window_does_not_say_yet(sm, clock):
+    emulator.add_job(emulator.EmulatedJob("ended", training=2, line_interval=0.5), sm)
+    clock.t += AGO  # it ended an hour ago
+    result, out, err = run("ended", clock, until_end=False, since=60)
+    assert out == "" and "no log lines for ended in the --since window (Completed, Completed); it has ended, so " \
+                         "no more will come" in err and "yet" not in err
+    emulator.add_job(emulator.EmulatedJob("running", training=600), sm)  # not ended: "yet" is right
+    _, out, err = run("running", clock, until_end=False, since=0.001)
+    assert out == "" and "no log lines yet for running" in err
+
+
 def test_the_api_follow_hands_lines_and_status_to_callbacks(sm, clock, capsys):
     emulator.add_job(emulator.EmulatedJob("cb", hosts=2, training=3, decoy=False), sm)
     clock.t += 30

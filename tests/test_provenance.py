@@ -207,7 +207,9 @@ def test_flatten_keys_tags_by_key_and_objects_by_position():
     flat = flatten({"estimator": {"tags": [{"Key": "team", "Value": "nlp"}], "subnets": ["a", "b"]},
                     "advisories": [{"rule": "SMP001"}], "memory": None})
     assert flat == {"estimator.tags[team]": "nlp", "estimator.subnets": ["a", "b"],
-                    "advisories[0].rule": "SMP001", "memory": None}
+                    "advisories[SMP001].rule": "SMP001", "memory": None}
+    assert flatten({"channels": [{"uri": "s3://a"}, {"uri": "s3://b"}]}) == {"channels[0].uri": "s3://a",
+                                                                              "channels[1].uri": "s3://b"}
     changes = compare({"x": {"y": 1}, "gone": 1}, {"x": {"y": 2}, "new": {"k": "v"}})
     assert [(c.path, c.a, c.b, c.kind) for c in changes] == [
         ("x.y", 1, 2, "changed"), ("gone", 1, None, "removed"), ("new.k", None, "v", "added")]
@@ -267,3 +269,50 @@ def test_one_reader_bounds_members_and_json_depth_for_rerun_and_failure_remedies
     shallow = '{"a": ' * 63 + "1" + "}" * 63  # 63 objects inside plan.json's own: 64 levels
     s3.put_object(Bucket=bucket, Key=key, Body=tarball({"plan.json": shallow}))
     assert stored_job(here, first.job_name).plan["a"]["a"]
+
+
+def test_rerun_of_tags_out_of_alphabetical_order_renders_the_same_files(recorded_world):
+    first = launch(recorded_world, "tags.zeta=z", "tags.alpha=a", "tags.mid=m")
+    stored = stored_job(Clients(region="us-west-2"), first.job_name)
+    assert list(stored.spec["tags"]) == ["alpha", "mid", "team", "zeta"]  # spec.json keeps its keys sorted
+    second = api.rerun(first.job_name, dry_run=True, clients=recorded_world.clients())
+    assert second.warnings == ()
+    order = [t["Key"] for t in second.request["Tags"]][:4]
+    assert order == ["team", "zeta", "alpha", "mid"]  # as the job had them: the spec's own, then --set's
+
+
+def _spec(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(f"extends: {JOBS / 'llama7b.yaml'}\n{text}")
+    return str(path)
+
+
+def test_the_default_diff_shows_training_changes(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
+    a = _spec(tmp_path, "a.yaml", "training:\n  max_steps: 100\n")
+    b = _spec(tmp_path, "b.yaml", "training:\n  max_steps: 200\n")
+    changes = {c.path: (c.a, c.b) for c in api.diff(a, b, clients=Clients(region="us-west-2"))}
+    assert changes == {"spec_file": ("a.yaml", "b.yaml"), "training.max_steps": (100, 200)}
+    out = run_cli("diff", a, b, "--region", "us-west-2")
+    assert out.code == 0 and "  training.max_steps: 100 -> 200" in out.out.splitlines()
+
+
+def test_the_default_diff_of_two_sweep_jobs_shows_their_batch_size(recorded_world):
+    a, b = launch(recorded_world, "training.batch_size=1"), launch(recorded_world, "training.batch_size=2")
+    changes = {c.path: (c.a, c.b) for c in api.diff(a.job_name, b.job_name, clients=Clients(region="us-west-2"))}
+    assert changes["training.batch_size"] == (1, 2)
+
+
+def test_one_more_advisory_is_one_change_not_a_shift():
+    adv = [{"rule": f"SMP0{i}", "severity": "info", "message": f"m{i}", "field": f"f{i}"} for i in range(10, 15)]
+    a, b = {"advisories": adv}, {"advisories": [{"rule": "SMP001", "severity": "warning", "message": "new",
+                                                 "field": "x"}, *adv]}
+    changes = compare(a, b)
+    assert {c.path for c in changes} == {"advisories[SMP001].rule", "advisories[SMP001].severity",
+                                         "advisories[SMP001].message", "advisories[SMP001].field"}
+    assert all(c.kind == "added" for c in changes)
+    # a rule that fires twice is told apart by its field
+    twice = [{"rule": "SMP050", "field": "a", "message": "x"}, {"rule": "SMP050", "field": "b", "message": "y"}]
+    assert set(flatten({"advisories": twice})) == {"advisories[SMP050@a].rule", "advisories[SMP050@a].field",
+                                                   "advisories[SMP050@a].message", "advisories[SMP050@b].rule",
+                                                   "advisories[SMP050@b].field", "advisories[SMP050@b].message"}

@@ -149,3 +149,66 @@ def test_ctrl_c_during_a_backoff_says_the_retry_was_not_submitted(plan, monkeypa
     (run,) = run_queue([plan], retry=RetryPolicy(backoff=10), clients=object(), submit=submit, sleep=sleep)
     assert isinstance(run.error, Interrupted) and f"before {plan.job_name}-r2 was submitted again" in str(run.error)
     assert worst_exit_code([run]) == 130 and run.job_name == plan.job_name
+
+
+def test_the_default_set_retries_sagemakers_side_only():
+    policy = RetryPolicy()
+    assert policy.classes == {"capacity", "spot_interruption", "internal_error", "hardware"}
+    for cls in ("internal_error", "hardware", "capacity", "spot_interruption"):
+        assert policy.retries(_status("a", "Failed", cls))
+    for cls in ("out_of_memory", "host_out_of_memory", "user_error", "permissions", "unknown", "max_runtime"):
+        assert not policy.retries(_status("a", "Failed", cls))
+
+
+def test_any_class_and_exit_codes_parse():
+    policy = RetryPolicy.parse("exit:1, exit:139,max_runtime,internal,host_oom,exit:-9")
+    assert policy.classes == {"max_runtime", "internal_error", "host_out_of_memory"}
+    assert policy.exit_codes == {1, 139, -9}
+    assert RetryPolicy.parse("default,exit:1").classes == RetryPolicy().classes
+    only_codes = RetryPolicy.parse("exit:139")
+    assert only_codes.classes == frozenset() and only_codes.exit_codes == {139}
+    for bad, words in (("exit:", "whole number"), ("exit:x", "whole number"), ("exit:256", "between -255 and 255"),
+                       ("exit:-256", "between -255 and 255"), ("defualt", "did you mean 'default'")):
+        with pytest.raises(UsageError, match=words):
+            RetryPolicy.parse(bad)
+    assert RetryPolicy.parse("exit:255").exit_codes == {255}
+
+
+def _coded(name: str, failure_class: str, code: int | None) -> JobStatus:
+    status = _status(name, "Failed", failure_class)
+    return JobStatus(**{**status.__dict__, "failure": Failure(failure_class, "why", "do this", (), code)})
+
+
+def test_exit_codes_are_retried_whatever_the_class():
+    policy = RetryPolicy.parse("exit:139")
+    assert policy.retries(_coded("a", "user_error", 139))
+    assert not policy.retries(_coded("a", "user_error", 1))
+    assert not policy.retries(_coded("a", "user_error", None))
+    assert not policy.retries(_coded("a", "capacity", None))  # no class named
+    assert not policy.retries(_status("a", "Completed"))
+    assert RetryPolicy.parse("user_error").retries(_coded("a", "user_error", 1))
+
+
+def test_the_cli_takes_exit_codes_and_names_a_bad_one(run_cli):
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--retry", "exit:one")
+    assert r.code == 2 and "--retry 'exit:one': 'exit:one': give an exit code as a whole number" in r.err
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--tiny"], "--tiny applies only with --local (a run here on CPUs)"),
+    (["--max-steps", "20", "--nproc", "4"], "--nproc, --max-steps apply only with --local"),
+    (["--local", "--wait"], "--wait applies to SageMaker jobs, not to --local"),
+    (["--local", "--dry-run", "--retry", "capacity"], "--dry-run, --retry apply to SageMaker jobs, not to --local"),
+    (["--max-attempts", "5"], "--max-attempts applies only with --retry"),
+    (["--retry-backoff", "1", "--max-attempts", "2"], "--max-attempts, --retry-backoff apply only with --retry"),
+])
+def test_flags_that_do_not_apply_are_refused_in_one_line(run_cli, args, words):
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), *args)
+    assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_defaults_are_not_taken_for_flags_given(run_cli, monkeypatch):
+    import launcher.cli.submit as submit_cli
+
+    monkeypatch.setattr(submit_cli, "run_here", lambda *a, **k: 0)
+    assert run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "2").code == 0

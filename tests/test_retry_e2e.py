@@ -87,3 +87,30 @@ def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(server_world):
     (row,) = json.loads(out.stdout)
     assert row["failure_class"] == "out_of_memory"
     assert "smp.tensor_parallel_degree: 2" in row["remedy"] and "29.7 of 40 GB" in row["remedy"], row["remedy"]
+
+
+def test_the_default_classes_and_an_exit_code_are_retried_and_others_are_not(server_world):
+    """`submit --retry default,exit:139`: SageMaker's internal error is retried (a default class), a segfault
+    (exit 139) is retried by its exit code, and the third attempt completes."""
+    cli = server_world.cli
+    scenario.expect_attempts("llama2-7b-", [scenarios.internal_error(**QUICK), scenarios.segfault(**QUICK),
+                                            dict(QUICK)])
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--retry", "default,exit:139",
+              "--max-attempts", "3", "--retry-backoff", "0", "--interval", "0.1", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [(a["status"], a["failure_class"]) for a in result["attempts"]] == [
+        ("Failed", "internal_error"), ("Failed", "user_error"), ("Completed", None)], result["attempts"]
+    assert 'SageMaker says: "Please try again."' in result["attempts"][0]["remedy"]
+    assert "exit code 139" in result["attempts"][1]["remedy"]
+
+
+def test_a_class_not_asked_for_ends_the_retries(server_world):
+    cli = server_world.cli
+    scenario.expect_attempts("llama2-7b-", [scenarios.host_out_of_memory(**QUICK), dict(QUICK)])
+    out = cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--retry", "default", "--retry-backoff", "0",
+              "--interval", "0.1", "--output", "json")
+    assert out.returncode == 1, out.stderr
+    (only,) = json.loads(out.stdout)["attempts"]
+    assert only["failure_class"] == "host_out_of_memory"
+    assert 'SageMaker says: "Please use an instance type with more memory' in only["remedy"]

@@ -121,3 +121,26 @@ def test_hostile_failure_text_is_escaped_in_lines_and_json(sm, run_cli):
     (row,) = json.loads(run_cli("wait", "h-cap", "--interval", "0.05", "--output", "json").out)
     assert row["failure_class"] == "capacity" and "\x1b" not in row["failure_reason"]
     assert len(row["failure_reason"]) <= 1000
+
+
+def test_timeout_takes_a_duration_as_since_and_max_run_do(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("d-done", **QUICK), sm)
+    r = run_cli("wait", "d-done", "--timeout", "2h", "--interval", "0.05", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["status"] == "Completed"
+    emulator.add_job(emulator.EmulatedJob("d-long", **{**QUICK, "training": 600}), sm)
+    r = run_cli("wait", "d-long", "--timeout", "0.1s", "--interval", "0.05")
+    assert r.code == 124 and "timed out after 0.1 s" in r.err
+    bad = run_cli("wait", "d-done", "--timeout", "soon")
+    assert bad.code == 2 and "'soon' is not a duration; use e.g. 1d, 12h, 90m" in bad.err and "Traceback" not in bad.err
+    assert run_cli("wait", "d-done", "--timeout", "-5").code == 2
+
+
+def test_a_job_stopped_at_its_max_runtime_says_so_and_how_to_go_on(sm, run_cli):
+    emulator.add_job(emulator.EmulatedJob("mr", **scenarios.max_runtime(**QUICK)), sm)
+    r = run_cli("wait", "mr", "--interval", "0.05", "--output", "json")
+    (row,) = json.loads(r.out)
+    assert r.code == 5 and (row["status"], row["failure_class"]) == ("Stopped", "max_runtime")
+    assert "raise cluster.max_run" in row["remedy"] and "smp-launch rerun JOB" in row["remedy"]
+    emulator.add_job(emulator.EmulatedJob("hm", **scenarios.host_out_of_memory(**QUICK)), sm)
+    r = run_cli("wait", "hm", "--interval", "0.05")
+    assert r.code == 1 and r.out.splitlines()[-1].startswith("hm: Failed [host_out_of_memory] the instance ran out")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from launcher.cli.present import host_colour
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import clean, one_line
 from launcher.core.timeutil import clock_time, iso
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class Printer:
             self.out.flush()
             return
         if status == "Failed":
-            self.note(f"{job} Failed: {clean(failure_reason or 'no FailureReason given')}")
+            self.note(f"{job} Failed: {one_line(failure_reason or 'no FailureReason given')}")
         else:
             extra = f" (billable seconds: {billable})" if billable is not None else ""
             self.note(f"{job} {status}{extra}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from launcher.core.sanitize import clean as safe
 from launcher.core.sanitize import clean_data as safe_data
+from launcher.core.sanitize import clean_lines
 from launcher.core.timeutil import clock_time
 
 __all__ = ["HOST_COLOURS", "SEVERITY_STYLES", "emit_json", "host_colour", "safe", "safe_data"]
@@ -89,7 +90,7 @@ def show_status(job: Any) -> None:
             ("training start", clock_time(job.training_start)), ("training end", clock_time(job.training_end)),
             ("billable seconds", "-" if job.billable_seconds is None else str(job.billable_seconds))]
     if job.failure_reason:
-        rows.append(("failure reason", job.failure_reason))
+        rows.append(("failure reason", "\n".join(clean_lines(job.failure_reason))))  # its lines, aligned
     if job.failure is not None:
         rows.append(("failure class", job.failure.failure_class))
         rows.append(("remedy", job.failure.remedy))
@@ -129,10 +130,12 @@ def show_metrics(data: Any) -> None:
     for name, label in data.labels.items():
         t = new_table("host", "0-100", "min", "mean", "max", title=f"{label} ({data.units[name]})",
                    right=("host", "min", "mean", "max"))
+        # An ended job sends no more points: "yet" only while it runs.
+        empty = "no data" if data.status in ("Completed", "Failed", "Stopped") else "no data yet"
         for row in data.hosts:
             s = row.series[name]
             if s.mean is None:
-                t.add_row(row.host, "no data yet", "-", "-", "-")
+                t.add_row(row.host, empty, "-", "-", "-")
             else:
                 t.add_row(row.host, s.sparkline(), f"{s.min:.1f}", f"{s.mean:.1f}", f"{s.max:.1f}")
         parts += ["", t]

@@ -18,8 +18,10 @@ def retry_options(f: Any) -> Any:
     f = click.option("--max-attempts", type=click.IntRange(min=1, max=20), default=3, show_default=True,
                      help="With --retry: attempts in all, the first included.")(f)
     return click.option("--retry", "retry", default=None, metavar="CLASSES",
-                        help="Wait for the job and resubmit it when it fails in one of these failure classes "
-                             "(comma-separated: capacity, spot, ...); a spot job resumes from its checkpoints.")(f)
+                        help="Wait for the job and resubmit it when it fails in one of these failure classes or "
+                             "exit codes (comma-separated: any class, e.g. capacity, spot, internal_error, "
+                             "hardware; 'default' for those four; exit:CODE, e.g. exit:1,exit:139); it resumes "
+                             "from its checkpoints.")(f)
 
 
 def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
@@ -88,6 +90,8 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
                 f" [{failure.failure_class}] {failure.remedy}" if failure else "")
         elif event.kind is EventKind.RESUBMIT:
             text = event.message or f"retrying in {event.backoff_s:g} s"
+        elif event.kind is EventKind.WAIT:
+            text = event.message
         else:
             return
         click.echo(safe(text), err=as_json)
@@ -258,6 +262,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
     def on_event(event: Any) -> None:
         if event.kind is EventKind.WAITING:  # on stderr in both modes: it explains a pause
             click.echo(safe(f"waiting for quota: {event.job_name}: {event.message}"), err=True)
+        if event.kind is EventKind.WAIT:  # on stderr: stdout stays one JSON document with --output json
+            click.echo(safe(event.message), err=True)
         if as_json:
             return
         if event.kind is EventKind.STARTED:
@@ -271,9 +277,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
                        retry=retry)
     by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
-    for run in runs:
-        for message in (m for s in run.submissions for m in (*s.warnings, *s.notes)):
-            warn(message)
+    # Plans that share an account (role, buckets) get the same warnings: each is said once.
+    for message in dict.fromkeys(m for run in runs for s in run.submissions for m in (*s.warnings, *s.notes)):
+        warn(message)
     errors = {run.error: run.plan.region for run in runs if run.error is not None}
     for err, plan_region in errors.items():  # an interrupt while waiting is one error shared by the plans it stopped
         for line in for_shell(err, plan_region).lines():
@@ -325,6 +331,35 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
     return result.exit_code
 
 
+# Flags that mean something only with --local, only without it, and only with --retry (parameter -> flag).
+LOCAL_ONLY = {"tiny": "--tiny", "nproc": "--nproc", "max_steps": "--max-steps"}
+SAGEMAKER_ONLY = {"dry_run": "--dry-run", "wait": "--wait", "interval": "--interval",
+                  "skip_role_check": "--skip-role-check", "retry": "--retry", "max_attempts": "--max-attempts",
+                  "retry_backoff": "--retry-backoff"}
+RETRY_ONLY = {"max_attempts": "--max-attempts", "retry_backoff": "--retry-backoff"}
+
+
+def refuse_inapplicable(ctx: click.Context, *, local: bool, retry: str | None) -> None:
+    """A flag given that this way of submitting ignores is refused in one line, not silently dropped."""
+    from click.core import ParameterSource
+
+    from launcher.core.errors import UsageError
+
+    def given(names: dict[str, str]) -> list[str]:
+        return [flag for name, flag in names.items()
+                if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+
+    if local and (flags := given(SAGEMAKER_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to SageMaker jobs, "
+                         "not to --local: drop --local, or the flag")
+    if not local and (flags := given(LOCAL_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only with --local "
+                         "(a run here on CPUs): add --local, or drop the flag")
+    if not local and not retry and (flags := given(RETRY_ONLY)):
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only with --retry: "
+                         "add --retry CLASSES, or drop the flag")
+
+
 @click.command("submit")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @click.option("--local", is_flag=True, help="Run the rendered script here on CPUs (torchrun, gloo) instead.")
@@ -362,6 +397,7 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
     --sweep, every plan is checked before any job starts: refused plans are listed (exit 2 only when
     nothing could start, or with --strict), the rest start best first; --wait waits for them all.
     """
+    refuse_inapplicable(click.get_current_context(), local=local, retry=retry)
     if local:
         if sweeps or max_concurrent or strict:
             from launcher.core.errors import UsageError

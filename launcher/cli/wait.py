@@ -56,13 +56,13 @@ def _is_terminal() -> bool:
 
 @click.command("wait")
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Give up after this long (exit 124 if a job is still running).")
+@click.option("--timeout", "timeout_text", default=None, metavar="DURATION",
+              help="Give up after this long: 2h, 90m, 1h30m or seconds (exit 124 if a job is still running).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=30.0, show_default=True,
               help="Seconds between polls.")
 @OUTPUT
 @aws_options
-def wait_jobs(jobs: tuple[str, ...], timeout: float | None, interval: float, output: str, profile: str | None,
+def wait_jobs(jobs: tuple[str, ...], timeout_text: str | None, interval: float, output: str, profile: str | None,
               region: str | None) -> None:
     """Wait for jobs to end; JOB may be `latest`. A live table on a terminal, a line per change elsewhere.
 
@@ -72,7 +72,11 @@ def wait_jobs(jobs: tuple[str, ...], timeout: float | None, interval: float, out
     from launcher.api import resolve_job, wait, worst_exit_code
     from launcher.cli import present
     from launcher.core.errors import UsageError
+    from launcher.core.timeutil import parse_since
 
+    # A duration as --since and the spec's max_run take it (2h, 90m, seconds); 0 polls once.
+    timeout = None if timeout_text is None else (
+        0.0 if timeout_text.strip() in ("0", "0s") else parse_since(timeout_text, "--timeout"))
     resolved = [resolve_job(job, region) for job in jobs]
     regions = {r for _, r in resolved if r}
     if len(regions) > 1:

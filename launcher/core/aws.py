@@ -39,6 +39,10 @@ class QuotaError(AwsError):
     exit_code = EXIT_PREFLIGHT
 
 
+class ThrottledError(AwsError):
+    """AWS throttled the request (a rate limit shared by the account): trying again later can pass."""
+
+
 @dataclass
 class Clients:
     """Lazily created boto3 clients sharing one session; pass `overrides` to inject test doubles."""
@@ -258,7 +262,8 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
         message = clean(str(err.get("Message", "")).strip(), 500)
         op = getattr(exc, "operation_name", "") or "the request"
         if code in _ACTIONABLE:
-            return AwsError(f"{where}{_ACTIONABLE[code]} ({op}: {code})")
+            kind = ThrottledError if code in ("ThrottlingException", "Throttling") else AwsError
+            return kind(f"{where}{_ACTIONABLE[code]} ({op}: {code})")
         if code in ("AccessDenied", "AccessDeniedException", "403") or "not authorized" in message:
             return AwsError(f"{where}access denied for {op}: {message or code}. Ask for this permission on your "
                             "identity (check with `aws sts get-caller-identity`)")

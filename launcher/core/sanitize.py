@@ -34,6 +34,29 @@ def clean(text: object, limit: int | None = None) -> str:
     return s
 
 
+# A line break, as text has it or as `clean` wrote it (a FailureReason is kept cleaned).
+_BREAK = re.compile(r"\r\n|\n|\r|\\x0d\\x0a|\\x0a|\\x0d")
+RETURN_MARK = " ⏎ "
+
+
+def clean_lines(text: object, limit: int | None = None) -> list[str]:
+    """`text`'s lines, each made safe as `clean` makes it; line breaks `clean` already escaped count too,
+    so a FailureReason kept cleaned prints as the lines SageMaker wrote. Blank lines at the ends go."""
+    s = text if isinstance(text, str) else str(text)
+    lines = [clean(part, limit) for part in _BREAK.split(s)]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return lines
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` on one line: its lines joined by a visible ⏎, each made safe as `clean` makes it."""
+    joined = RETURN_MARK.join(line.strip() for line in clean_lines(text))
+    return clean(joined, limit)
+
+
 @overload
 def clean_data(value: Mapping[str, Any]) -> dict[str, Any]: ...
 @overload

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.enums import StrEnum
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import clean, one_line
 
 
 class FailureClass(StrEnum):
@@ -25,12 +25,18 @@ class FailureClass(StrEnum):
 
     CAPACITY = "capacity"
     QUOTA = "quota"
+    INTERNAL_ERROR = "internal_error"  # SageMaker's own InternalServerError
+    HARDWARE = "hardware"  # an instance or GPU failed (ECC error, a GPU off the bus)
     PERMISSIONS = "permissions"
     IMAGE = "image"
-    OUT_OF_MEMORY = "out_of_memory"
+    DATA = "data"  # input channels could not be read or the output written (bad S3 URIs, no route to S3)
+    DISK_FULL = "disk_full"
+    OUT_OF_MEMORY = "out_of_memory"  # a GPU's memory
+    HOST_OUT_OF_MEMORY = "host_out_of_memory"  # the instance's own memory (RAM)
     NCCL_TIMEOUT = "nccl_timeout"
     USER_ERROR = "user_error"
     SPOT_INTERRUPTION = "spot_interruption"
+    MAX_RUNTIME = "max_runtime"  # stopped by SageMaker at MaxRuntimeInSeconds
     UNKNOWN = "unknown"  # SageMaker gave no reason a rule here knows
 
 
@@ -39,6 +45,7 @@ EVIDENCE_LIMIT = 300     # characters of one evidence line
 SCAN_LIMIT = 8192        # characters of a FailureReason searched (SageMaker's limit is 1,024: botocore's model)
 TAIL_LINES = 200         # lines of the log tail searched
 LINE_LIMIT = 4096        # characters of one log line or status message searched
+QUOTE_LIMIT = 200        # characters of the deciding line quoted in a remedy
 
 # Terminal escapes (CSI and OSC sequences) are removed before matching so they cannot split a keyword.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
@@ -47,12 +54,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 @dataclass(frozen=True)
 class Failure:
     """A job's failure class, the reason as SageMaker gave it (safe to print, bounded), what to do about it,
-    and the lines that led to the class."""
+    the lines that led to the class, and the training process's exit code where SageMaker or the log gave one."""
 
     failure_class: FailureClass
     reason: str
     remedy: str
     evidence: tuple[str, ...] = ()
+    exit_code: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
@@ -60,7 +68,7 @@ class Failure:
 
     def to_dict(self) -> dict[str, Any]:
         return {"failure_class": self.failure_class.value, "failure_reason": self.reason, "remedy": self.remedy,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence), "exit_code": self.exit_code}
 
 
 @dataclass(frozen=True)
@@ -83,16 +91,35 @@ REMEDIES = {
     FailureClass.QUOTA: (
         "the account's service quota for this instance type is too low: request an increase in Service Quotas "
         "(SageMaker, '<instance type> for training job usage'), or use fewer or other instances."),
+    FailureClass.INTERNAL_ERROR: (
+        "SageMaker failed on its own side (InternalServerError), not because of the job: resubmit it (`submit` "
+        "retries this class by default with --retry); if it keeps failing, open an AWS support case naming the job."),
+    FailureClass.HARDWARE: (
+        "an instance or one of its GPUs failed (the error is the hardware's, not the script's): resubmit (`submit` "
+        "retries this class by default with --retry); the new job gets other instances and resumes from its "
+        "checkpoints."),
     FailureClass.PERMISSIONS: (
         "the job's execution role was refused: grant it access to the S3 paths, ECR image and KMS keys the "
         "job names (`smp-launch check-role SPEC` lists what is missing)."),
     FailureClass.IMAGE: (
         "the training image could not be pulled or started: check framework.image_uri (it must exist in the "
-        "job's region, and the role needs ecr:BatchGetImage on it)."),
+        "job's region, be built for x86_64, and the role needs ecr:BatchGetImage on it)."),
+    FailureClass.DATA: (
+        "SageMaker could not read an input channel or write the output: check that each data channel's S3 URI "
+        "exists and holds objects (`aws s3 ls URI`), and, in a VPC (cluster.subnets), that the subnets route to "
+        "S3 (an S3 gateway endpoint or a NAT) and the security groups allow it."),
+    FailureClass.DISK_FULL: (
+        "the instance's storage volume filled up: raise cluster.volume_size_gb, keep fewer or smaller "
+        "checkpoints, or stream the data (a FastFile channel) instead of copying it."),
     FailureClass.OUT_OF_MEMORY: (
         "a GPU ran out of memory: turn on smp.activation_checkpointing, raise smp.tensor_parallel_degree "
         "or smp.hybrid_shard_degree, turn on smp.activation_offloading, or lower training.batch_size; "
         "`smp-launch plan SPEC` shows the memory model for each change."),
+    FailureClass.HOST_OUT_OF_MEMORY: (
+        "the instance ran out of its own memory (RAM, not a GPU's) and the kernel killed the process: raise "
+        "smp.tensor_parallel_degree so each process holds a smaller share of the model, turn off "
+        "smp.activation_offloading (it keeps activations in host memory), use fewer data loader workers, "
+        "or choose an instance type with more memory."),
     FailureClass.NCCL_TIMEOUT: (
         "a collective timed out (NCCL watchdog): one rank stalled or died first; read every host's log "
         "(`smp-launch logs JOB`) for the first error, and check the data loader and "
@@ -104,36 +131,80 @@ REMEDIES = {
         "managed spot capacity was taken back before the job finished: resubmit "
         "(`submit --retry spot`); it resumes from its checkpoints. Raise cluster.max_wait to wait "
         "longer for spot capacity, or use on-demand instances."),
+    FailureClass.MAX_RUNTIME: (
+        "SageMaker stopped the job when it reached its MaxRuntimeInSeconds (cluster.max_run): raise "
+        "cluster.max_run (at most 28 days), or `smp-launch rerun JOB` to carry on from its last checkpoint."),
     FailureClass.UNKNOWN: "SageMaker gave no reason this tool recognises: read the job's logs (`smp-launch logs JOB`).",
 }
 
+ROLE_REMEDY = (
+    "SageMaker could not assume the job's execution role: the role must exist in this account and its trust "
+    "policy must let sagemaker.amazonaws.com call sts:AssumeRole (`smp-launch check-role SPEC` checks both).")
 
-def _rule(failure_class: FailureClass, *alternatives: str) -> _Rule:
-    return _Rule(failure_class, _rx(*alternatives), REMEDIES[failure_class])
+
+def _rule(failure_class: FailureClass, *alternatives: str, remedy: str | None = None) -> _Rule:
+    return _Rule(failure_class, _rx(*alternatives), remedy or REMEDIES[failure_class])
 
 
-# Matched against FailureReason, in order: the first that matches wins. AWS service errors first: they are
-# certain, and an AlgorithmError reason could quote anything.
+# Host memory exhausted: the kernel's OOM killer (SIGKILL: exit 137, or -9 as Python reports a signal) and
+# allocators that could not get RAM.
+_HOST_OOM = (r"instance type with more memory", r"out of memory\. please use a larger instance",
+             r"cannot allocate memory", r"can't allocate memory", r"killed by signal: killed", r"\boomkilled\b",
+             r"out of memory: kill(?:ed)? process", r"signal 9 \(sigkill\)", r"std::bad_alloc",
+             r"java\.lang\.outofmemoryerror", r"(?<![a-z])memoryerror\b", r"oom when allocating tensor[^\n]*device:cpu",
+             r"(?:exit ?code|exit status|exitcode|return code)\s*[:=]?\s*(?:137|-9)(?![0-9])")
+
+# Matched against FailureReason, in order: the first that matches wins. SageMaker's own service errors first:
+# they are certain, and an AlgorithmError reason could quote anything. The memory and disk rules come before
+# the data rule: SageMaker words those as "Artifact upload failed:..." or "Data download failed:..." too.
 _REASON_RULES = (
     _rule(FailureClass.CAPACITY, r"CapacityError", r"InsufficientCapacity", r"Insufficient capacity",
           r"Unable to provision requested ML compute capacity"),
     _rule(FailureClass.QUOTA, r"ResourceLimitExceeded", r"account-level service limit", r"service quota"),
+    _rule(FailureClass.INTERNAL_ERROR, r"^\s*InternalServerError\b", r"^\s*We encountered an internal error"),
+    _rule(FailureClass.HOST_OUT_OF_MEMORY, r"instance type with more memory",
+          r"out of memory\. please use a larger instance"),
+    _rule(FailureClass.DISK_FULL, r"Insufficient disk space", r"No space left on device"),
+    _rule(FailureClass.IMAGE, r"CannotStartContainerError", r"Cannot pull algorithm container",
+          r"Requested image .* not found", r"image does not exist", r"failed to pull", r"ImagePull",
+          r"OCI runtime create failed", r"exec format error", r"exec user process caused"),
+    _rule(FailureClass.PERMISSIONS, r"unable to assume the role", r"could not assume role", remedy=ROLE_REMEDY),
     _rule(FailureClass.PERMISSIONS, r"AccessDenied", r"not authorized to perform", r"is not authorized",
           r"\(403\)", r"\b403 Forbidden", r"Access Denied"),
-    _rule(FailureClass.IMAGE, r"CannotStartContainerError", r"Cannot pull algorithm container",
-          r"Requested image .* not found", r"image does not exist", r"failed to pull", r"ImagePull"),
+    _rule(FailureClass.DATA, r"Data download failed", r"Artifact upload failed", r"route to an S3 VPC endpoint",
+          r"no file found in path /opt/ml/input", r"NoSuchKey", r"specified key does not exist",
+          r"No S3 objects found", r"Failed to download data"),
 )
 
-# Matched against FailureReason and the log tail: OOM before NCCL (an OOM on one rank makes the others time out).
+# Matched against FailureReason and the log tail, in order: the cause before its symptoms. A GPU or host
+# out-of-memory kill, a failed GPU, a full disk or a refused S3 call on one rank makes the others time out in
+# NCCL, so nccl_timeout comes last. Lines that only echo a setting (`NCCL_TIMEOUT=7200`) are not read.
 _CONTENT_RULES = (
-    _rule(FailureClass.OUT_OF_MEMORY, r"CUDA out of memory", r"OutOfMemoryError", r"CUDA error: out of memory",
-          r"\bOOMKilled\b", r"exit ?code:? ?137\b", r"ExitCode 137\b", r"signal 9 \(SIGKILL\)"),
-    _rule(FailureClass.NCCL_TIMEOUT, r"Watchdog caught collective operation timeout", r"ProcessGroupNCCL.*[Tt]imeout",
-          r"NCCL.*timed? ?out", r"Timeout at NCCL work"),
+    _rule(FailureClass.OUT_OF_MEMORY, r"CUDA out of memory", r"(?<!java\.lang\.)OutOfMemoryError",
+          r"CUDA error: out of memory", r"oom when allocating tensor(?![^\n]*device:cpu)",
+          r"resource_?exhausted: out of memory", r"cuda error: [^\n]*\bout of memory", r"CUBLAS_STATUS_ALLOC_FAILED",
+          r"cudaErrorMemoryAllocation", r"HIP out of memory"),
+    _rule(FailureClass.HOST_OUT_OF_MEMORY, *_HOST_OOM),
+    _rule(FailureClass.HARDWARE, r"uncorrectable ECC error", r"\bECC error", r"fallen off the bus",
+          r"CUDA_ERROR_ECC_UNCORRECTABLE", r"\bNVRM: Xid\b", r"\bGPU is lost\b"),
+    _rule(FailureClass.DISK_FULL, r"No space left on device", r"\[Errno 28\]", r"Insufficient disk space",
+          r"Disk quota exceeded"),
+    _rule(FailureClass.PERMISSIONS, r"\((?:AccessDenied|403|Forbidden)\) when calling", r"\b403 Forbidden\b",
+          r"AccessDenied: Access Denied", r"is not authorized to perform", r"unable to assume the role"),
+    _rule(FailureClass.IMAGE, r"exec format error", r"exec user process caused", r"OCI runtime create failed"),
+    _rule(FailureClass.NCCL_TIMEOUT, r"Watchdog caught collective operation timeout", r"Timeout at NCCL work",
+          r"ProcessGroupNCCL[^\n]*\b(?:timed out|timeout)\b", r"\bNCCL\b[^=\n]*\btimed out\b"),
 )
 
-_USER = _rx(r"AlgorithmError", r"ExecuteUserScriptError", r"Traceback \(most recent call last\)")
-_EXIT_CODE = re.compile(r"(?:ExitCode|Exit Code|exit code|exit status|exitcode)[:=]?\s*(-?\d{1,4})")
+_USER = _rx(r"AlgorithmError", r"ExecuteUserScriptError", r"InstallModuleError",
+            r"Traceback \(most recent call last\)")
+_USER_LOG = _rx(r"ExecuteUserScriptError", r"InstallModuleError")
+_EXIT_CODE = re.compile(r"(?:ExitCode|Exit Code|exit code|exit status|exitcode|return code)\s*[:=]?\s*"
+                        r"(-?\d{1,4})(?!\d)", re.IGNORECASE)
+# A line that only sets or echoes a variable (`NCCL_TIMEOUT=7200`, `export X=1`, a launcher's `[..] 0 X=1`).
+_ECHO = re.compile(r"^\s*(?:\[[^\]]{0,120}\]\s*)*(?:\d+\s+)?(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
+# What SageMaker's own reason tells a person to do.
+_ADVICE = re.compile(r"\b(?:please|try)\b[^.\n]{3,240}\.?", re.IGNORECASE)
 
 
 def _scan(text: str | None, limit: int = SCAN_LIMIT) -> str:
@@ -144,7 +215,8 @@ def _scan(text: str | None, limit: int = SCAN_LIMIT) -> str:
 
 
 def _line(label: str, text: str) -> str:
-    return clean(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
+    """One evidence line: a reason's own line breaks shown as ⏎ (a FailureReason often has several)."""
+    return one_line(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
 
 
 _RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")  # mpirun's `[1,mpirank:0,algo-1]<stderr>:`
@@ -159,10 +231,27 @@ def _traceback_tail(lines: list[str], keep: int = 3) -> list[str]:
     return body[-keep:]
 
 
+def exit_code_of(reason: str, lines: list[str]) -> int | None:
+    """The training process's exit code: from FailureReason, else the last log line that states one."""
+    found = _EXIT_CODE.search(reason) or next((m for m in map(_EXIT_CODE.search, reversed(lines)) if m), None)
+    return int(found.group(1)) if found else None
+
+
+def _remedy(base: str, evidence: tuple[str, ...], advice: str | None = None) -> str:
+    """The class's remedy, what SageMaker's own reason says to do, and the line that decided the class."""
+    out = base
+    if advice:
+        out += f' SageMaker says: "{clean(advice.strip(), limit=QUOTE_LIMIT)}"'
+    if evidence:
+        out += f" (decided by {clean(evidence[0], limit=QUOTE_LIMIT)})"
+    return out
+
+
 def classify(status: str, failure_reason: str | None = None,
              transitions: Iterable[tuple[str, str]] = (), log_tail: Iterable[str] = (),
              secondary_status: str | None = None, plan: Mapping[str, Any] | None = None) -> Failure | None:
-    """The failure class of a job that ended Failed (or Stopped by managed spot), or None when it did not fail.
+    """The failure class of a job that ended Failed (or Stopped by SageMaker: managed spot, MaxRuntime), or
+    None when it did not fail.
 
     `transitions` are (secondary status, status message) pairs; `log_tail` is the end of algo-1's log,
     oldest first; `plan` is the job's plan.json (optional: it lets an out-of-memory remedy name a layout)."""
@@ -173,50 +262,69 @@ def classify(status: str, failure_reason: str | None = None,
     shown = clean((failure_reason or "")[:REASON_LIMIT], limit=REASON_LIMIT)
     interrupted = [m for s, m in steps if s == "Interrupted"]
     if status == "Stopped":
-        # Only SageMaker's own stop for spot: a job a person stopped is not a failure, and must not be retried.
-        if secondary_status == "MaxWaitTimeExceeded":
-            if interrupted or any(s == "Training" for s, _ in steps):
-                evidence = tuple(_line("Interrupted", m or "managed spot instances interrupted") for m in interrupted)
-                return Failure(FailureClass.SPOT_INTERRUPTION,
-                               shown or "managed spot training ran out of wait time after an interruption "
-                               "(MaxWaitTimeExceeded)", REMEDIES[FailureClass.SPOT_INTERRUPTION],
-                               evidence + (_line("SecondaryStatus", secondary_status or "Stopped"),))
-            return Failure(FailureClass.CAPACITY,
-                           shown or "managed spot capacity was never acquired (MaxWaitTimeExceeded)",
-                           REMEDIES[FailureClass.CAPACITY], (_line("SecondaryStatus", "MaxWaitTimeExceeded"),))
-        return None
+        return _stopped(secondary_status, steps, interrupted, shown)
     if status != "Failed":
         return None
+    code = exit_code_of(reason, lines)
     for rule in _REASON_RULES:
         if rule.pattern.search(reason_l):
-            return Failure(rule.failure_class, shown, rule.remedy, (_line("FailureReason", reason),))
+            evidence: tuple[str, ...] = (_line("FailureReason", reason),)
+            advice = _ADVICE.search(reason) if not reason_l.lstrip().startswith("algorithmerror") else None
+            return Failure(rule.failure_class, shown, _remedy(rule.remedy, evidence, advice and advice.group(0)),
+                           evidence, code)
     capacity_notes = [m for s, m in steps if _REASON_RULES[0].pattern.search(m.lower())]
+    readable = [i for i, low in enumerate(lines_l) if not _ECHO.match(low)]
     for rule in _CONTENT_RULES:
         hits = [_line("FailureReason", reason)] if rule.pattern.search(reason_l) else []
-        hits += [_line("algo-1", lines[i]) for i, low in enumerate(lines_l) if rule.pattern.search(low)][-3:]
+        hits += [_line("algo-1", lines[i]) for i in readable if rule.pattern.search(lines_l[i])][-3:]
         if hits:
             remedy = rule.remedy
             if rule.failure_class == FailureClass.OUT_OF_MEMORY and plan is not None:
                 remedy = oom_remedy(plan) or remedy
-            return Failure(rule.failure_class, shown, remedy, tuple(hits))
+            return Failure(rule.failure_class, shown, _remedy(remedy, tuple(hits)), tuple(hits), code)
     tb = _traceback_tail(lines)
-    if _USER.search(reason_l) or tb:
-        code = _EXIT_CODE.search(reason) or next((m for m in map(_EXIT_CODE.search, reversed(lines)) if m), None)
-        exit_text = f"exit code {code.group(1)}" if code else "a non-zero exit"
+    user_lines = [lines[i] for i in readable if _USER_LOG.search(lines_l[i])]
+    if _USER.search(reason_l) or tb or user_lines:
+        exit_text = f"exit code {code}" if code is not None else "a non-zero exit"
         last = "; ".join(line.strip() for line in tb) if tb else ""
         remedy = f"the training script ended with {exit_text}"
         remedy += f" ({clean(last, limit=300)})" if last else ""
         remedy += ": read the traceback (`smp-launch logs JOB`), fix the script or spec, resubmit."
         evidence = (_line("FailureReason", reason),) if reason else ()
-        return Failure(FailureClass.USER_ERROR, shown, remedy, evidence + tuple(_line("algo-1", line) for line in tb))
+        evidence += tuple(_line("algo-1", line) for line in (tb or user_lines[-2:]))
+        return Failure(FailureClass.USER_ERROR, shown, remedy, evidence, code)
     if interrupted:
-        return Failure(FailureClass.SPOT_INTERRUPTION, shown, REMEDIES[FailureClass.SPOT_INTERRUPTION],
-                       tuple(_line("Interrupted", m) for m in interrupted))
+        evidence = tuple(_line("Interrupted", m) for m in interrupted)
+        return Failure(FailureClass.SPOT_INTERRUPTION, shown, _remedy(REMEDIES[FailureClass.SPOT_INTERRUPTION],
+                                                                      evidence), evidence, code)
     if capacity_notes:
-        return Failure(FailureClass.CAPACITY, shown, REMEDIES[FailureClass.CAPACITY],
-                       tuple(_line("Starting", m) for m in capacity_notes[-2:]))
+        evidence = tuple(_line("Starting", m) for m in capacity_notes[-2:])
+        return Failure(FailureClass.CAPACITY, shown, _remedy(REMEDIES[FailureClass.CAPACITY], evidence),
+                       evidence, code)
     evidence = (_line("FailureReason", reason),) if reason else ()
-    return Failure(FailureClass.UNKNOWN, shown, REMEDIES[FailureClass.UNKNOWN], evidence)
+    return Failure(FailureClass.UNKNOWN, shown, REMEDIES[FailureClass.UNKNOWN], evidence, code)
+
+
+def _stopped(secondary_status: str | None, steps: list[tuple[str, str]], interrupted: list[str],
+             shown: str) -> Failure | None:
+    """A Stopped job's class when SageMaker stopped it (managed spot's wait, MaxRuntime); None when a person
+    did: that is not a failure, and must not be retried."""
+    evidence: tuple[str, ...]
+    if secondary_status == "MaxRuntimeExceeded":
+        evidence = (_line("SecondaryStatus", secondary_status),)
+        return Failure(FailureClass.MAX_RUNTIME, shown or "the job reached its MaxRuntimeInSeconds "
+                       "(MaxRuntimeExceeded)", _remedy(REMEDIES[FailureClass.MAX_RUNTIME], evidence), evidence)
+    if secondary_status != "MaxWaitTimeExceeded":
+        return None
+    if interrupted or any(s == "Training" for s, _ in steps):
+        evidence = tuple(_line("Interrupted", m or "managed spot instances interrupted") for m in interrupted)
+        evidence += (_line("SecondaryStatus", secondary_status),)
+        return Failure(FailureClass.SPOT_INTERRUPTION,
+                       shown or "managed spot training ran out of wait time after an interruption "
+                       "(MaxWaitTimeExceeded)", _remedy(REMEDIES[FailureClass.SPOT_INTERRUPTION], evidence), evidence)
+    evidence = (_line("SecondaryStatus", "MaxWaitTimeExceeded"),)
+    return Failure(FailureClass.CAPACITY, shown or "managed spot capacity was never acquired (MaxWaitTimeExceeded)",
+                   _remedy(REMEDIES[FailureClass.CAPACITY], evidence), evidence)
 
 
 def oom_remedy(plan: Mapping[str, Any]) -> str | None:

@@ -111,6 +111,7 @@ class LogLines(Iterator[LogLine]):
         self.job = job
         self._clients, self._until_end, self._on_note = clients, until_end, on_note
         self._hosts = frozenset(hosts) if hosts else None
+        self._since = since
         self._interval = p.interval
         self._status_interval = p.status_interval or p.interval
         self._settle = min(5.0, 4 * p.interval) if p.settle is None else p.settle
@@ -153,8 +154,13 @@ class LogLines(Iterator[LogLine]):
                     yield from page
                 if reader.stats.events == reader.stats.foreign:  # nothing of this job's (not merely filtered out)
                     desc = watcher.check()
-                    self._on_note(LogNote(NoteKind.NO_LINES_YET, f"no log lines yet for {self.job} "
-                                          f"({desc['TrainingJobStatus']}, {desc.get('SecondaryStatus')})"))
+                    state = f"({desc['TrainingJobStatus']}, {desc.get('SecondaryStatus')})"
+                    if desc["TrainingJobStatus"] in TERMINAL:  # an ended job writes no more: "yet" would mislead
+                        window = " in the --since window" if self._since is not None else ""
+                        text = f"no log lines for {self.job}{window} {state}; it has ended, so no more will come"
+                    else:
+                        text = f"no log lines yet for {self.job} {state}"
+                    self._on_note(LogNote(NoteKind.NO_LINES_YET, text))
                 return
             watcher.check()
             _warn_missing_hosts(self._hosts, watcher, self._on_note)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # Keys that differ between any two jobs (or are derived from what differs) and say nothing on their own.
 IGNORED = frozenset({"job_name", "spec_hash", "estimator.tags[smp-launch:spec-hash]"})
+# Spec sections plan.json does not carry (the rendered script reads them): a plan diff shows them from spec.json.
+SPEC_IN_PLAN_DIFF = ("training", "hyperparameters")
 _MISSING = object()
 
 
@@ -143,6 +145,16 @@ def _tags(clients: Clients, stored: StoredJob) -> list[dict[str, str]]:
         return []
 
 
+def _in_planned_order(tags: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's tags in the order the job's plan.json lists them: spec.json keeps its keys sorted, and a
+    tag order that differs renders a different plan.json (and a false "renders differently" warning)."""
+    listed = (plan.get("estimator") or {}).get("tags") if isinstance(plan.get("estimator"), dict) else None
+    order = [t.get("Key") for t in listed or [] if isinstance(t, dict)]
+    ranked = {key: tags[key] for key in order if isinstance(key, str) and key in tags}
+    ranked.update({key: value for key, value in tags.items() if key not in ranked})
+    return ranked
+
+
 def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = None) -> tuple[Plan, list[str]]:
     """The plan a rerun submits: the stored spec planned again for the job's region, under a new job name,
     tagged with the job it repeats, running the job's own source tarball. Returns it and its warnings."""
@@ -158,6 +170,8 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
         raise UsageError(f"{clean(stored.name, 100)} was launched by an older smp-launch that stored its plan but "
                          "not its spec (spec.json): submit its spec again")
     data = {**stored.spec, "environment": _environment(stored)}
+    if isinstance(data.get("tags"), dict):
+        data["tags"] = _in_planned_order(data["tags"], stored.plan)
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
@@ -206,9 +220,21 @@ def _is_tag_list(value: list) -> bool:
     return bool(value) and all(isinstance(v, dict) and set(v) == {"Key", "Value"} for v in value)
 
 
+def _identities(value: list) -> list[str] | None:
+    """Names for a list of objects that each carry a `rule` (advisories): the rule, with its field where a
+    rule repeats, so one advisory more or less is one change, not a shift of every later position. None
+    when the items do not name themselves uniquely (they are keyed by position then)."""
+    if not all(isinstance(v, dict) and isinstance(v.get("rule"), str) for v in value):
+        return None
+    rules = [v["rule"] for v in value]
+    names = [f"{v['rule']}@{v.get('field')}" if rules.count(v["rule"]) > 1 else v["rule"] for v in value]
+    return names if len(set(names)) == len(names) else None
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted paths to leaves: dicts by key, tag lists by tag key (`tags[team]`), other lists of objects
-    by position (`advisories[0].rule`); a list of plain values is one leaf."""
+    """Dotted paths to leaves: dicts by key, tag lists by tag key (`tags[team]`), advisories by rule
+    (`advisories[SMP024].message`), other lists of objects by position (`channels[0].uri`); a list of plain
+    values is one leaf."""
     out: dict[str, Any] = {}
     if isinstance(value, dict) and value:
         for key, item in value.items():
@@ -217,8 +243,9 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
         for tag in value:
             out[f"{prefix}[{tag['Key']}]"] = tag["Value"]
     elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        names = _identities(value)
         for i, item in enumerate(value):
-            out.update(flatten(item, f"{prefix}[{i}]"))
+            out.update(flatten(item, f"{prefix}[{names[i] if names else i}]"))
     else:
         out[prefix] = value
     return out
@@ -260,6 +287,16 @@ def full_spec(stored: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _plan_side(plan: Mapping[str, Any], spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A plan as a diff compares it: with the spec sections it does not carry (SPEC_IN_PLAN_DIFF), so a
+    change to training.max_steps or training.batch_size shows as itself."""
+    out = dict(plan)
+    for section in SPEC_IN_PLAN_DIFF:
+        if spec is not None and section not in out and section in spec:
+            out[section] = spec[section]
+    return out
+
+
 def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     """One side of a diff: a job's stored plan (or spec), or a spec file's plan (or validated spec)."""
     if is_spec_file(ref):
@@ -268,14 +305,15 @@ def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
         from launcher.spec.loader import load_spec
 
         plan = build_plan(load_spec(ref, []), env=clients.env, region=clients.region)
-        return full_spec(stored_spec(plan)) if spec else deterministic_plan(plan)
+        full = full_spec(stored_spec(plan))
+        return full if spec else _plan_side(deterministic_plan(plan), full)
     stored = stored_job(clients, ref)
     if spec:
         if stored.spec is None:
             raise UsageError(f"{clean(ref, 100)} was launched by an older smp-launch that did not store its spec; "
                              "diff its plan instead (without --spec)")
         return full_spec(stored.spec)
-    return stored.plan
+    return _plan_side(stored.plan, full_spec(stored.spec) if stored.spec is not None else None)
 
 
 def diff(a: str, b: str, clients: Clients, *, everything: bool = False, spec: bool = False) -> list[Change]:

@@ -5,7 +5,9 @@ A single submit is a queue of one (`submit_one`). Plans start in the order given
 the same checks. A job that ends Failed or Stopped may be submitted again in its plan's place: a
 RetryPolicy (launcher.orchestrate.retry) decides whether, when (its backoff) and as what (the linked next
 attempt); an `on_failure(plan, status)` hook may decide instead. Nothing here prints: progress goes to an
-`on_event` callback as typed Events, and the result is one frozen PlanRun per plan. A submit that fails
+`on_event` callback as typed Events, and the result is one frozen PlanRun per plan. A submit refused for a
+reason that passes with time (a quota its own jobs hold, throttling) is tried again after a wait, within a
+RefusalWait's bound (launcher.orchestrate.retry); any other failed submit, or one refused past that bound,
 stops the queue: what started is reported, what did not is `not_started`.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from launcher.core.errors import EXIT_OK, Interrupted, LauncherError, UsageError
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
     from launcher.jobs.status import JobStatus
-    from launcher.orchestrate.retry import RetryPolicy
+    from launcher.orchestrate.retry import RefusalWait, RetryPolicy
     from launcher.plan.build import Plan
     from launcher.submission.create import AccountCheck, Submission
 
@@ -49,6 +51,7 @@ class EventKind(StrEnum):
     ENDED = "ended"  # a job the queue holds ended (the event carries its JobStatus)
     RESUBMIT = "resubmit"  # the job that ended will be followed by `job_name`, after `backoff_s` seconds
     WAITING = "waiting"  # the account's quota cannot hold the plan's job yet: it waits for running jobs to end
+    WAIT = "wait"  # CreateTrainingJob refused the plan (quota, throttling): it is tried again after `backoff_s`
     ERROR = "error"  # a check or a submit failed (the event's `message` says why)
 
 
@@ -225,7 +228,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
               clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
               retry: RetryPolicy | None = None, on_failure: OnFailure | None = None,
               submit: Callable[..., Submission] | None = None, check: Callable[..., AccountCheck | None] | None = None,
-              sleep: Callable[[float], None] | None = None) -> tuple[PlanRun, ...]:
+              sleep: Callable[[float], None] | None = None,
+              refusals: RefusalWait | None | bool = True) -> tuple[PlanRun, ...]:
     """Submit every plan, in order, keeping at most `max_concurrent` jobs running (None: no limit).
 
     With several plans, the account checks (buckets, role) run first, once for each distinct account_key:
@@ -237,11 +241,20 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     every job ended. `clients` is one Clients, a function of a region, or None (made per plan's region).
     `submit`, `check` and `sleep` replace launcher.submission.create's submit and check_account and
     time.sleep (tests). Ctrl-C while waiting stops the queue: the plans not yet (re)submitted get an
-    Interrupted error."""
+    Interrupted error. `refusals` (a RefusalWait; True, the default, means RefusalWait() for a queue of
+    several plans) lets a plan whose CreateTrainingJob was refused for quota or throttling wait and be tried
+    again, each wait a WAIT event, before the queue gives up on it."""
     if max_concurrent is not None and max_concurrent < 1:
         raise UsageError(f"max_concurrent {max_concurrent}: give 1 or more")
     from launcher.jobs import status as jobs
+    from launcher.orchestrate.retry import RefusalWait
     from launcher.submission import create
+
+    waits: RefusalWait | None
+    if refusals is True:
+        waits = RefusalWait() if len(plans) > 1 and not dry_run else None
+    else:
+        waits = refusals or None
 
     submit_plan = _announcing(submit or create.submit)
     check_plan = check or create.check_account
@@ -259,6 +272,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     pending = deque(range(len(runs)))
     running: dict[str, int] = {}
     in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
+    refused: dict[int, int] = {}  # times CreateTrainingJob refused each plan for a reason that passes with time
+    quota_held: set[int] = set()  # plans waiting for a quota: one of the queue's own jobs ending frees some
     follow = (wait or again_after is not None) and not dry_run
     queued = not dry_run and (max_concurrent is not None or len(plans) > 1)  # a queue waits for quota, one submit not
     waiting: set[int] = set()  # the plans that said they wait for quota (said once each)
@@ -293,6 +308,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                     emit(Event(EventKind.RESUBMIT, i, following.job_name, running=len(running),
                                message=fallback.describe(plan, following, plan.job_name)))
                     return start(i)  # bounded: each call drops an alternative
+            if wait_out(i, plan, err):
+                return True
             if isinstance(err, Interrupted) and err.started:
                 update(i, error=err, state=PlanState.STARTED)  # the job exists: the error says so and names it
             else:
@@ -301,6 +318,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             return False
         finally:
             in_flight.remove(i)
+        refused.pop(i, None)
+        quota_held.discard(i)
         attempts = (*run.attempts, Attempt(result, None, waited.pop(i, 0.0)))
         if dry_run:
             update(i, attempts=attempts, state=PlanState.DRY_RUN)
@@ -309,6 +328,28 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         update(i, attempts=attempts, state=PlanState.STARTED)
         running[result.job_name] = i
         emit(Event(EventKind.STARTED, i, result.job_name, running=len(running), submission=result))
+        return True
+
+    def wait_out(i: int, plan: Plan, err: LauncherError) -> bool:
+        """Put a plan CreateTrainingJob refused for quota or throttling back at the queue's head with a wait;
+        False when the refusal does not pass with time or the plan was refused too often."""
+        why = RefusalWait.passes_with_time(err) if waits is not None else None
+        if waits is None or why is None:
+            return False
+        count = refused.get(i, 0) + 1
+        if count > waits.max_refusals:
+            return False
+        refused[i] = count
+        delay = waits.delay(count)
+        backoff[i] = delay
+        waited[i] = waited.get(i, 0.0) + delay
+        if why == "quota" and running:
+            quota_held.add(i)
+        pending.appendleft(i)
+        until = " or until one of this queue's jobs ends" if i in quota_held else ""
+        emit(Event(EventKind.WAIT, i, plan.job_name, running=len(running), backoff_s=delay,
+                   message=f"CreateTrainingJob refused {plan.job_name} ({why}, refusal {count} of at most "
+                           f"{waits.max_refusals}): trying again in {delay:g} s{until}; {err}"))
         return True
 
     def poll() -> None:
@@ -323,6 +364,9 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                     provisioned.add(name)
                 continue
             del running[name]
+            for held in quota_held:  # a job that ended gave back its share of the quota
+                backoff[held] = 0.0
+            quota_held.clear()
             emit(Event(EventKind.ENDED, i, name, status=status, running=len(running)))
             if status.status == jobs.JobState.COMPLETED:
                 continue
@@ -374,6 +418,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                 if not outcome:
                     pending.clear()
                     return _finish(runs)
+                if head not in running.values() and head in backoff:
+                    break  # refused and put back to wait: the queue sleeps before trying anything else
                 started = True
             if not pending and (not running or not follow) and not watched():
                 return _finish(runs)

@@ -1,7 +1,10 @@
-"""Resubmitting a job that failed for a reason a new attempt can get past: short capacity, a spot interruption.
+"""Resubmitting a job that failed for a reason a new attempt can get past: short capacity, a spot interruption,
+SageMaker's own internal error, a failed instance.
 
-The RetryPolicy says which failure classes are retried, how many attempts in all and the backoff before each;
-the queue (launcher.orchestrate.queue) applies it, to one plan or many.
+The RetryPolicy says which failure classes (and which exit codes of the training process) are retried, how
+many attempts in all and the backoff before each; the queue (launcher.orchestrate.queue) applies it, to one
+plan or many. A RefusalWait says how a queue waits out a CreateTrainingJob that was refused for a reason
+that passes with time (a quota its own jobs hold, throttling) instead of giving up on the plans after it.
 
 A retried job is the same plan under a linked name (`<first>-r2`, `-r3`...) with a tag naming the job it
 retries (`smp-launch:retry-of`), and the SAME checkpoint S3 URI as the first attempt: SageMaker copies that
@@ -16,7 +19,8 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from launcher.core.errors import UsageError
+from launcher.core.aws import QuotaError, ThrottledError
+from launcher.core.errors import LauncherError, UsageError
 from launcher.core.names import TAG_PREFIX
 from launcher.jobs.failures import FailureClass
 
@@ -26,20 +30,28 @@ if TYPE_CHECKING:
 
 RETRY_OF_TAG = f"{TAG_PREFIX}retry-of"
 ATTEMPT_TAG = f"{TAG_PREFIX}attempt"
-ALIASES = {"spot": FailureClass.SPOT_INTERRUPTION, "oom": FailureClass.OUT_OF_MEMORY, "nccl": FailureClass.NCCL_TIMEOUT}
+ALIASES = {"spot": FailureClass.SPOT_INTERRUPTION, "oom": FailureClass.OUT_OF_MEMORY, "nccl": FailureClass.NCCL_TIMEOUT,
+           "internal": FailureClass.INTERNAL_ERROR, "host_oom": FailureClass.HOST_OUT_OF_MEMORY}
+# What a new attempt can get past without a change to the spec: SageMaker's side, not the job's.
+DEFAULT_CLASSES = frozenset({FailureClass.CAPACITY, FailureClass.SPOT_INTERRUPTION, FailureClass.INTERNAL_ERROR,
+                             FailureClass.HARDWARE})
+DEFAULT_WORD = "default"  # `--retry default,exit:1`: the default classes and more
+EXIT_PREFIX = "exit:"
 MAX_NAME = 63  # TrainingJobName's limit (CreateTrainingJob)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Which failure classes are retried, how many attempts in all (the first included), and the wait before
-    attempt n+1: `backoff * factor**(n-1)` seconds, at most `max_backoff`."""
+    """Which failure classes are retried, which exit codes of the training process are retried whatever the
+    class, how many attempts in all (the first included), and the wait before attempt n+1:
+    `backoff * factor**(n-1)` seconds, at most `max_backoff`."""
 
-    classes: frozenset[str] = frozenset({FailureClass.CAPACITY, FailureClass.SPOT_INTERRUPTION})
+    classes: frozenset[str] = DEFAULT_CLASSES
     max_attempts: int = 3
     backoff: float = 60.0
     factor: float = 2.0
     max_backoff: float = 900.0
+    exit_codes: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -50,33 +62,89 @@ class RetryPolicy:
 
     @classmethod
     def parse(cls, text: str, max_attempts: int = 3, backoff: float = 60.0) -> RetryPolicy:
-        """`capacity,spot` -> the classes (aliases: spot, oom, nccl); a misspelt one is refused with a suggestion.
+        """`capacity,spot,exit:139` -> the classes (aliases: spot, oom, nccl, internal, host_oom; `default` for
+        DEFAULT_CLASSES) and exit codes; a misspelt class is refused with a suggestion.
 
         The error names the class, not where `text` came from: a caller adds that (the CLI names its flag)."""
-        classes = set()
+        classes: set[str] = set()
+        codes: set[int] = set()
         for raw in (p.strip().lower() for p in text.split(",")):
             if not raw:
                 continue
+            if raw.startswith(EXIT_PREFIX):
+                codes.add(_exit_code(raw))
+                continue
+            if raw == DEFAULT_WORD:
+                classes |= DEFAULT_CLASSES
+                continue
             name = ALIASES.get(raw, raw)
             if name not in tuple(FailureClass):
-                known = [*(c.value for c in FailureClass), *ALIASES]
+                known = [*(c.value for c in FailureClass), *ALIASES, DEFAULT_WORD]
                 close = difflib.get_close_matches(raw, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f"; choose from {', '.join(known)}"
+                hint = f"; did you mean {close[0]!r}?" if close else f"; choose from {', '.join(known)}, or exit:CODE"
                 raise UsageError(f"{raw[:40]!r} is not a failure class{hint}")
             classes.add(name)
-        if not classes:
-            raise UsageError(f"no failure class in {text[:80]!r}: name the classes to retry, e.g. 'capacity,spot'")
-        return cls(classes=frozenset(classes), max_attempts=max_attempts, backoff=backoff)
+        if not classes and not codes:
+            raise UsageError(f"no failure class in {text[:80]!r}: name the classes to retry, e.g. 'capacity,spot' "
+                             "or 'default,exit:139'")
+        return cls(classes=frozenset(classes), max_attempts=max_attempts, backoff=backoff, exit_codes=frozenset(codes))
 
     def delay(self, attempts_made: int) -> float:
         """Seconds to wait before the next attempt, after `attempts_made` attempts."""
         return min(self.max_backoff, self.backoff * self.factor ** max(0, attempts_made - 1))
 
     def retries(self, status: JobStatus) -> bool:
-        """Whether a job that ended as `status` failed in a class this policy retries."""
+        """Whether a job that ended as `status` failed in a class this policy retries, or with an exit code
+        it retries."""
         failure = status.failure
-        return (failure is not None and failure.failure_class in self.classes
-                and failure.failure_class != FailureClass.UNKNOWN)
+        if failure is None:
+            return False
+        if failure.exit_code is not None and failure.exit_code in self.exit_codes:
+            return True
+        return failure.failure_class in self.classes and failure.failure_class != FailureClass.UNKNOWN
+
+
+def _exit_code(token: str) -> int:
+    """`exit:139` -> 139 (`exit:-9` too: Python reports a signal as its negative)."""
+    text = token[len(EXIT_PREFIX):].strip()
+    try:
+        code = int(text)
+    except ValueError:
+        raise UsageError(f"{token[:40]!r}: give an exit code as a whole number, e.g. exit:1 or exit:139") from None
+    if not -255 <= code <= 255:
+        raise UsageError(f"{token[:40]!r}: an exit code is between -255 and 255")
+    return code
+
+
+@dataclass(frozen=True)
+class RefusalWait:
+    """How a queue waits out a CreateTrainingJob refused for a reason that passes with time: the account's
+    quota for the instance type (ResourceLimitExceeded; the queue's own running jobs may hold it) or throttling.
+
+    A plan is tried again at most `max_refusals` times: the wait before try n+1 is `backoff * factor**(n-1)`
+    seconds, at most `max_backoff`, and a quota wait ends early when one of the queue's jobs ends."""
+
+    max_refusals: int = 5
+    backoff: float = 60.0
+    factor: float = 2.0
+    max_backoff: float = 900.0
+
+    def __post_init__(self) -> None:
+        if self.max_refusals < 0:
+            raise UsageError(f"max_refusals {self.max_refusals}: give 0 or more")
+
+    def delay(self, refusals: int) -> float:
+        """Seconds to wait after the `refusals`-th refusal of one plan."""
+        return min(self.max_backoff, self.backoff * self.factor ** max(0, refusals - 1))
+
+    @staticmethod
+    def passes_with_time(err: LauncherError) -> str | None:
+        """"quota" or "throttling" when `err` is a refusal that waiting can get past, else None."""
+        if isinstance(err, QuotaError):
+            return "quota"
+        if isinstance(err, ThrottledError):
+            return "throttling"
+        return None
 
 
 def attempt_name(first: str, attempt: int) -> str:
