@@ -47,6 +47,7 @@ TOO_BIG = ("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environm
 WAITING = ("SUBMITTED", "PENDING", "RUNNABLE")
 ACTIVE = ("SCHEDULED", "STARTING", "RUNNING")
 DONE = ("SUCCEEDED", "FAILED")
+CAPACITY_RETRY_S = 1.0  # how long Batch waits before placing a job again after a capacity failure (the emulator's)
 MAX_EVENTS = 100_000  # events one read may settle
 NAME_ROOM = 63 - len("AWSBatch") - 32  # SageMaker's 63 characters, less the prefix and the digest
 
@@ -267,8 +268,8 @@ def _settle(backend: Any, job: ServiceJob, at: float, status: str, failure: str 
         job.status, job.reason, job.stopped_at = "SUCCEEDED", attempt.reason, at
     elif job.terminated is not None:
         job.status, job.reason, job.stopped_at = "FAILED", job.terminated, at
-    elif capacity:  # Batch's own retry: back in the queue, no attempt used
-        job.status, job.reason, job.ready_at = "RUNNABLE", CAPACITY_WAIT, at
+    elif capacity:  # Batch's own retry: back at its place in the queue, no attempt used
+        job.status, job.reason, job.ready_at = "RUNNABLE", CAPACITY_WAIT, at + CAPACITY_RETRY_S
     elif _retry_action(job, attempt.reason) == "RETRY":
         job.status, job.reason, job.ready_at = "RUNNABLE", attempt.reason, at
         job.counted += 1
@@ -319,7 +320,7 @@ def _place(backend: Any, job: ServiceJob, env: Environment, at: float) -> None:
 
 
 def _order(world: World, queue: Queue, at: float) -> list[ServiceJob]:
-    waiting = [j for j in world.jobs.values() if j.queue is queue and j.status in WAITING and j.ready_at <= at]
+    waiting = [j for j in world.jobs.values() if j.queue is queue and j.status in WAITING and j.submitted <= at]
     if queue.scheduling_policy:  # highest schedulingPriority first, then the order they came in
         return sorted(waiting, key=lambda j: -(j.priority or 0))
     return waiting
@@ -336,6 +337,8 @@ def _schedule(backend: Any, world: World, at: float) -> None:
         if queue.state != "ENABLED":
             continue
         for job in _order(world, queue, at):
+            if job.ready_at > at:  # waiting out a capacity failure, at the head: it holds the queue
+                break
             envs = [world.environments[a] for a in queue.environments if a in world.environments]
             if not any(job.instances <= e.capacity for e in envs):
                 job.status, job.reason = "RUNNABLE", TOO_BIG

@@ -115,12 +115,16 @@ def locate(clients: Clients, name: str) -> dict[str, Any] | None:
     """DescribeServiceJob of the newest service job named `name` (or with this ARN) in the account's SageMaker
     training queues, or None when there is none; a lookup Batch refuses (no permission, no Batch in the region)
     is None too: the caller then says the name is unknown."""
-    known = _KNOWN.get((_region(clients), name))
-    if known is None and name.startswith(SERVICE_ARN) and ":service-job/" in name:
-        known = name
-    if known is not None:
-        return describe_service_job(clients, known)
     from botocore.exceptions import BotoCoreError, ClientError
+
+    if name.startswith(SERVICE_ARN) and ":service-job/" in name:
+        return describe_service_job(clients, name)
+    known = _KNOWN.get((_region(clients), name))
+    if known is not None:
+        try:
+            return dict(_batch(clients).describe_service_job(jobId=known))
+        except (ClientError, BotoCoreError):  # gone from Batch's records: look the name up again
+            _KNOWN.pop((_region(clients), name), None)
 
     try:
         newest: dict[str, Any] | None = None

@@ -119,6 +119,8 @@ def retry_strategy(classes: Iterable[str], attempts: int) -> dict[str, Any] | No
             f"job's log; retry {', '.join(can)} there, or submit without a queue (this machine then retries)")
     rules = [{"action": "RETRY", "onStatusReason": f"{prefix}{start}*"}
              for c in wanted for start in REASON_STARTS.get(c, ()) for prefix in STATUS_PREFIXES]
+    if not rules:  # only what Batch retries on its own
+        return None
     rules.append({"action": "EXIT", "onStatusReason": "*"})
     if len(rules) > MAX_RULES:
         raise UsageError(f"a Batch retryStrategy takes at most {MAX_RULES} rules; {', '.join(wanted)} need "
