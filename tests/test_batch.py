@@ -374,8 +374,12 @@ def test_stop_of_a_running_queued_job_stops_its_training_job(moto_world, clock):
     scenario.set_default({})
 
 
-def test_a_queue_name_is_taken_once(moto_world):
+def test_names_of_queues_and_environments_are_taken_once(moto_world):
     from botocore.exceptions import ClientError
 
-    with pytest.raises(ClientError, match=f"Job queue {QUEUE} already exists"):
+    b = moto_world.session.client("batch")
+    with pytest.raises(ClientError, match="Service environment smp-env already exists"):
         create_queues(moto_world.session)
+    with pytest.raises(ClientError, match=f"Job queue {QUEUE} already exists"):
+        b.create_job_queue(jobQueueName=QUEUE, priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                           serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "smp-env"}])
