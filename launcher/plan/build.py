@@ -73,6 +73,8 @@ def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
     if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
         del data["cluster"]["keep_alive"]
+    if not data["cluster"].get("queue"):
+        data["cluster"].pop("queue", None)
     del data["templates"]
     team = templates.team_digests() if templates else {}
     if team:
