@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from launcher.jobs.failures import Failure, FailureClass
     from launcher.jobs.logs import FollowResult, LogLine, LogLines, LogNote, NoteKind, StatusChange
     from launcher.jobs.metrics import JobMetrics
+    from launcher.jobs.queued import QueueState
     from launcher.jobs.status import JobNotFound, JobState, JobStatus, JobSummary, Outcome
     from launcher.local.run import LocalRunResult
     from launcher.orchestrate.calibrate import CalibrationResult
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from launcher.rules.advise import AdvisedLayout
     from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
+    from launcher.submission.batch import QueuedSubmission
     from launcher.submission.create import Submission
     from launcher.submission.quotas import NotOffered, OverQuota, QuotaCheck, QuotaVerdict
     from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict
@@ -69,6 +71,7 @@ _REEXPORTED = {
     "PriceReport": "launcher.catalog.prices",
     "QuotaCheck": "launcher.submission.quotas",
     "QuotaVerdict": "launcher.submission.quotas",
+    "QueuedSubmission": "launcher.submission.batch",
     # jobs
     "JobStatus": "launcher.jobs.status",
     "JobState": "launcher.jobs.status",
@@ -81,6 +84,7 @@ _REEXPORTED = {
     "StatusChange": "launcher.jobs.logs",
     "FollowResult": "launcher.jobs.logs",
     "Failure": "launcher.jobs.failures",
+    "QueueState": "launcher.jobs.queued",
     "FailureClass": "launcher.jobs.failures",
     # many plans
     "RetryPolicy": "launcher.orchestrate.retry",
@@ -119,11 +123,11 @@ __all__ = [
     # AWS and submitting
     "connect", "resolve_region", "check_role", "submit", "run_local", "Clients", "RoleCheck", "RoleVerdict",
     "Submission", "LocalRunResult", "prices", "check_quota", "Price", "PriceRow", "PriceReport", "QuotaCheck",
-    "QuotaVerdict",
+    "QuotaVerdict", "QueuedSubmission",
     # jobs
     "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "stop", "list_jobs", "metrics",
     "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind",
-    "StatusChange", "FollowResult", "Failure", "FailureClass",
+    "StatusChange", "FollowResult", "Failure", "FailureClass", "QueueState",
     # many plans
     "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
     "warm_pool_notes", "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
@@ -340,15 +344,27 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
-           clients: Clients | None = None) -> Submission:
+           clients: Clients | None = None, priority: int | None = None, share: str | None = None) -> Submission:
     """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run).
 
     A queue of one (submit_many with one plan that does not wait). The clients are for the plan's
     region (made for it when not given). Raises SpecError when the plan's advisor found errors,
     RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is submitted (with `.started`:
-    whether it exists). Warnings are in the Submission, never printed."""
+    whether it exists). Warnings are in the Submission, never printed.
+
+    A plan whose spec names an AWS Batch queue (cluster.queue) is handed to that queue instead, after the same
+    checks and the queue's own: a QueuedSubmission, with `priority` (schedulingPriority, 0-9999) and `share`
+    (the fair-share identifier) given to Batch."""
+    from launcher.core.errors import UsageError
+    from launcher.orchestrate.batch import any_queued
+    from launcher.orchestrate.batch import submit_one as into_queue
     from launcher.orchestrate.queue import submit_one
 
+    if any_queued([plan]):
+        return into_queue(plan, priority=priority, share=share, dry_run=dry_run, skip_role_check=skip_role_check,
+                          clients=clients or connect(region=plan.region))
+    if priority is not None or share:
+        raise UsageError("priority and share are for a Batch queue: the plan names none (cluster.queue)")
     return submit_one(plan, dry_run=dry_run, skip_role_check=skip_role_check,
                       clients=clients or connect(region=plan.region))
 
@@ -377,8 +393,11 @@ def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) 
     """The job's status now (DescribeTrainingJob); raises JobNotFound for a name SageMaker does not know.
 
     A job that failed carries its failure class (`.failure`); with `diagnose` it is read from algo-1's log
-    tail (and, for out of memory, the job's plan) too, not only from the FailureReason."""
-    from launcher.jobs.status import job_status
+    tail (and, for out of memory, the job's plan) too, not only from the FailureReason.
+
+    A name SageMaker does not know may be a job handed to an AWS Batch queue: its status is then its training
+    job's, or Batch's while it waits (`.queue`, a QueueState)."""
+    from launcher.jobs.queued import job_status
 
     return job_status(clients or connect(), name, diagnose=diagnose)
 
@@ -389,10 +408,12 @@ def wait(names: Iterable[str], *, timeout: float | None = None, interval: float 
 
     A job still running at the timeout is returned as it was last seen (`.terminal` is False). A failed job
     carries its failure class and remedy (`.failure`, launcher.jobs.failures). `on_change` is called with each
-    status that differs from the one seen before for that job."""
+    status that differs from the one seen before for that job. Jobs in an AWS Batch queue are waited for too."""
+    from launcher.jobs.queued import job_status
     from launcher.jobs.status import wait as _wait
 
-    return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change)
+    return _wait(clients or connect(), names, timeout=timeout, interval=interval, on_change=on_change,
+                 lookup=job_status)
 
 
 def worst_exit_code(outcomes: Iterable[Outcome]) -> int:
@@ -435,34 +456,66 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
     status changes to `on_status`; `on_idle` runs before each wait."""
     from launcher.jobs.logs import Polling, waiting_notes
     from launcher.jobs.logs import follow as _follow
+    from launcher.jobs.status import JobNotFound
 
     if clients is None:
         clients = connect()
         if on_note is not None:
             clients.notify = waiting_notes(on_note)  # "waiting for ..." is a note like the others
-    return _follow(name, clients, until_end=until_end, since=since, hosts=hosts, grep=grep,
-                   polling=Polling(rate=rate, interval=interval), on_line=on_line, on_note=on_note,
-                   on_status=on_status, on_idle=on_idle)
+    made = clients
+
+    def follow_job(job: str) -> FollowResult:
+        return _follow(job, made, until_end=until_end, since=since, hosts=hosts, grep=grep,
+                       polling=Polling(rate=rate, interval=interval), on_line=on_line, on_note=on_note,
+                       on_status=on_status, on_idle=on_idle)
+
+    try:
+        return follow_job(name)
+    except JobNotFound:  # a job in an AWS Batch queue: each attempt's training job in turn
+        from launcher.jobs import queued
+        from launcher.jobs.logs import LogNote, NoteKind
+
+        desc = queued.locate(clients, name)
+        if desc is None:
+            raise
+        note = on_note or (lambda _note: None)
+        return queued.follow(name, clients, desc, follow_job, lambda text: note(LogNote(NoteKind.QUEUED, text)),
+                             until_end=until_end, interval=interval)
 
 
 def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
     """Stop a running job (no question asked: the caller decided); its status after the request.
 
     A job that has already ended is left alone: its status is returned as it is."""
-    from launcher.jobs.status import job_status
+    from launcher.jobs import queued
+    from launcher.jobs.status import JobNotFound
     from launcher.jobs.status import stop as _stop
 
     clients = clients or connect()
-    _stop(clients, name, yes=True, confirm=None)
-    return job_status(clients, name)
+    try:
+        _stop(clients, name, yes=True, confirm=None)
+    except JobNotFound:  # a job in an AWS Batch queue: TerminateServiceJob
+        desc = queued.locate(clients, name)
+        if desc is None:
+            raise
+        queued.stop(clients, name, desc)
+    return queued.job_status(clients, name)
 
 
 def list_jobs(*, running: bool = False, name_contains: str | None = None, limit: int = 50,
               clients: Clients | None = None) -> list[JobSummary]:
-    """The newest jobs this tool launched (tagged smp-launch:managed), newest first."""
+    """The newest jobs this tool launched (tagged smp-launch:managed), newest first; with them, unless `running`,
+    the jobs still waiting in the account's AWS Batch queues for SageMaker Training (`.queue` names the queue)."""
+    from launcher.jobs.queued import waiting_jobs
     from launcher.jobs.status import list_jobs as _list
 
-    return _list(clients or connect(), running=running, name_contains=name_contains, limit=limit)
+    clients = clients or connect()
+    rows = _list(clients, running=running, name_contains=name_contains, limit=limit)
+    if running:
+        return rows
+    rows += waiting_jobs(clients, name_contains=name_contains, limit=limit)
+    rows.sort(key=lambda r: r.created or 0, reverse=True)
+    return rows[:limit]
 
 
 def metrics(name: str, *, since: float = 3600.0, until: float | None = None,
@@ -518,15 +571,33 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
                 wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
                 clients: Clients | Callable[[str | None], Clients] | None = None,
                 on_event: Callable[[Event], None] | None = None, retry: RetryPolicy | None = None,
-                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None) -> tuple[PlanRun, ...]:
+                on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None, priority: int | None = None,
+                share: str | None = None) -> tuple[PlanRun, ...]:
     """Submit plans in order with at most `max_concurrent` jobs running; a queued plan starts as a job ends.
 
     Returns one PlanRun per plan (in the order given) once every plan started, or with `wait` (or a
     `retry` policy, or an `on_failure` hook) once every job ended. A job that ends in a failure class
     `retry` retries is submitted again as its next attempt after the policy's backoff; `on_failure`
     may instead return any plan to submit for a job that Failed or was Stopped (give one or the other).
-    Nothing is printed: `on_event` gets each start, end, resubmission and error as an Event."""
+    Nothing is printed: `on_event` gets each start, end, resubmission and error as an Event.
+
+    Plans whose spec names an AWS Batch queue (cluster.queue) are handed to it after the same checks: Batch runs
+    them as its service environment has room, `retry` becomes the queue's retryStrategy (Batch retries on AWS;
+    nothing here waits for it unless `wait`), `priority` and `share` go with each job; `max_concurrent` and
+    `on_failure` are for jobs this process runs and are refused with a queue."""
+    from launcher.core.errors import UsageError
+    from launcher.orchestrate.batch import any_queued, submit_queued
     from launcher.orchestrate.queue import run_queue
+
+    if any_queued(plans):
+        if on_failure is not None:
+            raise UsageError("on_failure decides in this process; a Batch queue retries by its retryStrategy "
+                             "(give retry)")
+        return submit_queued(plans, priority=priority, share=share, retry=retry, max_concurrent=max_concurrent,
+                             dry_run=dry_run, wait=wait, interval=interval, skip_role_check=skip_role_check,
+                             clients=clients, on_event=on_event)
+    if priority is not None or share:
+        raise UsageError("priority and share are for a Batch queue: no plan names one (cluster.queue)")
 
     return run_queue(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
                      skip_role_check=skip_role_check, clients=clients, on_event=on_event, retry=retry,

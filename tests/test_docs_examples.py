@@ -30,6 +30,7 @@ import pytest
 
 import emulator
 from tests.aws_setup import REGION, TRUST_SAGEMAKER, job_policy
+from tests.batch_world import create_queues
 from tests.conftest import REPO, call_main
 from tests.doc_blocks import Block, all_blocks, shell_lines
 from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
@@ -328,6 +329,7 @@ def docs_world(session, bucket: str, role: str) -> None:
     """pipeline_world (tests/test_pipeline.py), the bucket the pages export, and the job role they export, made
     with the README's own policies: the role check passes on what the README tells a user to create."""
     pipeline_world(session)
+    create_queues(session)  # the AWS Batch queue docs/batch.md submits to, and the caller's right to
     session.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
     trust, permissions = readme_policies()
     iam = session.client("iam")

@@ -155,7 +155,10 @@ def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str 
     if found.status == "InProgress" and (yes or _confirm_stop(found)):
         found = stop(name, clients=clients)
         stopped = found.status in ("Stopping", "Stopped")
-    if stopped:
+    if stopped and found.queue is not None:
+        message = f"{name} is terminated in Batch queue {found.queue.queue}" + (
+            f"; SageMaker stops {found.queue.training_job}" if found.queue.training_job else "")
+    elif stopped:
         message = (f"{name} is {found.status}; SageMaker uploads what the job saved, then marks it Stopped "
                    f"(follow with `smp-launch logs {name}`)")
     elif found.status == "InProgress":

@@ -96,6 +96,9 @@ def show_status(job: Any) -> None:
         rows.append(("remedy", job.failure.remedy))
     if job.model_artifacts:
         rows.append(("model artifacts", job.model_artifacts))
+    if job.queue is not None:  # handed to an AWS Batch queue: where it is there, and its training job
+        rows.append(("queue", job.queue.line()))
+        rows.append(("training job", job.queue.training_job or "- (not yet made by Batch)"))
     from rich.table import Table
 
     out = console()
@@ -118,7 +121,8 @@ def show_jobs(rows: list[Any]) -> None:
     t = new_table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
     for r in rows:
         t.add_row(styled(r.job_name), styled(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
-                  styled(r.secondary_status or "-"), styled(f"{r.instance_count} x {r.instance_type}"),
+                  styled((r.secondary_status or "-") + (f" (queue {r.queue})" if r.queue else "")),
+                  styled(f"{r.instance_count} x {r.instance_type}"),
                   clock_time(r.created), "-" if r.billable_seconds is None else str(r.billable_seconds))
     show(console(), t)
 

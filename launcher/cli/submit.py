@@ -37,6 +37,31 @@ def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
         raise UsageError(f"--retry {retry[:80]!r}: {err}") from None
 
 
+def queue_options(f: Any) -> Any:
+    """`--queue`, `--priority` and `--share`, for `submit`: hand the jobs to an AWS Batch queue."""
+    f = click.option("--share", "share", default=None, metavar="ID",
+                     help="With a queue: the fair-share identifier (a queue with a scheduling policy needs one).")(f)
+    f = click.option("--priority", type=click.IntRange(min=0, max=9999), default=None,
+                     help="With a queue: the scheduling priority, 0-9999 (higher first on a fair-share queue).")(f)
+    return click.option("--queue", "queue", default=None, metavar="NAME",
+                        help="Hand the jobs to this AWS Batch job queue (type SAGEMAKER_TRAINING; as --set "
+                             "cluster.queue=NAME): Batch starts them as its capacity frees and retries them "
+                             "on AWS (--retry), with no process of yours running.")(f)
+
+
+def with_queue(overrides: Sequence[str], queue: str | None) -> tuple[str, ...]:
+    """The overrides with `--queue NAME` as the last one (it is the spec's cluster.queue, given here)."""
+    import json
+
+    return (*overrides, f"cluster.queue={json.dumps(queue)}") if queue else tuple(overrides)
+
+
+def queued_to(result: Any) -> str | None:
+    """The Batch queue a Submission went (or would go) to, or None."""
+    queue = getattr(result, "queue", None)
+    return queue["name"] if queue else None
+
+
 def for_shell(err: Any, region: str | None) -> Any:
     """The error with the commands that settle what it leaves open: a job an interrupt left running (follow
     it, stop it) or left unknown (look it up)."""
@@ -57,7 +82,22 @@ def warn(message: str) -> None:
 
 
 def print_started(result: Any, dry_run: bool) -> None:
-    if dry_run:
+    queue = queued_to(result)
+    if queue:
+        info = result.queue
+        if dry_run:
+            click.echo(f"dry run: would queue {result.job_name} in Batch queue {queue} in {result.region} "
+                       f"(source {result.source_uri}); nothing was written")
+        else:
+            click.echo(f"queued {result.job_name} in Batch queue {queue} in {result.region}")
+            click.echo(f"  service job: {info['job_id']}")
+            click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
+            click.echo(f"  follow:  smp-launch logs {result.job_name} (or `smp-launch wait {result.job_name}`)")
+        strategy = info.get("retry_strategy")
+        if strategy:
+            click.echo(f"  retries: Batch makes up to {strategy['attempts']} attempts "
+                       f"({len(strategy['evaluateOnExit']) - 1} retry rules)")
+    elif dry_run:
         click.echo(f"dry run: would start {result.job_name} in {result.region} "
                    f"(source {result.source_uri}); nothing was written")
     else:
@@ -84,6 +124,8 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
             for message in event.submission.warnings:
                 warn(message)
             text = f"started {event.job_name} in {event.submission.region}"
+            if queued_to(event.submission):
+                text = f"queued {event.job_name} in Batch queue {queued_to(event.submission)}"
         elif event.kind is EventKind.ENDED:
             failure = event.status.failure
             text = f"{event.job_name}: {event.status.status}" + (
@@ -112,7 +154,7 @@ def fallback_printer(event: Any) -> None:
 
 def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bool, wait: bool, interval: float,
                         skip_role_check: bool, output: str, profile: str | None, region: str | None,
-                        retry: Any = None) -> int:
+                        retry: Any = None, priority: int | None = None, share: str | None = None) -> int:
     """Submit one spec: a queue of one. With `wait`, follow the job's logs to its end; with a `retry`
     policy (launcher.orchestrate.retry.RetryPolicy), wait for it and resubmit it while it fails in a retried
     class. Exit with the (last) job's outcome when it was waited for, else 0."""
@@ -120,20 +162,22 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     from launcher.cli.present import emit_json, safe_data
     from launcher.core.errors import EXIT_OK, UsageError
 
-    if retry is not None and dry_run:
-        raise UsageError("--retry submits one spec and waits for it: give one spec and no --dry-run")
     if wait and dry_run:
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
     as_json = output == "json"
     plan = build_plan(load_spec(spec_file, overrides), region=region, profile=profile)  # flag > spec > env > profile
+    queued = bool(plan.spec.cluster.queue)
+    if retry is not None and dry_run and not queued:
+        raise UsageError("--retry submits one spec and waits for it: give one spec and no --dry-run")
     clients = connect(profile=profile, region=plan.region)
+    here = retry is not None and not queued  # this process retries; a queue's retries run on AWS
     (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
                          clients=clients, retry=retry,
-                         on_event=attempt_printer(as_json) if retry else
-                         fallback_printer if plan.alternatives else None)
+                         on_event=attempt_printer(as_json) if here else
+                         fallback_printer if plan.alternatives else None, priority=priority, share=share)
     if run.error is not None:
         raise for_shell(run.error, plan.region)
-    if retry is not None:
+    if here:
         if as_json:
             emit_json(safe_data({"job_name": run.job_name, "status": run.status.status.value if run.status else None,
                                  "attempts": [a.to_dict() for a in run.attempts]}))
@@ -216,7 +260,7 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
 def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Sequence[str], *, dry_run: bool,
                       wait: bool, interval: float, max_concurrent: int | None, strict: bool, skip_role_check: bool,
                       output: str, profile: str | None, region: str | None, retry: Any = None,
-                      by: str = "time") -> int:
+                      by: str = "time", priority: int | None = None, share: str | None = None) -> int:
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused).
     With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted
@@ -266,7 +310,9 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             click.echo(safe(event.message), err=True)
         if as_json:
             return
-        if event.kind is EventKind.STARTED:
+        if event.kind is EventKind.STARTED and queued_to(event.submission):
+            click.echo(safe(f"queued {event.job_name} in Batch queue {queued_to(event.submission)}"))
+        elif event.kind is EventKind.STARTED:
             click.echo(safe(f"started {event.job_name} ({event.running} running)"))
         elif event.kind is EventKind.ENDED:
             click.echo(safe(f"{event.job_name} {event.status.status} ({event.running} running)"))
@@ -275,7 +321,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
 
     runs = submit_many(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
-                       retry=retry)
+                       retry=retry, priority=priority, share=share)
     by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
     # Plans that share an account (role, buckets) get the same warnings: each is said once.
     for message in dict.fromkeys(m for run in runs for s in run.submissions for m in (*s.warnings, *s.notes)):
@@ -374,6 +420,7 @@ def refuse_inapplicable(ctx: click.Context, *, local: bool, retry: str | None) -
               help="With --wait or --max-concurrent: seconds between polls (as `logs --interval`).")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
 @retry_options
+@queue_options
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY.PATH=V1,V2",
               help="Submit one plan per value (typed as YAML, like --set); several --sweep: every combination.")
 @click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
@@ -389,15 +436,27 @@ def refuse_inapplicable(ctx: click.Context, *, local: bool, retry: str | None) -
 @aws_options
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
                 wait: bool, interval: float, skip_role_check: bool, retry: str | None, max_attempts: int,
-                retry_backoff: float, sweeps: tuple[str, ...], max_concurrent: int | None, strict: bool,
-                by: str, overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
+                retry_backoff: float, queue: str | None, priority: int | None, share: str | None,
+                sweeps: tuple[str, ...], max_concurrent: int | None, strict: bool, by: str,
+                overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
     """Start SageMaker training jobs, or with --local run one job's script on this machine first.
 
     --local exits with the script's exit code, or 3 when one of its checks fails. With several specs or
     --sweep, every plan is checked before any job starts: refused plans are listed (exit 2 only when
     nothing could start, or with --strict), the rest start best first; --wait waits for them all.
+    With --queue (or cluster.queue), the jobs go to an AWS Batch queue instead, and this command may end at once.
     """
     refuse_inapplicable(click.get_current_context(), local=local, retry=retry)
+    if local and (queue or priority is not None or share):
+        from launcher.core.errors import UsageError
+
+        raise UsageError("--local runs one spec here; --queue, --priority and --share are for SageMaker jobs")
+    if queue and max_concurrent:
+        from launcher.core.errors import UsageError
+
+        raise UsageError("--max-concurrent limits the jobs this machine keeps running; with --queue the Batch "
+                         "queue's capacity decides: give one or the other")
+    overrides = with_queue(overrides, queue)
     if local:
         if sweeps or max_concurrent or strict:
             from launcher.core.errors import UsageError
@@ -409,10 +468,11 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
     if len(specs) > 1 or sweeps or max_concurrent or strict:
         sys.exit(submit_many_plans(specs, overrides, sweeps, dry_run=dry_run, wait=wait, interval=interval,
                                    max_concurrent=max_concurrent, strict=strict, skip_role_check=skip_role_check,
-                                   output=output, profile=profile, region=region, retry=policy, by=by))
+                                   output=output, profile=profile, region=region, retry=policy, by=by,
+                                   priority=priority, share=share))
     sys.exit(submit_to_sagemaker(specs[0], overrides, dry_run=dry_run, wait=wait, interval=interval,
                                  skip_role_check=skip_role_check, output=output, profile=profile, region=region,
-                                 retry=policy))
+                                 retry=policy, priority=priority, share=share))
 
 
 COMMANDS = (submit_jobs,)

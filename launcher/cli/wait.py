@@ -18,7 +18,8 @@ def wait_row(job: Any) -> dict[str, Any]:
             "remedy": failure.remedy if failure else None,
             "instance_type": job.instance_type, "instance_count": job.instance_count,
             "created": job.created, "training_start": job.training_start, "training_end": job.training_end,
-            "training_seconds": job.training_seconds, "billable_seconds": job.billable_seconds}
+            "training_seconds": job.training_seconds, "billable_seconds": job.billable_seconds,
+            "queue": job.queue.to_dict() if job.queue else None}
 
 
 def _line(job: Any) -> str:
@@ -27,6 +28,8 @@ def _line(job: Any) -> str:
     status = job.status + (f" ({job.secondary_status})" if job.secondary_status and
                            job.secondary_status != job.status else "")
     text = f"{job.job_name}: {status}"
+    if job.queue is not None and job.secondary_status == job.queue.status:  # waiting in (or retried by) Batch
+        text = f"{job.job_name}: {job.queue.line()}"
     if job.failure is not None:
         text += f" [{job.failure.failure_class}] {job.failure.remedy}"
     return safe(f"{text} ({job.instance_count} x {job.instance_type})")

@@ -72,6 +72,7 @@ class NoteKind(str, Enum):
     NO_SUCH_HOST = "no_such_host"  # a host asked for that the job does not have
     NO_LINES_YET = "no_lines_yet"  # the job has written nothing yet
     WAITING = "waiting"  # an AWS call has had no answer for a few seconds
+    QUEUED = "queued"  # the job waits in an AWS Batch queue (or between Batch's attempts)
 
     def __str__(self) -> str:
         return self.value

@@ -26,6 +26,7 @@ from launcher.core.timeutil import epoch
 
 if TYPE_CHECKING:
     from launcher.jobs.failures import Failure
+    from launcher.jobs.queued import QueueState
 
 
 class JobState(StrEnum):
@@ -160,6 +161,7 @@ class JobStatus:
     failure_reason: str | None
     model_artifacts: str | None
     failure: Failure | None = None  # the failure class (launcher.jobs.failures) of a Failed or spot-Stopped job
+    queue: QueueState | None = None  # a job handed to an AWS Batch queue (launcher.jobs.queued), else None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", JobState(self.status))
@@ -212,6 +214,7 @@ class JobStatus:
             "failure_class": self.failure.failure_class if self.failure else None,
             "remedy": self.failure.remedy if self.failure else None,
             "failure_evidence": list(self.failure.evidence) if self.failure else [],
+            "queue": self.queue.to_dict() if self.queue else None,
         }
 
 
@@ -227,6 +230,7 @@ class JobSummary:
     created: float | None
     training_end: float | None
     billable_seconds: int | None
+    queue: str | None = None  # the Batch job queue of a job still waiting there (launcher.jobs.queued)
 
     @classmethod
     def from_search(cls, job: Mapping[str, Any]) -> JobSummary:
@@ -242,7 +246,7 @@ class JobSummary:
                 "secondary_status": self.secondary_status, "instance_type": self.instance_type,
                 "instance_count": self.instance_count,
                 "created": self.created, "training_end": self.training_end,
-                "billable_seconds": self.billable_seconds}
+                "billable_seconds": self.billable_seconds, "queue": self.queue}
 
 
 @dataclass(frozen=True)
@@ -279,14 +283,17 @@ def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
 
 def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
          sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
-         on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True) -> list[JobStatus]:
+         on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True,
+         lookup: Callable[[Clients, str, bool], JobStatus] | None = None) -> list[JobStatus]:
     """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
 
     Each poll describes only the jobs still running; a job that is not found raises JobNotFound. A job that
     ends Failed (or stopped by managed spot) is diagnosed once (its failure class from its log tail too).
     `on_change` gets each status whose (status, secondary status) differs from the last one seen.
-    `sleep` and `clock` default to the time module's, looked up per call so tests can patch them."""
+    `sleep` and `clock` default to the time module's, looked up per call so tests can patch them; `lookup`
+    replaces job_status (launcher.jobs.queued.job_status also knows jobs waiting in a Batch queue)."""
     sleep = sleep or time.sleep
+    lookup = lookup or job_status
     clock = clock or time.monotonic
     pending = list(dict.fromkeys(names))
     last: dict[str, JobStatus] = {}
@@ -294,7 +301,7 @@ def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None
     while True:
         for name in pending:
             seen = last.get(name)
-            now = job_status(clients, name, diagnose=diagnose)
+            now = lookup(clients, name, diagnose)
             last[name] = now
             if on_change is not None and (seen is None or (seen.status, seen.secondary_status) !=
                                           (now.status, now.secondary_status)):

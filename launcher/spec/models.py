@@ -56,6 +56,8 @@ Duration = Annotated[
 ]
 WARM_POOLS = "https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html"
 KEEP_ALIVE_MAX = 3600  # ResourceConfig.KeepAlivePeriodInSeconds: 0-3600 (API_ResourceConfig)
+# A Batch job queue's name (up to 128 letters, digits, hyphens, underscores) or ARN (API_CreateJobQueue).
+QUEUE_PATTERN = r"^([A-Za-z0-9_-]{1,128}|arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job-queue/[A-Za-z0-9_-]{1,128})$"
 
 
 def _keep_alive(value):
@@ -302,6 +304,9 @@ class ClusterSpec(_Section):
     kms_key_id: Optional[Annotated[str, Field(pattern=KMS_PATTERN)]] = Field(
         None, description="KMS key for the job's S3 output (key id, key ARN, alias/NAME or alias ARN); p4d, "
                           "p4de and p5 encrypt their instance storage in hardware.")
+    queue: Optional[Annotated[str, Field(pattern=QUEUE_PATTERN)]] = Field(
+        None, description="An AWS Batch job queue of type SAGEMAKER_TRAINING (name or ARN): submit hands the job "
+                          "to it, and Batch starts it when the queue's service environment has room.")
     keep_alive: KeepAlive = Field(
         0, description="SageMaker managed warm pool: keep the instances this long (at most 1h) after the job "
                        "ends, so a matching next job (same role, instances, volume, VPC) skips provisioning. "

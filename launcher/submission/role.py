@@ -278,6 +278,34 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: An
         if _definite(exc):
             raise
         check.unknowns.append(f"cannot simulate the caller's iam:PassRole ({_why(exc)})")
+    queue = getattr(getattr(plan.spec, "cluster", None), "queue", None)
+    if queue:
+        _check_queue_submit(plan, queue, account, check, iam, sts)
+
+
+# What the caller needs to hand a job to an AWS Batch queue: SubmitServiceJob on the queue
+# (https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitServiceJob.html); the role it passes in the
+# payload is the iam:PassRole checked above.
+QUEUE_ACTIONS = ("batch:SubmitServiceJob",)
+
+
+def _check_queue_submit(plan: Plan, queue: str, account: str, check: _Findings, iam: Any, sts: Any) -> None:
+    arn = queue if queue.startswith("arn:") else f"arn:aws:batch:{plan.region}:{account}:job-queue/{queue}"
+    try:
+        caller = _caller_arn(sts)
+        if caller is None:
+            check.unknowns.append("the caller is not an IAM user or role, so batch:SubmitServiceJob cannot be "
+                                  "simulated")
+            return
+        for r in _simulate(iam, caller, QUEUE_ACTIONS, arn):
+            check.checked += 1
+            if r.get("EvalDecision") != "allowed":
+                check.missing.append({"action": f"{r['EvalActionName']} (caller)", "resource": arn,
+                                      "decision": r.get("EvalDecision", "")})
+    except Exception as exc:
+        if _definite(exc):
+            raise
+        check.unknowns.append(f"cannot simulate the caller's batch:SubmitServiceJob ({_why(exc)})")
 
 
 def _why(exc: Exception) -> str:

@@ -1,0 +1,385 @@
+"""AWS Batch queues for SageMaker Training, in-process: the retryStrategy made from the failure classes, the
+exact SubmitServiceJob (side by side with SDK v2's TrainingQueue), the queue's checks, the role check, the
+emulated queue (capacity, order, Batch's own retries, the retryStrategy), and the job commands on queued jobs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from emulator import batch as emulated_batch
+from emulator import failures as scenarios
+from emulator import scenario
+from launcher import api
+from launcher.core.aws import Clients
+from launcher.core.errors import UsageError
+from launcher.jobs import queued
+from launcher.submission import batch
+from launcher.submission.batch import QueueOptions, retry_strategy
+from tests.batch_world import FAIR_QUEUE, QUEUE, create_batch_world, create_queues
+from tests.conftest import JOBS
+
+QUICK = dict(starting=1.0, downloading=0.5, training=4.0, uploading=0.5, line_interval=1.0, decoy=False)
+
+
+@pytest.fixture
+def make_world():
+    return create_batch_world
+
+
+def plan_for(*overrides: str, queue: str | None = QUEUE, role: str = "Good"):
+    sets = [f"role={role}", *overrides] + ([f"cluster.queue={queue}"] if queue else [])
+    return api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), sets), region="us-west-2")
+
+
+def submit(plan, options: QueueOptions | None = None, **kw):
+    return batch.submit(plan, Clients(region="us-west-2"), options=options or QueueOptions(), **kw)
+
+
+# -- the retry strategy -----------------------------------------------------------------------------------------
+
+def test_internal_errors_become_retry_rules_on_the_status_reason_and_everything_else_exits():
+    strategy = retry_strategy(["internal_error", "capacity"], 4)
+    assert strategy == {"attempts": 4, "evaluateOnExit": [
+        {"action": "RETRY", "onStatusReason": "Received status from SageMaker: InternalServerError*"},
+        {"action": "RETRY", "onStatusReason": "Received status from SageMaker:InternalServerError*"},
+        {"action": "EXIT", "onStatusReason": "*"}]}
+
+
+def test_capacity_alone_or_one_attempt_needs_no_strategy():
+    assert retry_strategy(["capacity"], 3) is None  # Batch retries capacity itself
+    assert retry_strategy(["internal_error"], 1) is None
+
+
+@pytest.mark.parametrize("classes", [["out_of_memory"], ["nccl_timeout", "internal_error"], ["exit:1"],
+                                     ["spot_interruption"]])
+def test_a_class_only_the_log_tells_is_refused_with_why(classes):
+    with pytest.raises(UsageError, match="cannot retry .*told from the job's log") as err:
+        retry_strategy(classes, 3)
+    assert "submit without a queue" in str(err.value) and "internal_error" in str(err.value)
+
+
+def test_options_refuse_what_batch_refuses():
+    with pytest.raises(UsageError, match="at most 10 attempts"):
+        QueueOptions(retry_classes=("internal_error",), attempts=11)
+    with pytest.raises(UsageError, match="0 to 9999"):
+        QueueOptions(priority=10000)
+
+
+def test_a_retry_policy_becomes_the_queue_options():
+    from launcher.orchestrate.batch import queue_options
+    from launcher.orchestrate.retry import RetryPolicy
+
+    options = queue_options(RetryPolicy(classes=frozenset({"capacity"}), max_attempts=5), 7, None)
+    assert (options.retry_classes, options.attempts, options.priority) == (("capacity",), 5, 7)
+    with pytest.raises(UsageError, match="cannot retry spot_interruption"):
+        queue_options(RetryPolicy.parse("capacity,spot"), None, None)
+
+
+# -- the request ------------------------------------------------------------------------------------------------
+
+def test_the_request_is_the_sdk_training_queues_with_our_timeout(moto_world, monkeypatch):
+    """SDK v2's TrainingQueue.submit, given the plan's Estimator, sends what service_request builds: the same
+    payload (CreateTrainingJob without Tags), the tags as the service job's, the same name, queue and priority.
+    (The SDK's module imports nest_asyncio, which the SDK does not install; only its `result()` uses it.)"""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "nest_asyncio", sys.modules.get("nest_asyncio") or types.ModuleType("nest"))
+    from sagemaker.aws_batch import batch_api_helper
+    from sagemaker.aws_batch.training_queue import TrainingQueue
+
+    from launcher.plan.request import predict_request
+    from launcher.submission import estimator
+
+    plan = plan_for("data.train=s3://my-smp-bucket/data/train", "environment={A: b}")
+    role = moto_world.arns["Good"]
+    options = QueueOptions(priority=5, retry_classes=("internal_error",), attempts=3)
+    ours = batch.service_request(plan, QUEUE, predict_request(plan, plan.source.uri, role), options)
+
+    sent = {}
+
+    class Stub:
+        def submit_service_job(self, **kw):
+            sent.update(kw)
+            return {"jobArn": "arn:aws:batch:us-west-2:123456789012:service-job/x", "jobName": kw["jobName"]}
+
+    monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: Stub())
+    est = estimator.build(plan, plan.source.uri, role, moto_world.session)
+    with estimator.sdk_silent():
+        TrainingQueue(QUEUE).submit(est, estimator.channels(plan) or None, job_name=plan.job_name,
+                                    retry_config=ours["retryStrategy"], priority=5,
+                                    timeout=ours["timeoutConfig"])
+    assert json.loads(sent.pop("serviceRequestPayload")) == json.loads(ours.pop("serviceRequestPayload"))
+    assert sent == ours
+    assert "Tags" not in json.loads(batch.service_request(plan, QUEUE, plan.request, options)
+                                    ["serviceRequestPayload"])
+
+
+def test_the_timeout_is_a_backstop_behind_max_run_and_max_wait():
+    plan = plan_for("cluster.max_run=3d")
+    assert batch.service_request(plan, QUEUE, plan.request, QueueOptions())["timeoutConfig"] == {
+        "attemptDurationSeconds": 3 * 86400 + batch.TIMEOUT_MARGIN_S}
+    spot = plan_for("cluster.spot=true", "cluster.max_run=1d", "cluster.max_wait=2d")
+    assert batch.service_request(spot, QUEUE, spot.request, QueueOptions())["timeoutConfig"] == {
+        "attemptDurationSeconds": 2 * 86400 + batch.TIMEOUT_MARGIN_S}
+
+
+def test_a_dry_run_shows_the_exact_request_and_writes_nothing(moto_world):
+    plan = plan_for()
+    result = submit(plan, QueueOptions(priority=3), dry_run=True)
+    request = result.queue["service_request"]
+    assert request["jobName"] == plan.job_name and request["jobQueue"] == QUEUE
+    assert request["schedulingPriority"] == 3 and request["serviceJobType"] == "SAGEMAKER_TRAINING"
+    assert json.loads(request["serviceRequestPayload"]) == {k: v for k, v in result.to_dict()["request"].items()
+                                                            if k != "Tags"}
+    assert request["tags"]["smp-launch:managed"] == "true"
+    assert result.queue["job_id"] is None and result.to_dict()["queue"]["name"] == QUEUE
+    assert "batch.DescribeJobQueues" in result.aws_calls and "batch.SubmitServiceJob" not in result.aws_calls
+    assert "sagemaker.CreateTrainingJob" not in result.aws_calls
+    b = moto_world.session.client("batch")
+    assert b.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNABLE")["jobSummaryList"] == []
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(moto_world, clock):
+    plan = plan_for()
+    result = submit(plan, QueueOptions(priority=3))
+    assert result.started and result.uploaded and result.remembered
+    assert "batch.SubmitServiceJob" in result.aws_calls and "sagemaker.CreateTrainingJob" not in result.aws_calls
+    desc = moto_world.session.client("batch").describe_service_job(jobId=result.queue["job_id"])
+    assert desc["jobName"] == plan.job_name and desc["jobQueue"].endswith(f"job-queue/{QUEUE}")
+    assert json.loads(desc["serviceRequestPayload"]) == json.loads(result.queue["service_request"]
+                                                                   ["serviceRequestPayload"])
+    assert desc["tags"]["smp-launch:managed"] == "true" and desc["schedulingPriority"] == 3
+    # Batch made the training job, under a name of its own, with the job's tags.
+    (arn,) = [a["serviceResourceId"]["value"] for a in desc["attempts"]]
+    sm = moto_world.session.client("sagemaker")
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+    assert arn.split("/")[-1].startswith("AWSBatch") and tags["smp-launch:managed"] == "true"
+
+
+# -- the queue's checks -----------------------------------------------------------------------------------------
+
+def test_a_queue_that_does_not_exist_is_refused_before_anything_is_written(moto_world):
+    with pytest.raises(UsageError, match="no such Batch job queue"):
+        submit(plan_for(queue="nope"))
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_a_job_bigger_than_the_service_environment_is_refused_not_left_waiting_forever(moto_world):
+    with pytest.raises(UsageError, match="hold at most 2 instances, so the job would wait in RUNNABLE forever"):
+        submit(plan_for("cluster.instance_count=4", "smp.hybrid_shard_degree=32"))
+
+
+def test_a_fair_share_queue_needs_a_share_and_a_fifo_queue_takes_none(moto_world):
+    with pytest.raises(UsageError, match="fair-share scheduling policy: give a share identifier"):
+        submit(plan_for(queue=FAIR_QUEUE))
+    with pytest.raises(UsageError, match="takes no share identifier"):
+        submit(plan_for(), QueueOptions(share="teamA"))
+    assert submit(plan_for(queue=FAIR_QUEUE), QueueOptions(share="teamA")).queue["share_identifier"] == "teamA"
+
+
+def test_the_role_check_covers_submitting_to_the_queue(moto_world):
+    clients = Clients(region="us-west-2")
+    assert api.check_role(plan_for(), clients=clients).verdict == "pass"
+    moto_world.session.client("iam").delete_user_policy(UserName="moto", PolicyName="batch")
+    check = api.check_role(plan_for(), clients=Clients(region="us-west-2"))
+    assert check.verdict == "fail"
+    assert {"action": "batch:SubmitServiceJob (caller)",
+            "resource": f"arn:aws:batch:us-west-2:123456789012:job-queue/{QUEUE}",
+            "decision": "implicitDeny"} in [dict(m) for m in check.missing]
+    assert api.check_role(plan_for(queue=None), clients=Clients(region="us-west-2")).verdict == "pass"
+
+
+def test_priority_or_share_without_a_queue_is_refused(moto_world):
+    with pytest.raises(UsageError, match="for a Batch queue"):
+        api.submit(plan_for(queue=None), priority=4, clients=Clients(region="us-west-2"))
+    with pytest.raises(UsageError, match="max_concurrent"):
+        api.submit_many([plan_for()], max_concurrent=2, clients=Clients(region="us-west-2"))
+
+
+# -- the emulated queue -----------------------------------------------------------------------------------------
+
+def _payload(name: str, instances: int = 1) -> str:
+    return json.dumps({"TrainingJobName": name, "RoleArn": "arn:aws:iam::123456789012:role/Good",
+                       "AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "File"},
+                       "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": instances,
+                                          "VolumeSizeInGB": 10},
+                       "OutputDataConfig": {"S3OutputPath": "s3://my-smp-bucket/o"},
+                       "StoppingCondition": {"MaxRuntimeInSeconds": 100}})
+
+
+def _submit(b, name, queue=QUEUE, **kw):
+    return b.submit_service_job(jobName=name, jobQueue=queue, serviceJobType="SAGEMAKER_TRAINING",
+                                serviceRequestPayload=_payload(name), **kw)["jobId"]
+
+
+def test_the_environment_holds_jobs_runnable_until_capacity_frees(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    ids = [_submit(b, f"j{i}") for i in range(5)]
+    statuses = [b.describe_service_job(jobId=i)["status"] for i in ids]
+    assert statuses == ["SCHEDULED", "SCHEDULED", "RUNNABLE", "RUNNABLE", "RUNNABLE"]
+    clock.sleep(6.5)  # the first two end at 6 s; the next two were placed then
+    assert [b.describe_service_job(jobId=i)["status"] for i in ids] == [
+        "SUCCEEDED", "SUCCEEDED", "SCHEDULED", "SCHEDULED", "RUNNABLE"]
+    third = b.describe_service_job(jobId=ids[2])
+    assert third["attempts"][0]["startedAt"] == third["createdAt"] + 6000  # placed the moment capacity freed
+    clock.sleep(60)
+    assert {b.describe_service_job(jobId=i)["status"] for i in ids} == {"SUCCEEDED"}
+    scenario.set_default({})
+
+
+def test_a_fair_share_queue_places_higher_priorities_first(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    first = _submit(b, "first", FAIR_QUEUE, shareIdentifier="a", schedulingPriority=1)  # takes the one slot
+    low = _submit(b, "low", FAIR_QUEUE, shareIdentifier="a", schedulingPriority=1)
+    high = _submit(b, "high", FAIR_QUEUE, shareIdentifier="a", schedulingPriority=50)
+    clock.sleep(6.5)
+    assert [b.describe_service_job(jobId=i)["status"] for i in (first, low, high)] == [
+        "SUCCEEDED", "RUNNABLE", "SCHEDULED"]
+    scenario.set_default({})
+
+
+def test_a_capacity_failure_goes_back_in_the_queue_without_using_an_attempt(moto_world, clock):
+    scenario.expect_attempts("AWSBatch", [scenarios.capacity_failure(**QUICK), dict(QUICK)])
+    b = moto_world.session.client("batch")
+    job = _submit(b, "cap")  # no retryStrategy: one attempt allowed
+    clock.sleep(1.1)
+    desc = b.describe_service_job(jobId=job)
+    assert (desc["status"], desc["statusReason"]) == ("RUNNABLE", emulated_batch.CAPACITY_WAIT)
+    clock.sleep(1.2)
+    desc = b.describe_service_job(jobId=job)
+    assert desc["status"] in ("SCHEDULED", "STARTING", "RUNNING") and len(desc["attempts"]) == 2
+    assert desc["attempts"][0]["statusReason"].startswith("Received status from SageMaker: CapacityError")
+    clock.sleep(10)
+    assert b.describe_service_job(jobId=job)["status"] == "SUCCEEDED"
+
+
+def test_a_job_blocked_for_capacity_holds_its_queue_and_says_why(moto_world, clock):
+    scenario.expect_attempts("AWSBatch", [scenarios.capacity_failure(**QUICK), dict(QUICK), dict(QUICK)])
+    b = moto_world.session.client("batch")
+    b.create_service_environment(serviceEnvironmentName="tiny", serviceEnvironmentType="SAGEMAKER_TRAINING",
+                                 capacityLimits=[{"maxCapacity": 1, "capacityUnit": "NUM_INSTANCES"}])
+    b.create_job_queue(jobQueueName="tiny-q", priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                       serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "tiny"}])
+    held = _submit(b, "held", "tiny-q")
+    behind = _submit(b, "behind", "tiny-q")
+    clock.sleep(1.1)  # the first attempt failed for capacity at 1 s: the capacity is free, yet nothing passes it
+    runnable = b.list_service_jobs(jobQueue="tiny-q", jobStatus="RUNNABLE")["jobSummaryList"]
+    assert {s["jobName"]: s.get("statusReason") for s in runnable} == {
+        "held": emulated_batch.CAPACITY_WAIT, "behind": None}
+    status = api.status("held", clients=Clients(region="us-west-2"))
+    assert status.queue.line() == f"RUNNABLE in queue tiny-q: {emulated_batch.CAPACITY_WAIT}"
+    clock.sleep(1.0)
+    assert [b.describe_service_job(jobId=i)["status"] for i in (held, behind)] == ["SCHEDULED", "RUNNABLE"]
+
+
+def test_a_job_too_big_for_every_environment_says_so_and_blocks_its_queue(moto_world, clock):
+    b = moto_world.session.client("batch")
+    big = b.submit_service_job(jobName="big", jobQueue=QUEUE, serviceJobType="SAGEMAKER_TRAINING",
+                               serviceRequestPayload=_payload("big", instances=3))["jobId"]
+    small = _submit(b, "small")
+    clock.sleep(5)
+    assert b.describe_service_job(jobId=big)["statusReason"] == emulated_batch.TOO_BIG
+    assert b.describe_service_job(jobId=small)["status"] == "RUNNABLE"
+
+
+def test_the_retry_strategy_decides_on_the_status_reason(moto_world, clock):
+    internal = dict(QUICK, outcome="Failed", fail_in="Training",
+                    failure_reason="InternalServerError: We encountered an internal error. Please try again.")
+    scenario.expect_attempts("AWSBatch", [internal, internal, dict(QUICK), scenarios.user_error(**QUICK)])
+    b = moto_world.session.client("batch")
+    strategy = retry_strategy(["internal_error"], 3)
+    retried = _submit(b, "retried", retryStrategy=strategy)
+    clock.sleep(30)
+    desc = b.describe_service_job(jobId=retried)
+    assert desc["status"] == "SUCCEEDED" and len(desc["attempts"]) == 3
+    exits = _submit(b, "exits", retryStrategy=strategy)
+    clock.sleep(30)
+    desc = b.describe_service_job(jobId=exits)
+    assert desc["status"] == "FAILED" and len(desc["attempts"]) == 1
+    assert desc["statusReason"].startswith("Received status from SageMaker: AlgorithmError")
+
+
+def test_attempts_bound_the_retries(moto_world, clock):
+    internal = dict(QUICK, outcome="Failed", fail_in="Training", failure_reason="InternalServerError: boom")
+    scenario.expect_attempts("AWSBatch", [internal] * 3)
+    b = moto_world.session.client("batch")
+    job = _submit(b, "twice", retryStrategy=retry_strategy(["internal_error"], 2))
+    clock.sleep(60)
+    desc = b.describe_service_job(jobId=job)
+    assert desc["status"] == "FAILED" and len(desc["attempts"]) == 2
+
+
+# -- the job commands on queued jobs ----------------------------------------------------------------------------
+
+def test_status_says_where_a_queued_job_waits_and_follows_its_training_job(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b"):
+        _submit(b, name)
+    _submit(b, "c")
+    clients = Clients(region="us-west-2")
+    waiting = api.status("c", clients=clients)
+    assert waiting.status == "InProgress" and waiting.secondary_status == "RUNNABLE" and not waiting.terminal
+    assert waiting.queue.queue == QUEUE and waiting.queue.training_job is None
+    assert waiting.to_dict()["queue"]["status"] == "RUNNABLE" and waiting.instance_count == 1
+    clock.sleep(8.0)  # placed at 6 s; Training from 7.5 s
+    running = api.status("c", clients=clients)
+    assert running.queue.training_job.startswith("AWSBatchc") and running.secondary_status == "Training"
+    assert running.job_name == "c"
+    clock.sleep(60)
+    done = api.wait(["c"], clients=clients, interval=1)
+    assert done[0].status == "Completed" and done[0].queue.status == "SUCCEEDED"
+    scenario.set_default({})
+
+
+def test_a_name_nobody_knows_is_still_not_found(moto_world):
+    with pytest.raises(api.JobNotFound, match="nor in any SageMaker training job queue"):
+        api.status("nobody", clients=Clients(region="us-west-2"))
+
+
+def test_stop_terminates_a_waiting_job_and_list_shows_the_waiting_ones(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b", "c", "d"):
+        _submit(b, name, tags={"smp-launch:managed": "true"})
+    clients = Clients(region="us-west-2")
+    rows = api.list_jobs(clients=clients)
+    assert {(r.job_name, r.secondary_status, r.queue) for r in rows if r.queue} == {
+        ("c", "RUNNABLE", QUEUE), ("d", "RUNNABLE", QUEUE)}
+    stopped = api.stop("c", clients=clients)
+    assert stopped.status == "Stopped" and stopped.queue.status == "FAILED"
+    assert b.describe_service_job(jobId=stopped.queue.job_id)["isTerminated"] is True
+    assert api.worst_exit_code([stopped]) == 5
+    clock.sleep(6.5)  # c no longer holds its place: d runs after a and b
+    assert api.status("d", clients=clients).queue.status in ("SCHEDULED", "STARTING")
+    scenario.set_default({})
+
+
+def test_stop_of_a_running_queued_job_stops_its_training_job(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    _submit(b, "run")
+    clock.sleep(3.0)
+    clients = Clients(region="us-west-2")
+    api.stop("run", clients=clients)
+    clock.sleep(5.0)
+    after = api.status("run", clients=clients)
+    assert after.status == "Stopped" and after.queue.status == "FAILED" and after.queue.training_job
+    assert queued.STOP_REASON in after.queue.reason
+    scenario.set_default({})
+
+
+def test_names_of_queues_and_environments_are_taken_once(moto_world):
+    from botocore.exceptions import ClientError
+
+    b = moto_world.session.client("batch")
+    with pytest.raises(ClientError, match="Service environment smp-env already exists"):
+        create_queues(moto_world.session)
+    with pytest.raises(ClientError, match=f"Job queue {QUEUE} already exists"):
+        b.create_job_queue(jobQueueName=QUEUE, priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                           serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "smp-env"}])
