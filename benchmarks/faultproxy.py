@@ -149,11 +149,10 @@ def error_response(service: str, fault: str) -> tuple[int, dict[str, str], bytes
 
 def garbled(payload: bytes) -> bytes:
     """The payload with the byte 0xff (never UTF-8) inside its first JSON string value, or at its end."""
-    at = payload.find(b'":"')
-    if at < 0:
+    m = re.search(rb'"\s*:\s*"', payload)
+    if m is None:
         return payload + b"\xff"
-    at += 3
-    return payload[:at] + b"\xff" + payload[at:]
+    return payload[:m.end()] + b"\xff" + payload[m.end():]
 
 
 class _Handler(BaseHTTPRequestHandler):

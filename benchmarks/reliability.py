@@ -105,6 +105,12 @@ def scenarios() -> list[Scenario]:
         Scenario("status, DescribeTrainingJob 500 always", "status", [Rule(sm, describe, "5xx", None)]),
         Scenario("status, connection reset always", "status", [Rule(sm, describe, "reset", None)]),
         Scenario("status, DescribeTrainingJob never answers", "status", [Rule(sm, describe, "hang", None)]),
+        Scenario("status, DescribeTrainingJob trickles a byte every 10 s", "status",
+                 [Rule(sm, describe, "trickle", None)], expect_exit=4),
+        Scenario("status, DescribeTrainingJob answer not UTF-8", "status", [Rule(sm, describe, "garble", None)],
+                 expect_exit=0),
+        Scenario("logs, FilterLogEvents answer not UTF-8", "logs", [Rule(logs, filt, "garble", None)],
+                 expect_exit=0),
     ]
 
 
@@ -229,7 +235,8 @@ def run_scenario(world: World, sc: Scenario) -> Row:
         problems.append("an interrupt did not exit 130")
     if sc.expect_exit is not None and code != sc.expect_exit:
         problems.append(f"exit {code}, not {sc.expect_exit}")
-    if any(r.fault == "hang" for r in sc.rules) and not sc.interrupt and wall > GIVE_UP_S and isinstance(code, int):
+    if any(r.fault in ("hang", "trickle") for r in sc.rules) and not sc.interrupt and wall > GIVE_UP_S \
+            and isinstance(code, int):
         problems.append(f"gave up after {wall:.0f} s (> {GIVE_UP_S:.0f} s)")
     created: int | str = "-"
     reported: int | str = "-"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.core.aws import AwsError, Clients, explain, recording
+from launcher.core.aws import AwsError, Clients, deadline_error, explain, recording
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
@@ -324,7 +324,7 @@ def _answer_may_be_lost(exc: BaseException) -> bool:
     connection (botocore retried it)."""
     from botocore import exceptions as bx
 
-    return isinstance(exc, (bx.HTTPClientError, bx.ConnectionError))
+    return isinstance(exc, (bx.HTTPClientError, bx.ConnectionError, deadline_error()))
 
 
 def _name_taken(exc: BaseException) -> str | None:
