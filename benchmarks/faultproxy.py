@@ -31,7 +31,10 @@ class Rule:
     """Answer `times` matching calls (None: every one) with `fault`, after skipping the first `after`.
 
     fault: throttle | 5xx | reset | reset_after (forwarded, then the answer is lost) | hang |
-    hold_after (forwarded, then the answer is held, like a slow network).
+    hold_after (forwarded, then the answer is held, like a slow network) | taken (forwarded twice, the
+    second answer returned: the first stands for another process that made the same call just before) |
+    trickle (the upstream's answer sent one byte every `trickle_s` seconds) | garble (the upstream's answer
+    with a byte that is not UTF-8 put inside its first string value).
     """
 
     service: str
@@ -66,6 +69,7 @@ class FaultProxy:
     rules: list[Rule] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     held: threading.Event = field(default_factory=threading.Event)  # set when a call is being held
+    trickle_s: float = 10.0  # a trickled answer's gap between bytes
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -143,6 +147,14 @@ def error_response(service: str, fault: str) -> tuple[int, dict[str, str], bytes
     return 500, {"Content-Type": "text/html"}, b"<html><body><h1>500 Internal Server Error</h1></body></html>"
 
 
+def garbled(payload: bytes) -> bytes:
+    """The payload with the byte 0xff (never UTF-8) inside its first JSON string value, or at its end."""
+    m = re.search(rb'"\s*:\s*"', payload)
+    if m is None:
+        return payload + b"\xff"
+    return payload[:m.end()] + b"\xff" + payload[m.end():]
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     owner: FaultProxy
@@ -177,6 +189,12 @@ class _Handler(BaseHTTPRequestHandler):
             status, headers, payload = error_response(service, fault)
             return self._send(status, headers, payload)
         status, headers, payload = self._forward(body)
+        if fault == "taken":
+            status, headers, payload = self._forward(body)
+        if fault == "garble":
+            payload = garbled(payload)
+        if fault == "trickle":
+            return self._trickle(status, headers, payload)
         if fault == "reset_after":
             return self._reset()
         if fault == "hold_after":
@@ -209,6 +227,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
+
+    def _trickle(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+        """The answer's head at once, then its body a byte at a time, `trickle_s` apart (bounded by MAX_HOLD_S)."""
+        self.owner.held.set()
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        deadline = time.monotonic() + MAX_HOLD_S
+        try:
+            for i in range(len(payload)):
+                self.wfile.write(payload[i:i + 1])
+                self.wfile.flush()
+                if self.owner._stop.wait(self.owner.trickle_s) or time.monotonic() > deadline:
+                    break
+        except OSError:  # the caller gave up
+            pass
+        self.close_connection = True
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from faultproxy import FaultProxy, Rule  # noqa: E402
 
-EXIT_CODES = {0, 1, 2, 3, 4, 5, 130}
+EXIT_CODES = {0, 1, 2, 3, 4, 5, 130, 143}
 EXE = shutil.which("smp-launch", path=str(Path(sys.executable).parent)) or "smp-launch"
 REPORT = REPO / "docs" / "reliability.md"
 MUTATION = REPO / "benchmarks" / "results" / "mutation.json"
@@ -40,8 +40,8 @@ KILL_AFTER_S = 100.0  # our own bound on a run that does not give up
 QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 1.5, "uploading": 0.2, "line_interval": 0.1,
              "decoy": False}
 STARTED = re.compile(r"^started (\S+)", re.M)
-# After a Ctrl-C, submit names a job it found on stderr: "interrupted, but NAME was started in REGION".
-STARTED_AFTER_INTERRUPT = re.compile(r"^interrupted, but (\S+) was started", re.M)
+# After a Ctrl-C (or SIGTERM), submit names a job it found on stderr: "interrupted, but NAME was started in REGION".
+STARTED_AFTER_INTERRUPT = re.compile(r"^(?:interrupted|terminated), but (\S+) was started", re.M)
 # SecondaryStatus transitions that `logs` and `submit --wait` print on stderr: progress, not the error.
 TRANSITION = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 UNSURE = re.compile(r"cannot tell|may have started|may not have started|not known|unknown whether", re.I)
@@ -55,6 +55,9 @@ class Scenario:
     interrupt: bool = False  # SIGINT once the proxy holds a call
     short: bool = False      # also in CI's short run (tests/test_reliability_short.py)
     note: str = ""
+    signal: int = signal.SIGINT  # what `interrupt` sends (SIGTERM: exit 143, not 130)
+    expect_exit: int | None = None  # the one right exit code, where the scenario has one
+    foreign: int = 0  # jobs the fault made as another process would: they exist, and are not ours to report
 
 
 def scenarios() -> list[Scenario]:
@@ -76,6 +79,15 @@ def scenarios() -> list[Scenario]:
                  [Rule(sm, create, "hold_after", 1)], interrupt=True),
         Scenario("submit, Ctrl-C while CreateTrainingJob is held (not sent)", "submit",
                  [Rule(sm, create, "hang", 1)], interrupt=True),
+        Scenario("submit, SIGTERM while CreateTrainingJob is held (job created)", "submit",
+                 [Rule(sm, create, "hold_after", 1)], interrupt=True, signal=signal.SIGTERM, expect_exit=143),
+        Scenario("submit, SIGTERM while CreateTrainingJob is held (not sent)", "submit",
+                 [Rule(sm, create, "hang", 1)], interrupt=True, signal=signal.SIGTERM, expect_exit=143),
+        Scenario("submit, another job took the name just before CreateTrainingJob", "submit",
+                 [Rule(sm, create, "taken", 1)], expect_exit=4, foreign=1, short=True,
+                 note="the proxy sends the call twice: the first stands for another process"),
+        Scenario("submit, CreateTrainingJob throttled, then the name is another job's", "submit",
+                 [Rule(sm, create, "throttle", 1), Rule(sm, create, "taken", 1)], expect_exit=4, foreign=1),
         Scenario("submit --wait, FilterLogEvents throttled 6 times", "submit --wait",
                  [Rule(logs, filt, "throttle", 6, after=1)]),
         Scenario("submit --wait, DescribeTrainingJob 500 twice", "submit --wait",
@@ -93,6 +105,12 @@ def scenarios() -> list[Scenario]:
         Scenario("status, DescribeTrainingJob 500 always", "status", [Rule(sm, describe, "5xx", None)]),
         Scenario("status, connection reset always", "status", [Rule(sm, describe, "reset", None)]),
         Scenario("status, DescribeTrainingJob never answers", "status", [Rule(sm, describe, "hang", None)]),
+        Scenario("status, DescribeTrainingJob trickles a byte every 10 s", "status",
+                 [Rule(sm, describe, "trickle", None)], expect_exit=4),
+        Scenario("status, DescribeTrainingJob answer not UTF-8", "status", [Rule(sm, describe, "garble", None)],
+                 expect_exit=0),
+        Scenario("logs, FilterLogEvents answer not UTF-8", "logs", [Rule(logs, filt, "garble", None)],
+                 expect_exit=0),
     ]
 
 
@@ -194,7 +212,7 @@ def run_scenario(world: World, sc: Scenario) -> Row:
         if sc.interrupt:
             if proxy.held.wait(timeout=KILL_AFTER_S):
                 time.sleep(0.3)
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(sc.signal)
             else:
                 problems.append("the call to interrupt never came")
         try:
@@ -213,9 +231,12 @@ def run_scenario(world: World, sc: Scenario) -> Row:
         problems.append("traceback")
     if isinstance(code, int) and code not in EXIT_CODES:
         problems.append(f"exit code {code} is not a documented one")
-    if sc.interrupt and code != 130:
+    if sc.interrupt and sc.expect_exit is None and code != 130:
         problems.append("an interrupt did not exit 130")
-    if any(r.fault == "hang" for r in sc.rules) and not sc.interrupt and wall > GIVE_UP_S and isinstance(code, int):
+    if sc.expect_exit is not None and code != sc.expect_exit:
+        problems.append(f"exit {code}, not {sc.expect_exit}")
+    if any(r.fault in ("hang", "trickle") for r in sc.rules) and not sc.interrupt and wall > GIVE_UP_S \
+            and isinstance(code, int):
         problems.append(f"gave up after {wall:.0f} s (> {GIVE_UP_S:.0f} s)")
     created: int | str = "-"
     reported: int | str = "-"
@@ -228,7 +249,9 @@ def run_scenario(world: World, sc: Scenario) -> Row:
         unsure = bool(UNSURE.search(text))
         if said - names:
             problems.append(f"said started {', '.join(sorted(said - names))}, which does not exist")
-        if names - said and not unsure:
+        if sc.foreign and said:
+            problems.append(f"said started {', '.join(sorted(said))}, another's job")
+        if len(names - said) > sc.foreign and not unsure:
             problems.append(f"{', '.join(sorted(names - said))} exists but was not reported")
         if unsure:
             reported = f"{reported} (said it cannot tell)"

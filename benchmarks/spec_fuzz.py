@@ -135,6 +135,8 @@ def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
         ("--set extends", ok, ["extends=shadow"]),
         ("instance_count 010", ok, ["cluster.instance_count=010"]),
         ("seed beyond 2**32", ok, ["training.seed=" + str(2 ** 40)]),
+        ("--set path of 1,000 parts", ok, [".".join(["a"] * 1000) + "=1"]),
+        ("--set path of 20,000 parts", ok, [".".join(["a"] * 20000) + "=1"]),
     ]
 
 

@@ -1,8 +1,11 @@
 """SageMaker training jobs that live: status moves with the emulator clock, and StopTrainingJob works.
 
-moto creates every training job `Completed` at once and does not implement StopTrainingJob.
-These patches put a scripted timeline
-(scenario.EmulatedJob) behind each job and refresh the job's fields before every read.
+moto creates every training job `Completed` at once, does not implement StopTrainingJob, and lets a
+second CreateTrainingJob of a name in use replace the first job. These patches put a scripted timeline
+(scenario.EmulatedJob) behind each job, refresh the job's fields before every read, and refuse a name in
+use as SageMaker does: `ResourceInUse`, "Training job names must be unique within an AWS account and
+region, and a training job with this name already exists (ARN)" (the error as SageMaker words it:
+https://github.com/aws/amazon-sagemaker-examples/pull/3108).
 """
 from __future__ import annotations
 
@@ -36,14 +39,20 @@ def _refreshing(method):
 
 def _apply() -> None:
     from moto.sagemaker import models, responses
-    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
 
     backend = models.SageMakerModelBackend
     original_create = backend.create_training_job
 
     @functools.wraps(original_create)
     def create_training_job(self, training_job_name: str, *args: Any, **kwargs: Any):
-        job = original_create(self, training_job_name, *args, **kwargs)
+        with core.lock():  # two creates of one name at once: one wins, the other is refused
+            taken = self.training_jobs.get(training_job_name)
+            if taken is not None:
+                raise ResourceInUseException(
+                    "Training job names must be unique within an AWS account and region, and a training job "
+                    f"with this name already exists ({taken.arn})")
+            job = original_create(self, training_job_name, *args, **kwargs)
         rc = job.resource_config or {}
         count = rc.get("InstanceCount") or sum(g.get("InstanceCount", 0) for g in rc.get("InstanceGroups", [])) or 1
         script = scenario.on_create(training_job_name, rc.get("InstanceType", "ml.p4d.24xlarge"), count,

@@ -74,7 +74,7 @@ def for_shell(err: Any, region: str | None) -> Any:
         hint = (f": follow it with `smp-launch logs {name}{where}`, stop it with `smp-launch stop {name}{where}`")
     else:
         hint = f" (`smp-launch status {name}{where}`)"
-    return Interrupted(f"{err}{hint}", name, err.started)
+    return Interrupted(f"{err}{hint}", name, err.started, err.exit_code)
 
 
 def warn(message: str) -> None:

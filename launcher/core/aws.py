@@ -6,8 +6,10 @@ tool at an emulator); code takes a `Clients` as an argument so tests inject thei
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +29,11 @@ CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 TRIES = 3  # in all, the first one included
 WAIT_NOTICE_S = 3.0  # after this long without an answer, say on stderr what we are waiting for
+# The read timeout bounds each wait for a byte, not the answer: an endpoint that sends one byte every
+# 10 s would hold a call for ever. Each call, its tries together, ends by this deadline: past it, the
+# connection it reads is shut and the call fails, naming the endpoint.
+CALL_DEADLINE_S = 50.0
+_DeadlineTimer = threading.Timer  # its own name: the notices' timers are replaced in tests, the deadline's are not
 
 
 class AwsError(LauncherError):
@@ -43,6 +50,64 @@ class ThrottledError(AwsError):
     """AWS throttled the request (a rate limit shared by the account): trying again later can pass."""
 
 
+@functools.cache
+def deadline_error() -> type:
+    """DeadlineExceeded, a botocore error (so every caller's `except BotoCoreError` meets it) that botocore's
+    retries leave alone: once a call's time is spent, no try is left. Made on first use (botocore is
+    imported lazily)."""
+    from botocore.exceptions import BotoCoreError
+
+    class DeadlineExceeded(BotoCoreError):
+        fmt = "no whole answer from {endpoint_url} within {seconds:.0f} s"
+
+    return DeadlineExceeded
+
+
+_EXPIRED: dict[int, tuple[str, float]] = {}  # thread -> (endpoint, seconds) of its call that ran out of time
+_IN_USE: dict[int, Any] = {}  # thread -> the HTTP connection its AWS call reads now
+
+
+@functools.cache
+def _watched_pools() -> dict[str, type]:
+    """botocore's connection pools, whose connections note, per thread, that they carry its call (so the
+    deadline can shut the one a call is stuck on)."""
+    from botocore import awsrequest
+
+    def watched(base: Any) -> type:
+        def request(self, *args, **kwargs):
+            _IN_USE[threading.get_ident()] = self
+            return base.request(self, *args, **kwargs)
+
+        return type(f"Watched{base.__name__}", (base,), {"request": request})
+
+    return {"http": type("WatchedHTTPConnectionPool", (awsrequest.AWSHTTPConnectionPool,),
+                         {"ConnectionCls": watched(awsrequest.AWSHTTPConnection)}),
+            "https": type("WatchedHTTPSConnectionPool", (awsrequest.AWSHTTPSConnectionPool,),
+                          {"ConnectionCls": watched(awsrequest.AWSHTTPSConnection)})}
+
+
+def _watch_connections(client: Any) -> bool:
+    """Make `client`'s connections say which thread they serve; False (no deadline beyond the timeouts) for
+    a botocore built otherwise."""
+    http = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    manager = getattr(http, "_manager", None)
+    if not isinstance(getattr(http, "_pool_classes_by_scheme", None), dict) or manager is None:
+        return False
+    pools = _watched_pools()
+    http._pool_classes_by_scheme = pools  # type: ignore[union-attr]
+    manager.pool_classes_by_scheme = pools
+    return True
+
+
+def _shut(thread: int) -> None:
+    """Shut the socket `thread`'s call reads: the read returns at once and the call fails."""
+    conn = _IN_USE.get(thread)
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 @dataclass
 class Clients:
     """Lazily created boto3 clients sharing one session; pass `overrides` to inject test doubles."""
@@ -54,11 +119,13 @@ class Clients:
     connect_timeout: float | None = None
     read_timeout: float | None = None
     wait_notice_s: float | None = None
+    call_deadline: float | None = None  # seconds one call may take, its tries together (default CALL_DEADLINE_S)
     notify: Callable[[str], None] | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     _session: Any = None
     _cache: dict[str, Any] = field(default_factory=dict)
     _waits: dict[int, threading.Timer] = field(default_factory=dict)
+    _deadlines: dict[int, threading.Timer] = field(default_factory=dict)
 
     @property
     def session(self):
@@ -99,37 +166,62 @@ class Clients:
             except Exception as exc:  # NoRegionError, ProfileNotFound, ...
                 raise explain(exc) from None
             self._watch(client, service)
+            client.meta.events.register("before-parse.*.*", _valid_utf8)
             self._cache[key] = client
         return self._cache[key]
 
     def _watch(self, client: Any, service: str) -> None:
         """Say what we wait for when a call has had no answer for a few seconds: to `notify`, else as a warning
-        of the `launcher` logger (the CLI prints those on stderr; a library's caller decides)."""
+        of the `launcher` logger (the CLI prints those on stderr; a library's caller decides). And end a call
+        still unanswered at its deadline (CALL_DEADLINE_S), its tries together."""
         delay = WAIT_NOTICE_S if self.wait_notice_s is None else self.wait_notice_s
+        limit = CALL_DEADLINE_S if self.call_deadline is None else self.call_deadline
         notify = self.notify or _NOTICES.warning
         where = f"{service}.{client.meta.region_name}"
+        endpoint = clean(getattr(client.meta, "endpoint_url", "") or where, 200)
+        watched = _watch_connections(client)
+        expired = deadline_error()
 
         def begin(**_):
             self.cancel_waits()
+            me = threading.get_ident()
+            _EXPIRED.pop(me, None)
             timer = threading.Timer(delay, lambda: _quietly(notify, f"waiting for {where}…"))
             timer.daemon = True
-            self._waits[threading.get_ident()] = timer
+            self._waits[me] = timer
             timer.start()
+            if watched:
+                stop = _DeadlineTimer(limit, lambda: _expire(me, endpoint, limit))
+                stop.daemon = True
+                self._deadlines[me] = stop
+                stop.start()
+
+        def before_try(**_):
+            me = threading.get_ident()
+            if me in _EXPIRED:
+                raise expired(endpoint_url=endpoint, seconds=_EXPIRED[me][1])
 
         def end(**_):
-            timer = self._waits.pop(threading.get_ident(), None)
-            if timer is not None:
-                timer.cancel()
+            self.cancel_waits()
+
+        def answered(**_):
+            end()
+            me = threading.get_ident()
+            if me in _EXPIRED:  # the answer was cut short by the deadline: never taken as a whole one
+                raise expired(endpoint_url=endpoint, seconds=_EXPIRED[me][1])
 
         client.meta.events.register("before-call.*.*", begin)
-        client.meta.events.register("after-call.*.*", end)
+        client.meta.events.register("before-send.*.*", before_try)
+        client.meta.events.register("after-call.*.*", answered)
         client.meta.events.register("after-call-error.*.*", end)
 
     def cancel_waits(self) -> None:
-        """Forget this thread's pending notice (a call that ended by an interrupt emits no event)."""
-        timer = self._waits.pop(threading.get_ident(), None)
-        if timer is not None:
-            timer.cancel()
+        """Forget this thread's pending notice and deadline (a call that ended by an interrupt emits no event)."""
+        me = threading.get_ident()
+        for timers in (self._waits, self._deadlines):
+            timer = timers.pop(me, None)
+            if timer is not None:
+                timer.cancel()
 
     @property
     def pricing(self):
@@ -205,6 +297,44 @@ def recording(clients: Clients) -> Iterator[list[str]]:
             events.unregister("before-call.*.*", note)
 
 
+def read_body(body: Any, limit: int, *, what: str, seconds: float = CALL_DEADLINE_S) -> bytes:
+    """At most `limit` bytes of a streamed answer (S3 GetObject's Body), within `seconds` like any call: a
+    trickling body is cut off and said (AwsError naming `what`); botocore's errors pass through."""
+    me = threading.get_ident()
+    _EXPIRED.pop(me, None)
+    stop = _DeadlineTimer(seconds, lambda: _expire(me, what, seconds))
+    stop.daemon = True
+    stop.start()
+    try:
+        data = body.read(limit)
+    except Exception as exc:
+        if me in _EXPIRED:
+            raise explain(exc) from None
+        raise
+    finally:
+        stop.cancel()
+    if _EXPIRED.pop(me, None) is not None:
+        raise AwsError(f"{clean(what, 200)} gave no whole answer within {seconds:.0f} s (it answers too slowly, or "
+                       "something between holds the connection); check the network, then retry")
+    return bytes(data)
+
+
+def _valid_utf8(response_dict: dict[str, Any], **_: Any) -> None:
+    """An answer's bytes that are not UTF-8 (a broken proxy, a corrupted log event) become U+FFFD before
+    botocore parses them, which would otherwise end the command in a UnicodeDecodeError."""
+    body = response_dict.get("body")
+    if isinstance(body, bytes):
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            response_dict["body"] = body.decode("utf-8", "replace").encode("utf-8")
+
+
+def _expire(thread: int, endpoint: str, seconds: float) -> None:
+    _EXPIRED[thread] = (endpoint, seconds)
+    _shut(thread)
+
+
 def _quietly(notify: Callable[[str], None], message: str) -> None:
     try:
         notify(message)
@@ -242,6 +372,13 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
     where = f"{action}: " if action else ""
     if isinstance(exc, LauncherError):
         return exc
+    ran_out = _EXPIRED.pop(threading.get_ident(), None)
+    if ran_out is not None or isinstance(exc, deadline_error()):
+        url, seconds = ran_out or (getattr(exc, "kwargs", {}).get("endpoint_url", "AWS"),
+                                   getattr(exc, "kwargs", {}).get("seconds", CALL_DEADLINE_S))
+        return AwsError(f"{where}{clean(url, 200)} gave no whole answer within {seconds:.0f} s (it answers too "
+                        "slowly, or something between holds the connection); check the network, the region and "
+                        "AWS_ENDPOINT_URL, then retry")
     if isinstance(exc, bx.NoCredentialsError):
         return AwsError(f"{where}no AWS credentials found; set AWS_PROFILE, run `aws configure`, "
                         "or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")

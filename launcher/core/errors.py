@@ -18,6 +18,7 @@ EXIT_AWS = 4
 EXIT_STOPPED = 5
 EXIT_TIMEOUT = 124  # `wait --timeout` ran out with a job still running (as timeout(1) exits)
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # SIGTERM while a job was being created (128 + 15, as a shell reports it)
 
 
 class LauncherError(Exception):
@@ -124,13 +125,15 @@ class ArgumentError(UsageError):
 
 
 class Interrupted(LauncherError):
-    """Ctrl-C during submit, with what is known about the job afterwards (exit 130).
+    """Ctrl-C during submit (exit 130), or SIGTERM while the job was being created (exit 143), with what is
+    known about the job afterwards.
 
     `started`: True the job exists (and runs), False SageMaker has no such job, None cannot tell."""
 
     exit_code = EXIT_INTERRUPTED
 
-    def __init__(self, message: str, job_name: str, started: bool | None):
+    def __init__(self, message: str, job_name: str, started: bool | None, exit_code: int = EXIT_INTERRUPTED):
         super().__init__(message)
         self.job_name = job_name
         self.started = started
+        self.exit_code = exit_code

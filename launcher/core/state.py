@@ -1,12 +1,17 @@
 """What this machine remembers between commands: the last job submitted from it, so `JOB` may be `latest`.
 
 Kept under $XDG_STATE_HOME/smp-launch (default ~/.local/state/smp-launch), one small JSON file,
-written atomically so two shells submitting at once never leave half a file.
+written atomically so two shells submitting at once never leave half a file. A relative XDG_STATE_HOME
+is ignored, as the XDG Base Directory Specification says ("If an implementation encounters a relative
+path in any of these variables it should consider the path invalid and ignore it":
+https://specifications.freedesktop.org/basedir-spec/latest/). The file is read only when it is a
+regular file, and at most MAX_BYTES of it: a planted link to /dev/zero or a FIFO is said, not read.
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -17,12 +22,33 @@ from launcher.core.errors import UsageError
 
 LATEST = "latest"
 _FILE = "last-submitted.json"
+MAX_BYTES = 64 * 1024  # the record is about a hundred bytes
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
+    xdg = env.get("XDG_STATE_HOME") or ""
+    base = xdg if os.path.isabs(xdg) else os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
     return Path(base) / "smp-launch"
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of a regular file of at most MAX_BYTES (FileNotFoundError when absent; OSError or ValueError
+    for anything else: a link to a device, a FIFO, a folder, a file too large, bytes that are not UTF-8)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens without waiting for a writer
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise ValueError(f"is larger than {MAX_BYTES // 1024} KiB")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"is larger than {MAX_BYTES // 1024} KiB")
+    return data.decode("utf-8")
 
 
 def record_submitted(job_name: str, region: str | None, env: Mapping[str, str] | None = None) -> Path:
@@ -45,10 +71,14 @@ def last_submitted(env: Mapping[str, str] | None = None) -> dict[str, Any] | Non
     """
     path = state_dir(env) / _FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_bounded(path)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise _unusable(path, "cannot be read (it is not UTF-8 text)") from None
+    except ValueError as exc:
+        raise _unusable(path, f"cannot be read: it {exc}") from None
+    except OSError as exc:
         raise _unusable(path, f"cannot be read ({type(exc).__name__})") from None
     try:
         record = json.loads(text)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.aws import read_body
 from launcher.core.sanitize import clean
 
 MAX_TARBALL = 64 * 1024 * 1024  # bytes read from S3, and bytes unpacked: a rendered source dir is tens of KB
@@ -53,18 +55,37 @@ def submit_directory(description: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value.startswith("s3://") and value.endswith(".tar.gz") else None
 
 
+def gunzip(data: bytes, limit: int = MAX_TARBALL) -> bytes:
+    """The bytes a gzip stream unpacks to, refused (ValueError) past `limit`: a few KB of gzip can stand for
+    gigabytes (a tar header naming a huge "long name" is read whole by tarfile), so nothing is unpacked
+    beyond the bound."""
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    while rest:
+        unpack = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = unpack.decompress(rest, limit - size + 1)
+        except zlib.error as exc:
+            raise ValueError(f"not gzip data ({exc})") from None
+        size += len(chunk)
+        if size > limit or unpack.unconsumed_tail:
+            raise ValueError(f"the tarball unpacks to more than {limit // 2**20} MiB")
+        if not unpack.eof:
+            raise ValueError("the gzip data ends early")
+        out.append(chunk)
+        rest = unpack.unused_data  # a gzip file may hold several members, one after the other
+    return b"".join(out)
+
+
 def read_files(data: bytes) -> dict[str, bytes]:
-    """The regular files of a gzip'd tarball by name, bounded in members and unpacked bytes (ValueError
-    past either); links and other non-files are left out."""
+    """The regular files of a gzip'd tarball by name, bounded in unpacked bytes and members (ValueError past
+    either); links and other non-files are left out."""
     files: dict[str, bytes] = {}
-    total = 0
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(gunzip(data)), mode="r:") as tar:
         for count, member in enumerate(tar, 1):
             if count > MAX_MEMBERS:
                 raise ValueError(f"the tarball holds more than {MAX_MEMBERS} members")
-            total += member.size
-            if total > MAX_TARBALL:
-                raise ValueError("the tarball unpacks to more than 64 MiB")
             if member.isfile():
                 handle = tar.extractfile(member)
                 if handle is not None:
@@ -112,7 +133,7 @@ def read_source(s3: Any, uri: str) -> StoredSource:
     too_big = Unreadable(f"its source {clean(uri, 200)} is larger than 64 MiB")
     if int(obj.get("ContentLength") or 0) > MAX_TARBALL:
         raise too_big
-    data = obj["Body"].read(MAX_TARBALL + 1)
+    data = read_body(obj["Body"], MAX_TARBALL + 1, what=f"s3://{bucket}/{key}")
     if len(data) > MAX_TARBALL:
         raise too_big
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -148,10 +149,16 @@ class RefusalWait:
 
 
 def attempt_name(first: str, attempt: int) -> str:
-    """The name of attempt `attempt` (2, 3...) of the job first named `first`: `<first>-r<attempt>`, the
-    first name shortened to keep within SageMaker's 63 characters (and never ending in a hyphen)."""
+    """The name of attempt `attempt` (2, 3...) of the job first named `first`: `<first>-r<attempt>`, within
+    SageMaker's 63 characters. A first name too long for that keeps its head and ends in a hash of the whole
+    of it (`<head>-<8 hex>-r<attempt>`): cutting the tail alone would drop the milliseconds that tell two
+    first names apart, and two queues' retries would then share one name."""
     suffix = f"-r{attempt}"
-    return first[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+    if len(first) + len(suffix) <= MAX_NAME:
+        return first + suffix
+    digest = hashlib.sha256(first.encode("utf-8")).hexdigest()[:8]
+    head = first[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
 
 
 def first_name(plan: Plan, attempt: int) -> str:

@@ -8,7 +8,10 @@ naming its template.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -150,12 +153,24 @@ def _plain(value: Any) -> Any:
 
 
 def write_source_dir(files: Mapping[str, str], directory: str | Path) -> list[Path]:
-    """Write the rendered files into directory (created if needed); returns their paths."""
+    """Write the rendered files into directory (created if needed); returns their paths.
+
+    Each file is written to a new temporary file beside it and renamed over the name: a link planted at
+    `DIR/train.py` is replaced, never followed, so nothing outside the folder is overwritten."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, content in sorted(files.items()):
         path = out / name
-        path.write_text(content, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         written.append(path)
     return written

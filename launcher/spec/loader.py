@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from launcher.core.errors import OVERRIDES, Mark, Problem, SpecError
 from launcher.core.sanitize import clean
 from launcher.spec.models import PATTERN_WORDS, JobSpec, did_you_mean
-from launcher.spec.yaml12 import Loader, Refused, scalar
+from launcher.spec.yaml12 import MAX_DEPTH, Loader, Refused, scalar
 
 Path_ = tuple[str, ...]
 
@@ -305,6 +305,9 @@ def _apply_set(doc: _Doc, overrides: Sequence[str]) -> None:
             raise SpecError([Problem(Mark(OVERRIDES, i, 1), clean(key, limit=SHOWN) or OVERRIDES,
                                      f"expected KEY.PATH=VALUE, got {shown(expr)}")])
         dotted = clean(key.strip(), limit=200)
+        if len(parts) > MAX_DEPTH:  # deeper than any spec nests; unbounded, it is a RecursionError or gigabytes
+            raise SpecError([Problem(Mark(OVERRIDES, i, 1), dotted,
+                                     f"a key path may have at most {MAX_DEPTH} parts; this one has {len(parts)}")])
         if parts[0] == "extends":
             raise SpecError([Problem(Mark(OVERRIDES, i, 1), dotted,
                                      "extends cannot be overridden: write `extends:` in the spec file")])

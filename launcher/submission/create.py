@@ -7,6 +7,7 @@ the SDK. Nothing here prints: warnings and notes are in the Submission.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.core.aws import AwsError, Clients, explain, recording
-from launcher.core.errors import Interrupted, LauncherError, UsageError
+from launcher.core.aws import AwsError, Clients, deadline_error, explain, recording
+from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, require_region
@@ -170,7 +171,9 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
     """Check the account, then (unless dry_run) upload the tarball if new and start the job.
 
     Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
-    Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists.
+    Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists
+    (exit 143 for SIGTERM). A name SageMaker already holds is this submit's job only when one of its own
+    tries may have created it; otherwise it is an AwsError naming the other job (exit 4).
     """
     if plan.spec.model.from_step:
         raise UsageError(f"{plan.spec_file}: model.from_step: {plan.spec.model.from_step!r} names a pipeline step; "
@@ -218,21 +221,26 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
 
 
 def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Clients) -> str | None:
-    """CreateTrainingJob via `start`; on Ctrl-C (even one the SDK swallowed), or when the answer was
-    lost on the way back, find out what exists. Returns a note to print after the job's name."""
+    """CreateTrainingJob via `start`; on Ctrl-C or SIGTERM (even one the SDK swallowed), or when the answer
+    was lost on the way back, find out what exists. Returns a note to print after the job's name."""
     name = plan.job_name
-    with _noting_sigint() as interrupted:
+    with _noting_signals() as caught, _unanswered_tries(clients) as unanswered:
         try:
             start(plan, plan.source.uri, role_arn, clients.session, clients.sagemaker)
         except KeyboardInterrupt:
-            interrupted.set()
+            caught.note(signal.SIGINT)
         except LauncherError:
             raise
         except Exception as exc:
             if not type(exc).__module__.startswith("botocore"):
                 raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, 500)}") from None
             error = explain(exc, "CreateTrainingJob")
-            if not _answer_may_be_lost(exc):
+            taken = _name_taken(exc)
+            if taken is not None and not unanswered:
+                raise AwsError(f"{name} is taken: SageMaker already has a training job of that name ({taken}), "
+                               "which this submit did not start; nothing was started (a new plan has a new name: "
+                               "build it again, or change `name:`)") from None
+            if taken is None and not _answer_may_be_lost(exc):
                 raise error from None
             state = job_exists(clients, name)
             if state is JobExistence.EXISTS:  # a try timed out after SageMaker had created the job
@@ -241,57 +249,113 @@ def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Client
                 raise AwsError(f"{error}; cannot tell whether {name} was started: look it up in {plan.region} "
                                "before submitting it again") from None
             raise error from None
-    if not interrupted.is_set():
-        return None
-    clients.cancel_waits()
-    state = job_exists(clients, name)
-    region = plan.region
-    if state is JobExistence.EXISTS:
-        _remember(plan, clients)
-        message = f"interrupted, but {name} was started in {region} and is running"
-    elif state is JobExistence.ABSENT:
-        message = f"interrupted: {name} was not started (SageMaker has no such job in {region}); nothing is running"
-    else:
-        message = f"interrupted: cannot tell whether {name} was started; look it up in {region} before submitting again"
-    raise Interrupted(message, name, state.value)
+        if caught.signum is None:
+            return None
+        clients.cancel_waits()
+        state = job_exists(clients, name)
+        region = plan.region
+        said = "terminated" if caught.signum == signal.SIGTERM else "interrupted"
+        if state is JobExistence.EXISTS:
+            _remember(plan, clients)
+            message = f"{said}, but {name} was started in {region} and is running"
+        elif state is JobExistence.ABSENT:
+            message = f"{said}: {name} was not started (SageMaker has no such job in {region}); nothing is running"
+        else:
+            message = f"{said}: cannot tell whether {name} was started; look it up in {region} before submitting again"
+        code = EXIT_TERMINATED if caught.signum == signal.SIGTERM else EXIT_INTERRUPTED
+        raise Interrupted(message, name, state.value, code)
+
+
+class _Caught:
+    """The signal that stopped CreateTrainingJob (SIGTERM wins over SIGINT: the process is being ended)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def note(self, signum: int) -> None:
+        if self.signum is None or signum == signal.SIGTERM:
+            self.signum = signum
 
 
 @contextlib.contextmanager
-def _noting_sigint() -> Iterator[threading.Event]:
-    """Remember a Ctrl-C even if the code it interrupts swallows the KeyboardInterrupt.
+def _noting_signals() -> Iterator[_Caught]:
+    """Remember a Ctrl-C or a SIGTERM even if the code it interrupts swallows the KeyboardInterrupt.
 
+    SIGTERM (a CI cancel, `timeout`, Kubernetes ending a pod) would otherwise end the process at once,
+    leaving a job nobody was told of; here it unwinds like Ctrl-C, so what exists is looked up and said.
     The SDK's telemetry wrapper ends in `finally: return response`, which discards a KeyboardInterrupt
-    raised inside CreateTrainingJob; the flag set here survives that.
+    raised inside CreateTrainingJob; the signal noted here survives that.
     """
-    interrupted = threading.Event()
-    previous = None
+    caught = _Caught()
 
     def handler(signum, frame):
-        interrupted.set()
+        caught.note(signum)
         raise KeyboardInterrupt
 
+    previous: dict[int, Any] = {}
+    for wanted in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[wanted] = signal.signal(wanted, handler)
+        except ValueError:  # not the main thread: nothing to install, rely on the exception alone
+            pass
     try:
-        previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread: nothing to install, rely on the exception alone
-        previous = None
-    try:
-        yield interrupted
+        yield caught
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handled in previous.items():
+            if handled is not None:
+                signal.signal(signum, handled)
+
+
+@contextlib.contextmanager
+def _unanswered_tries(clients: Clients) -> Iterator[list[int]]:
+    """The tries of CreateTrainingJob, by this thread, whose answer never came (a lost connection, a
+    timeout) or was a server error: SageMaker may have created the job on any of them. Only after one of
+    those is a later try's "name already exists" this submit's own job."""
+    unanswered: list[int] = []
+    me = threading.get_ident()
+
+    def note(exception: BaseException | None = None, response_dict: Mapping[str, Any] | None = None,
+             **_: Any) -> None:
+        status = int((response_dict or {}).get("status_code") or 0)
+        if threading.get_ident() == me and (exception is not None or status >= 500):
+            unanswered.append(status)
+
+    try:
+        events = clients.sagemaker.meta.events
+    except (AttributeError, LauncherError):  # a test double without botocore's events
+        events = None
+    if events is not None:
+        events.register("response-received.sagemaker.CreateTrainingJob", note)
+    try:
+        yield unanswered
+    finally:
+        if events is not None:
+            events.unregister("response-received.sagemaker.CreateTrainingJob", note)
 
 
 def _answer_may_be_lost(exc: BaseException) -> bool:
     """A failure after which the job may exist all the same: a try that timed out or lost its
-    connection (botocore retried it), or a retry told that the name is already taken."""
+    connection (botocore retried it)."""
     from botocore import exceptions as bx
 
-    if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)):
-        return True
-    if isinstance(exc, bx.ClientError):
-        message = str(exc.response.get("Error", {}).get("Message", "")).lower()
-        return "already exists" in message or "must be unique" in message
-    return False
+    return isinstance(exc, (bx.HTTPClientError, bx.ConnectionError, deadline_error()))
+
+
+def _name_taken(exc: BaseException) -> str | None:
+    """SageMaker's refusal of a name in use ("ResourceInUse: Training job names must be unique ... a training
+    job with this name already exists (ARN)"): the existing job as SageMaker names it; None for any other
+    error. Whose job it is, only the tries this process made can tell."""
+    from botocore import exceptions as bx
+
+    if not isinstance(exc, bx.ClientError):
+        return None
+    err = exc.response.get("Error", {})
+    message = str(err.get("Message", ""))
+    lowered = message.lower()
+    if str(err.get("Code", "")) != "ResourceInUse" and not ("already exists" in lowered or "must be unique" in lowered):
+        return None
+    arn = re.search(r"arn:[\w-]+:sagemaker:[^\s()]+", message)
+    return clean(arn.group() if arn else message or "ResourceInUse", 300)
 
 
 def job_exists(clients: Clients, name: str) -> JobExistence:
