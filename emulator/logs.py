@@ -161,6 +161,23 @@ def filter_log_events(group: Any, log_group_name: str, log_stream_names: list[st
     return events, token, searched
 
 
+_SYNTHETIC: list[Any] = []  # a SyntheticLogs the server answers Logs reads of the group from, when set
+
+
+def serve_synthetic(logs: Any | None) -> None:
+    """Answer FilterLogEvents, StartQuery and GetQueryResults on the training-job group from `logs` (a
+    `SyntheticLogs`), through the server and botocore, so a benchmark measures real parsing; None stops."""
+    _SYNTHETIC[:] = [] if logs is None else [logs]
+
+
+class _SyntheticResult:
+    def __init__(self, reply: dict):
+        self.reply = reply
+
+    def to_result_json(self) -> dict:  # what moto's response handler calls
+        return self.reply
+
+
 def _apply() -> None:
     import functools
 
@@ -169,6 +186,18 @@ def _apply() -> None:
     for name in ("describe_log_streams", "get_log_events", "filter_log_events", "describe_log_groups"):
         setattr(LogsBackend, name, core.after(pump)(getattr(LogsBackend, name)))
     LogGroup.filter_log_events = functools.partialmethod(filter_log_events, _moto=LogGroup.filter_log_events)
+    pumped = LogsBackend.filter_log_events
+
+    def synthetic_filter(self, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                         filter_pattern, interleaved):
+        if _SYNTHETIC and log_group_name == LOG_GROUP:
+            page = _SYNTHETIC[0].filter_log_events(startTime=start_time, endTime=end_time, nextToken=next_token,
+                                                   limit=limit)
+            return page["events"], page.get("nextToken"), []
+        return pumped(self, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                      filter_pattern, interleaved)
+
+    LogsBackend.filter_log_events = synthetic_filter
 
 
 core.register_patch("logs:hosts", _apply)
@@ -204,7 +233,7 @@ class SyntheticLogs:
         self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
         self.calls = self.served = 0
         self.query_calls = self.rows_served = 0  # Logs Insights calls, and rows returned (part of `served`)
-        self._queries: dict[str, tuple[int, int, str, int | None, int]] = {}
+        self.queries: dict[str, tuple[int, int, str, int | None, int]] = {}
         self._arrivals: dict[int, array] = {}  # arrival second -> (k * hosts + h - 1) of lines that came late
         self._indexed = 0  # lines k below this are indexed
         self.cpu = 0.0  # process CPU spent serving reads, so a benchmark can leave it out
@@ -228,6 +257,10 @@ class SyntheticLogs:
         self._index(self.end_ms + 1)
         return sum(1 for second, packed in self._arrivals.items() if second * 1000 + 999 > at_ms
                    for p in packed if self.times(p % self.hosts + 1, p // self.hosts)[1] > at_ms)
+
+    def index_mb(self) -> float:
+        """Memory the arrival index holds (part of the process's, not the reader's)."""
+        return sum(len(a) * a.itemsize for a in self._arrivals.values()) / 2**20
 
     def late_lines(self, more_than_ms: int) -> list[tuple[int, int]]:
         """(timestamp, ingestionTime) of every line that arrives more than `more_than_ms` late."""
@@ -303,8 +336,8 @@ class SyntheticLogs:
         rows are made when the results are read (CloudWatch keeps them, not the caller)."""
         self.calls += 1
         self.query_calls += 1
-        query_id = f"q{self.query_calls}"
-        self._queries[query_id] = (startTime, endTime, queryString, limit, int(self.clock() * 1000))
+        query_id = f"synthetic-{self.query_calls}"
+        self.queries[query_id] = (startTime, endTime, queryString, limit, int(self.clock() * 1000))
         return {"queryId": query_id}
 
     def get_query_results(self, queryId: str, **_ignored: Any) -> dict:  # noqa: N803
@@ -313,7 +346,7 @@ class SyntheticLogs:
         cpu = time.process_time()
         self.calls += 1
         self.query_calls += 1
-        start_s, end_s, query, limit, now = self._queries.pop(queryId)
+        start_s, end_s, query, limit, now = self.queries.pop(queryId)
         parsed = ParsedQuery(query)
         cap = min(parsed.limit or PAGE_EVENTS, limit or PAGE_EVENTS * 10)
         lo, hi = start_s * 1000, end_s * 1000 + 999
@@ -367,7 +400,8 @@ _MILLIS = {"toMillis(@timestamp)": "ts", "toMillis(@ingestionTime)": "ingested",
            "toMillis(@ingestionTime) - toMillis(@timestamp)": "lag"}
 _COMPARE = re.compile(r"^(?P<expr>toMillis\(@\w+\)(?: - toMillis\(@\w+\))?) (?P<op>>=|<=|>|<|=) (?P<value>-?\d+)$")
 _LIKE = re.compile(r"^@logStream like /(?P<stream>(?:[^/\\]|\\.)*)/$")
-_FIELD = re.compile(r"^(?:toMillis\((?P<of>@\w+)\) as (?P<alias>\w+)|(?P<plain>@\w+))$")
+_FIELD = re.compile(r"^(?:toMillis\((?P<of>@\w+)\) as (?P<alias>\w+)|(?P<plain>@\w+)"
+                    r"|floor\(toMillis\((?P<floor_of>@\w+)\) / (?P<per>\d+)\) as (?P<floor_alias>\w+))$")
 _STAT = re.compile(r"^(?P<fn>count|max|min)\((?P<expr>[^)]*\)?(?: - toMillis\(@\w+\))?|\*)\) as (?P<alias>\w+)$")
 _OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
         "=": lambda a, b: a == b}
@@ -381,6 +415,8 @@ class ParsedQuery:
 
     def __init__(self, query: str):
         self.fields: list[tuple[str, str]] = []
+        self.computed: dict[str, tuple[str, int]] = {}  # alias -> (ts or ingested, divisor) of floor(.../n)
+        self.by: str | None = None
         self.stream: re.Pattern[str] | None = None
         self.tests: list[tuple[str, Any, int]] = []
         self.stats: list[tuple[str, str, str]] = []
@@ -392,6 +428,10 @@ class ParsedQuery:
                     f = _FIELD.match(item.strip())
                     if not f:
                         raise ValueError("unsupported field")
+                    if f.group("floor_alias"):
+                        of = _MILLIS[f"toMillis({f.group('floor_of')})"]
+                        self.computed[f.group("floor_alias")] = (of, int(f.group("per")))
+                        continue
                     self.fields.append((f.group("alias") or f.group("plain"), f.group("of") or f.group("plain")))
             elif word == "filter":
                 for clause in rest.split(" and "):
@@ -399,6 +439,11 @@ class ParsedQuery:
             elif word == "limit":
                 self.limit = int(rest)
             elif word == "stats":
+                rest, _, by = rest.partition(" by ")
+                if by:
+                    if by.strip() not in self.computed:
+                        raise ValueError("unsupported grouping")
+                    self.by = by.strip()
                 for item in rest.split(", "):
                     m = _STAT.match(item.strip())
                     if not m or (m.group("expr") != "*" and m.group("expr") not in _MILLIS):
@@ -406,7 +451,7 @@ class ParsedQuery:
                     self.stats.append((m.group("fn"), _MILLIS.get(m.group("expr"), "*"), m.group("alias")))
             else:
                 raise ValueError("unsupported command")
-        if bool(self.fields) == bool(self.stats):
+        if bool(self.fields) == bool(self.stats) or (self.computed and not self.by):
             raise ValueError("unsupported query")
 
     def _clause(self, clause: str) -> None:
@@ -426,7 +471,16 @@ class ParsedQuery:
         return all(op(values[name], value) for name, op, value in self.tests)
 
     def aggregate(self, matches: list[tuple[int, int]]) -> list[list[dict[str, str]]]:
-        """The one row of a `stats` query over (ts, ingested) pairs."""
+        """The rows of a `stats` query over (ts, ingested) pairs: one, or one per group of `by`."""
+        if self.by:
+            of, per = self.computed[self.by]
+            groups: dict[int, list[tuple[int, int]]] = {}
+            for t, i in matches:
+                groups.setdefault({"ts": t, "ingested": i}[of] // per, []).append((t, i))
+            return [[{"field": self.by, "value": str(key)}, *self._row(found)] for key, found in sorted(groups.items())]
+        return [self._row(matches)]
+
+    def _row(self, matches: list[tuple[int, int]]) -> list[dict[str, str]]:
         row = []
         for fn, of, alias in self.stats:
             if fn == "count":
@@ -435,7 +489,7 @@ class ParsedQuery:
                 seen = [{"ts": t, "ingested": i, "lag": i - t}[of] for t, i in matches]
                 value = (max if fn == "max" else min)(seen) if seen else 0
             row.append({"field": alias, "value": str(value)})
-        return [row]
+        return row
 
 
 class InsightsQuery:
@@ -487,6 +541,9 @@ def _apply_insights() -> None:
     original_start, original_results = LogsBackend.start_query, LogsBackend.get_query_results
 
     def start_query(self, log_group_names, start_time, end_time, query_string, *args, **kwargs):
+        if _SYNTHETIC and log_group_names == [LOG_GROUP]:
+            return _SYNTHETIC[0].start_query(startTime=start_time, endTime=end_time,
+                                             queryString=query_string)["queryId"]
         pump(self)
         if log_group_names == [LOG_GROUP] and LOG_GROUP in self.groups:
             try:
@@ -500,6 +557,8 @@ def _apply_insights() -> None:
         return original_start(self, log_group_names, start_time, end_time, query_string, *args, **kwargs)
 
     def get_query_results(self, query_id):
+        if _SYNTHETIC and query_id in _SYNTHETIC[0].queries:
+            return _SyntheticResult(_SYNTHETIC[0].get_query_results(queryId=query_id))
         if query_id in _QUERIES:
             return _QUERIES[query_id]
         return original_results(self, query_id)

@@ -42,8 +42,8 @@ from launcher.jobs.logrecords import BUCKET_MS, LateCheckMode, LogLine, NoteKind
 from launcher.jobs.ratelimit import LogsCalls, Unsupported
 from launcher.jobs.shaping import Shaper
 
-LATE_LIMIT = 10_000  # rows a window's query asks for while following
-LATE_LIMIT_FINAL = 20_000  # at the job's end (the API allows 100,000): fewer calls, one reply of a few MB
+LATE_LIMIT = 20_000  # rows a window's query asks for (the API allows 100,000): a reply of a few MB
+LATE_LIMIT_FINAL = 20_000  # the same at the job's end
 FILL = 0.7  # a window is sized for this share of its row limit, so a query is rarely cut
 QUERY_WAIT_S = 1.0  # between two GetQueryResults of one query
 QUERY_GIVE_UP_S = 300.0  # a query still running after this is read the slow way instead
@@ -56,6 +56,9 @@ FINAL_CHECK_S: float | None = None  # the end-of-job check's deadline when none 
 
 _ROW_FIELDS = "fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
 _LAG = "toMillis(@ingestionTime) - toMillis(@timestamp)"
+_SECOND = "fields floor(toMillis(@timestamp) / 1000) as sec"
+HISTOGRAM_FILL = 0.95  # parts sized from an exact count per second are packed this close to the limit
+MAX_LIMIT = 100_000  # the most rows StartQuery returns
 
 
 class Slice:
@@ -72,10 +75,12 @@ class Slice:
 class Window:
     """Arrivals (lo, hi] of CloudWatch's clock over timestamps [ts_lo, ts_hi): one query's worth of late lines."""
 
-    __slots__ = ("lo", "hi", "ts_lo", "ts_hi", "part", "limit", "query_id", "started", "sweep", "params", "done")
+    __slots__ = ("lo", "hi", "ts_lo", "ts_hi", "part", "limit", "query_id", "started", "sweep", "params", "done",
+                 "histogram")
 
     def __init__(self, lo: int, hi: int, ts_lo: int, ts_hi: int, limit: int, part: bool = False):
         self.lo, self.hi, self.ts_lo, self.ts_hi, self.limit, self.part = lo, hi, ts_lo, ts_hi, limit, part
+        self.histogram = False  # its query counts its late lines per second of timestamp, to split it by
         self.query_id: str | None = None
         self.started = 0.0
         self.sweep = False  # its query failed or ran too long: re-read its timestamps, keep its arrivals
@@ -144,9 +149,21 @@ class LateCheck:
 
     # -- while following --------------------------------------------------------------------------------
 
-    def check(self, now_ms: int, fresh_from: int | None, budget: int | None) -> Iterator[list[LogLine]]:
-        """A poll's share of the check, within `budget` calls."""
-        return self._run(now_ms, fresh_from, budget, final=False)
+    def check(self, now_ms: int, fresh_from: int | None, budget: int | None) -> Generator[list[LogLine], None, None]:
+        """A poll's share of the check, within `budget` calls: queries started now are read in the same poll
+        when the budget and the poll's time allow (the wait counts against the poll's interval)."""
+        spent = yield from self._run(now_ms, fresh_from, budget, final=False)
+        until = now_ms / 1000 + 0.6 * self._poll_ms / 1000
+        while self._insights and (budget is None or spent < budget):
+            running = [w.started for w in self._windows if w.query_id and not w.done and not w.sweep]
+            if not running or min(running) + QUERY_WAIT_S > until:
+                return
+            self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
+            more = yield from self._run(now_ms, fresh_from, None if budget is None else budget - spent, final=False,
+                                        upper=self._cut)
+            if not more:
+                return
+            spent += more
 
     def _run(self, now_ms: int, fresh_from: int | None, budget: int | None, *, final: bool,
              upper: int | None = None) -> Generator[list[LogLine], None, int]:
@@ -205,10 +222,13 @@ class LateCheck:
         return self._deadline is not None and self._clock() >= self._deadline
 
     def _start(self, w: Window) -> int:
-        query = (f"{_ROW_FIELDS} | filter @logStream like /^{_regex_literal(self.prefix)}/"
+        where = (f"filter @logStream like /^{_regex_literal(self.prefix)}/"
                  f" and {_LAG} > {self._late_ms} and {_LAG} <= {self._horizon}"
-                 f" and toMillis(@ingestionTime) > {w.lo} and toMillis(@ingestionTime) <= {w.hi}"
-                 f" | limit {w.limit}")
+                 f" and toMillis(@ingestionTime) > {w.lo} and toMillis(@ingestionTime) <= {w.hi}")
+        if w.histogram:
+            query = f"{_SECOND} | {where} | stats count(*) as n by sec"
+        else:
+            query = f"{_ROW_FIELDS} | {where} | limit {w.limit}"
         try:
             query_id = self._start_query(w.ts_lo, w.ts_hi, query, w.limit)
         except Unsupported as why:
@@ -258,6 +278,9 @@ class LateCheck:
                             f"{clean(status, limit=20)}; re-reading its timestamps instead")
             w.sweep, w.query_id = True, None
             return 1
+        if w.histogram:
+            self._split_by(w, reply.get("results") or [])
+            return 1
         try:
             rows = self._rows(reply.get("results") or [])
         except Unsupported as why:
@@ -265,9 +288,10 @@ class LateCheck:
             return 1
         matched = int(float((reply.get("statistics") or {}).get("recordsMatched") or 0))
         matched = max(matched, len(rows))
-        if not w.part:
+        if not w.part:  # a burst (lines flushed at once) moves the estimate at most 4x a window
             span = max(1, w.hi - w.lo)
-            self._rate = matched / span if not self._rate else (self._rate + matched / span) / 2
+            sample = matched / span if not self._rate else min(matched / span, 4 * self._rate)
+            self._rate = sample if not self._rate else (self._rate + sample) / 2
             self._flowing = matched > 0
         if len(rows) >= w.limit or matched > len(rows):  # cut at the row limit: ask again in parts
             self._split(w, matched)
@@ -296,6 +320,45 @@ class LateCheck:
         return rows
 
     def _split(self, w: Window, matched: int) -> None:
+        """A cut window: count its late lines per second of timestamp first (one small query), then ask again in
+        parts packed from those counts; a part cut again is split in equal parts of its seconds."""
+        if not w.part:
+            w.histogram, w.query_id = True, None
+            return
+        self._split_even(w, matched)
+
+    def _split_by(self, w: Window, results: list[Any]) -> None:
+        """Replace a window by parts of whole seconds of timestamp, each with at most HISTOGRAM_FILL of the limit."""
+        counts: dict[int, int] = {}
+        for row in results:
+            fields: dict[Any, Any] = {f.get("field"): f.get("value") for f in row if isinstance(f, dict)}
+            try:
+                counts[int(float(fields["sec"]))] = int(float(fields["n"]))
+            except (KeyError, TypeError, ValueError):
+                w.histogram, w.part = False, True  # not the counts asked for: split evenly instead
+                self._split_even(w, w.limit * 2)
+                return
+        parts: list[Window] = []
+        limit = max(w.limit, LATE_LIMIT_FINAL)
+        most = int(HISTOGRAM_FILL * limit)
+        start = size = 0
+        for second in sorted(counts):
+            n = counts[second]
+            # a part's query reaches into the second after its last (StartQuery's endTime is whole seconds)
+            if parts and size + n + counts.get(second + 1, 0) <= most:
+                size += n
+                parts[-1].ts_hi = min(w.ts_hi, (second + 1) * 1000)
+                continue
+            start, size = max(w.ts_lo, second * 1000), n
+            parts.append(Window(w.lo, w.hi, start, min(w.ts_hi, (second + 1) * 1000),
+                                max(limit, min(MAX_LIMIT, n + counts.get(second + 1, 0) + 1)), part=True))
+        i = self._windows.index(w)
+        if not parts:
+            w.histogram, w.done = False, True  # nothing arrived late in it after all
+            return
+        self._windows[i:i + 1] = parts
+
+    def _split_even(self, w: Window, matched: int) -> None:
         """Ask a cut window again in parts of its timestamps, each sized for FILL of the limit (whole seconds)."""
         first, last = -(-w.ts_lo // 1000), (w.ts_hi - 1) // 1000  # the whole seconds strictly inside
         seconds = last - first
