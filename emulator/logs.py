@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import islice
 from typing import Any
@@ -160,6 +161,23 @@ def filter_log_events(group: Any, log_group_name: str, log_stream_names: list[st
     return events, token, searched
 
 
+_SYNTHETIC: list[Any] = []  # a SyntheticLogs the server answers Logs reads of the group from, when set
+
+
+def serve_synthetic(logs: Any | None) -> None:
+    """Answer FilterLogEvents, StartQuery and GetQueryResults on the training-job group from `logs` (a
+    `SyntheticLogs`), through the server and botocore, so a benchmark measures real parsing; None stops."""
+    _SYNTHETIC[:] = [] if logs is None else [logs]
+
+
+class _SyntheticResult:
+    def __init__(self, reply: dict):
+        self.reply = reply
+
+    def to_result_json(self) -> dict:  # what moto's response handler calls
+        return self.reply
+
+
 def _apply() -> None:
     import functools
 
@@ -168,6 +186,18 @@ def _apply() -> None:
     for name in ("describe_log_streams", "get_log_events", "filter_log_events", "describe_log_groups"):
         setattr(LogsBackend, name, core.after(pump)(getattr(LogsBackend, name)))
     LogGroup.filter_log_events = functools.partialmethod(filter_log_events, _moto=LogGroup.filter_log_events)
+    pumped = LogsBackend.filter_log_events
+
+    def synthetic_filter(self, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                         filter_pattern, interleaved):
+        if _SYNTHETIC and log_group_name == LOG_GROUP:
+            page = _SYNTHETIC[0].filter_log_events(startTime=start_time, endTime=end_time, nextToken=next_token,
+                                                   limit=limit)
+            return page["events"], page.get("nextToken"), []
+        return pumped(self, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                      filter_pattern, interleaved)
+
+    LogsBackend.filter_log_events = synthetic_filter
 
 
 core.register_patch("logs:hosts", _apply)
@@ -177,20 +207,25 @@ class SyntheticLogs:
     """A Logs client for one job whose hosts each write `rate` lines a second, without moto: for volume.
 
     Host h writes its k-th line at `start + k / rate` (plus a per-host phase), and it reaches
-    CloudWatch after a lag drawn from `lag` (mostly well under 2 s, a long tail), never later than
-    the end of writing. `filter_log_events` serves it as CloudWatch does (timestamp order, pages of
-    10,000 events or 1 MB, startTime and endTime inclusive, a resumable nextToken), generating
-    events on demand: memory stays flat, however long the job, so a benchmark measures the reader.
+    CloudWatch after a lag drawn from `lag` (mostly well under 2 s, a long tail); with `clamp`, never
+    later than the end of writing (the agent flushes what it holds when the container exits), without,
+    as late as the lag says. `filter_log_events` serves it as CloudWatch does (timestamp order, pages
+    of 10,000 events or 1 MB, startTime and endTime inclusive, a resumable nextToken), generating
+    events on demand, and Logs Insights queries of the shapes `ParsedQuery` reads come from an index of
+    the late lines by arrival second (4 bytes a late line), so a benchmark measures the reader.
     """
 
+    INDEX_LAG_MS = 1_000  # lines later than this are indexed by arrival for Insights queries
+
     def __init__(self, job: str, hosts: int, rate: float, start: float, duration: float, clock: Any,
-                 lag: Any = None, seed: int = 0):
+                 lag: Any = None, seed: int = 0, clamp: bool = True):
         from emulator.scenario import LagModel, unit
 
         self.job, self.hosts, self.clock = job, hosts, clock
         self.period = 1000.0 / rate  # ms between two lines of one host
         self.start_ms, self.end_ms = int(start * 1000), int((start + duration) * 1000)
         self.count = int(duration * rate)  # lines per host
+        self.clamp = clamp
         step = max(1, int(self.period)) / hosts
         self.phase = [int(i * step) for i in range(hosts)]  # host i+1 writes `phase[i]` ms into each period
         model = lag or LagModel()
@@ -198,14 +233,16 @@ class SyntheticLogs:
         self.streams = [f"{job}/algo-{h}-{int(start)}" for h in range(1, hosts + 1)]
         self.calls = self.served = 0
         self.query_calls = self.rows_served = 0  # Logs Insights calls, and rows returned (part of `served`)
-        self._queries: dict[str, tuple[int, int, int, int, int]] = {}
+        self.queries: dict[str, tuple[int, int, str, int | None, int]] = {}
+        self._arrivals: dict[int, array] = {}  # arrival second -> (k * hosts + h - 1) of lines that came late
+        self._indexed = 0  # lines k below this are indexed
         self.cpu = 0.0  # process CPU spent serving reads, so a benchmark can leave it out
 
     def times(self, host: int, k: int) -> tuple[int, int]:
         """(timestamp, ingestionTime) in ms of host `host`'s k-th line."""
         ts = self.start_ms + int(k * self.period) + self.phase[host - 1]
         lag = self._lags[(host * 0x9E3779B1 + k * 0x85EBCA77 >> 7) & 0xFFFF]
-        return ts, min(ts + lag, max(ts, self.end_ms))
+        return ts, (min(ts + lag, max(ts, self.end_ms)) if self.clamp else ts + lag)
 
     def message(self, host: int, k: int) -> str:
         return (f"[1,mpirank:{(host - 1) * 8},algo-{host}]<stdout>:[smp-progress] step={k} "
@@ -214,6 +251,27 @@ class SyntheticLogs:
 
     def expected(self) -> int:
         return self.hosts * self.count
+
+    def arrived_after(self, at_ms: int) -> int:
+        """Lines that reach CloudWatch after `at_ms` (what a reader that stopped then cannot have printed)."""
+        self._index(self.end_ms + 1)
+        return sum(1 for second, packed in self._arrivals.items() if second * 1000 + 999 > at_ms
+                   for p in packed if self.times(p % self.hosts + 1, p // self.hosts)[1] > at_ms)
+
+    def index_mb(self) -> float:
+        """Memory the arrival index holds (part of the process's, not the reader's)."""
+        return sum(len(a) * a.itemsize for a in self._arrivals.values()) / 2**20
+
+    def late_lines(self, more_than_ms: int) -> list[tuple[int, int]]:
+        """(timestamp, ingestionTime) of every line that arrives more than `more_than_ms` late."""
+        self._index(self.end_ms + 1)
+        found = []
+        for packed in self._arrivals.values():
+            for p in packed:
+                ts, ingested = self.times(p % self.hosts + 1, p // self.hosts)
+                if ingested - ts > more_than_ms:
+                    found.append((ts, ingested))
+        return found
 
     def filter_log_events(self, startTime: int | None = None, endTime: int | None = None,
                           nextToken: str | None = None, limit: int | None = None, **_ignored: Any) -> dict:
@@ -257,16 +315,29 @@ class SyntheticLogs:
         self.served += len(events)
         return {"events": events}
 
+    def _index(self, now: int) -> None:
+        """Index by arrival second the late lines of every step written by `now` (a line arrives after it is
+        written, so every line that has arrived by `now` is indexed)."""
+        top = min(self.count, max(0, int((now - self.start_ms) // self.period) + 1))
+        hosts, limit = self.hosts, self.INDEX_LAG_MS
+        for k in range(self._indexed, top):
+            for h in range(1, hosts + 1):
+                ts, ingested = self.times(h, k)
+                if ingested - ts > limit:
+                    bucket = self._arrivals.get(ingested // 1000)
+                    if bucket is None:
+                        bucket = self._arrivals[ingested // 1000] = array("i")
+                    bucket.append(k * hosts + h - 1)
+        self._indexed = max(self._indexed, top)
+
     def start_query(self, startTime: int, endTime: int, queryString: str, limit: int = 10_000,  # noqa: N803
                     **_ignored: Any) -> dict:
-        """Logs Insights for the tailer's late-line query: the lines of [startTime, endTime] (whole seconds,
-        inclusive) that arrived more than the query's threshold after their timestamp. The rows are made
-        when the results are read (CloudWatch keeps them, not the caller), as of the start."""
+        """Logs Insights over [startTime, endTime] (whole seconds of timestamps, inclusive), as of the start; the
+        rows are made when the results are read (CloudWatch keeps them, not the caller)."""
         self.calls += 1
         self.query_calls += 1
-        lag = int(re.search(r"> (\d+)", queryString).group(1))
-        query_id = f"q{self.query_calls}"
-        self._queries[query_id] = (startTime, endTime, lag, limit, int(self.clock() * 1000))
+        query_id = f"synthetic-{self.query_calls}"
+        self.queries[query_id] = (startTime, endTime, queryString, limit, int(self.clock() * 1000))
         return {"queryId": query_id}
 
     def get_query_results(self, queryId: str, **_ignored: Any) -> dict:  # noqa: N803
@@ -275,59 +346,167 @@ class SyntheticLogs:
         cpu = time.process_time()
         self.calls += 1
         self.query_calls += 1
-        start_s, end_s, lag, limit, now = self._queries.pop(queryId)
+        start_s, end_s, query, limit, now = self.queries.pop(queryId)
+        parsed = ParsedQuery(query)
+        cap = min(parsed.limit or PAGE_EVENTS, limit or PAGE_EVENTS * 10)
         lo, hi = start_s * 1000, end_s * 1000 + 999
-        rows, matched = [], 0
-        k = max(0, int((lo - self.start_ms - self.period) // self.period))
-        while k < self.count and self.start_ms + int(k * self.period) <= hi:
-            for h in range(1, self.hosts + 1):
-                ts, ingested = self.times(h, k)
-                if lo <= ts <= hi and ingested - ts > lag and ingested <= now:
-                    matched += 1
-                    if len(rows) < limit:
-                        rows.append([{"field": "@logStream", "value": self.streams[h - 1]},
-                                     {"field": "@message", "value": self.message(h, k)},
-                                     {"field": "ts", "value": str(ts)}, {"field": "ingested", "value": str(ingested)},
-                                     {"field": "@ptr", "value": f"{h}:{k}"}])
-            k += 1
-        self.served += len(rows)
-        self.rows_served += len(rows)
+        floor = max((v for name, op, v in parsed.tests if name == "lag" and op(v + 1, v)), default=None)
+        after = max((v for name, op, v in parsed.tests if name == "ingested" and op(v + 1, v)), default=lo)
+        until = min([v for name, op, v in parsed.tests if name == "ingested" and not op(v + 1, v)] + [now])
+        rows, found, matched = [], [], 0
+        for h, k in self._candidates(lo, hi, now, floor, (after, until)):
+            ts, ingested = self.times(h, k)
+            if not (lo <= ts <= hi and ingested <= now and parsed.matches(self.streams[h - 1], ts, ingested)):
+                continue
+            matched += 1
+            if parsed.stats:
+                found.append((ts, ingested))
+            elif len(rows) < cap:
+                values = {"@logStream": self.streams[h - 1], "@message": self.message(h, k), "@timestamp": ts,
+                          "@ingestionTime": ingested}
+                row = [{"field": alias, "value": str(values[of])} for alias, of in parsed.fields]
+                row.append({"field": "@ptr", "value": f"{h}:{k}"})
+                rows.append(row)
+        if parsed.stats:
+            rows = parsed.aggregate(found)
+        else:
+            self.served += len(rows)
+            self.rows_served += len(rows)
         self.cpu += time.process_time() - cpu
         return {"status": "Complete", "results": rows, "statistics": {"recordsMatched": float(matched)}}
 
+    def _candidates(self, lo: int, hi: int, now: int, floor: int | None, arrivals: tuple[int, int]):
+        """(host, step) of the lines a query may match: from the arrival index when it asks only for lines later
+        than the index keeps, else every line of its timestamps."""
+        if floor is not None and floor >= self.INDEX_LAG_MS:
+            self._index(now)
+            first, last = arrivals[0] // 1000, arrivals[1] // 1000
+            hosts = self.hosts
+            for second in sorted(s for s in self._arrivals if first <= s <= last):
+                for p in self._arrivals[second]:
+                    yield p % hosts + 1, p // hosts
+            return
+        k = max(0, int((lo - self.start_ms - self.period) // self.period))
+        while k < self.count and self.start_ms + int(k * self.period) <= hi:
+            for h in range(1, self.hosts + 1):
+                yield h, k
+            k += 1
 
-# -- Logs Insights: the one query shape the tailer's late-line check sends ---------------------------
+
+# -- Logs Insights: the query shapes the tailer's late-line check sends ----------------------------------
 
 QUERY_LATENCY_S = 1.0  # emulated seconds a query stays Running before its results are Complete
-_QUERY = re.compile(
-    r"^fields (?P<fields>[^|]+?)\s*\|\s*filter @logStream like /(?P<stream>(?:[^/\\]|\\.)*)/"
-    r" and toMillis\(@ingestionTime\) - toMillis\(@timestamp\) > (?P<lag>\d+)\s*\|\s*limit (?P<limit>\d+)\s*$")
-_FIELD = re.compile(r"^(?:toMillis\((?P<of>@\w+)\) as (?P<alias>\w+)|(?P<plain>@\w+))$")
+_MILLIS = {"toMillis(@timestamp)": "ts", "toMillis(@ingestionTime)": "ingested",
+           "toMillis(@ingestionTime) - toMillis(@timestamp)": "lag"}
+_COMPARE = re.compile(r"^(?P<expr>toMillis\(@\w+\)(?: - toMillis\(@\w+\))?) (?P<op>>=|<=|>|<|=) (?P<value>-?\d+)$")
+_LIKE = re.compile(r"^@logStream like /(?P<stream>(?:[^/\\]|\\.)*)/$")
+_FIELD = re.compile(r"^(?:toMillis\((?P<of>@\w+)\) as (?P<alias>\w+)|(?P<plain>@\w+)"
+                    r"|floor\(toMillis\((?P<floor_of>@\w+)\) / (?P<per>\d+)\) as (?P<floor_alias>\w+))$")
+_STAT = re.compile(r"^(?P<fn>count|max|min)\((?P<expr>[^)]*\)?(?: - toMillis\(@\w+\))?|\*)\) as (?P<alias>\w+)$")
+_OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+        "=": lambda a, b: a == b}
+
+
+class ParsedQuery:
+    """The Logs Insights subset the late-line check uses: `fields ... | filter ... | limit N`, or
+    `filter ... | stats count(*) as a, max(<expr>) as b`; a filter is `and`ed clauses, each
+    `@logStream like /re/` or a comparison of toMillis(@timestamp), toMillis(@ingestionTime) or
+    their difference with a number. Anything else raises ValueError (moto's own answer then)."""
+
+    def __init__(self, query: str):
+        self.fields: list[tuple[str, str]] = []
+        self.computed: dict[str, tuple[str, int]] = {}  # alias -> (ts or ingested, divisor) of floor(.../n)
+        self.by: str | None = None
+        self.stream: re.Pattern[str] | None = None
+        self.tests: list[tuple[str, Any, int]] = []
+        self.stats: list[tuple[str, str, str]] = []
+        self.limit: int | None = None
+        for stage in (part.strip() for part in query.strip().split(" | ")):
+            word, _, rest = stage.partition(" ")
+            if word == "fields":
+                for item in rest.split(","):
+                    f = _FIELD.match(item.strip())
+                    if not f:
+                        raise ValueError("unsupported field")
+                    if f.group("floor_alias"):
+                        of = _MILLIS[f"toMillis({f.group('floor_of')})"]
+                        self.computed[f.group("floor_alias")] = (of, int(f.group("per")))
+                        continue
+                    self.fields.append((f.group("alias") or f.group("plain"), f.group("of") or f.group("plain")))
+            elif word == "filter":
+                for clause in rest.split(" and "):
+                    self._clause(clause.strip())
+            elif word == "limit":
+                self.limit = int(rest)
+            elif word == "stats":
+                rest, _, by = rest.partition(" by ")
+                if by:
+                    if by.strip() not in self.computed:
+                        raise ValueError("unsupported grouping")
+                    self.by = by.strip()
+                for item in rest.split(", "):
+                    m = _STAT.match(item.strip())
+                    if not m or (m.group("expr") != "*" and m.group("expr") not in _MILLIS):
+                        raise ValueError("unsupported statistic")
+                    self.stats.append((m.group("fn"), _MILLIS.get(m.group("expr"), "*"), m.group("alias")))
+            else:
+                raise ValueError("unsupported command")
+        if bool(self.fields) == bool(self.stats) or (self.computed and not self.by):
+            raise ValueError("unsupported query")
+
+    def _clause(self, clause: str) -> None:
+        like = _LIKE.match(clause)
+        if like:
+            self.stream = re.compile(like.group("stream"))
+            return
+        m = _COMPARE.match(clause)
+        if not m or m.group("expr") not in _MILLIS:
+            raise ValueError("unsupported filter")
+        self.tests.append((_MILLIS[m.group("expr")], _OPS[m.group("op")], int(m.group("value"))))
+
+    def matches(self, stream: str, ts: int, ingested: int) -> bool:
+        values = {"ts": ts, "ingested": ingested, "lag": ingested - ts}
+        if self.stream is not None and not self.stream.search(stream):
+            return False
+        return all(op(values[name], value) for name, op, value in self.tests)
+
+    def aggregate(self, matches: list[tuple[int, int]]) -> list[list[dict[str, str]]]:
+        """The rows of a `stats` query over (ts, ingested) pairs: one, or one per group of `by`."""
+        if self.by:
+            of, per = self.computed[self.by]
+            groups: dict[int, list[tuple[int, int]]] = {}
+            for t, i in matches:
+                groups.setdefault({"ts": t, "ingested": i}[of] // per, []).append((t, i))
+            return [[{"field": self.by, "value": str(key)}, *self._row(found)] for key, found in sorted(groups.items())]
+        return [self._row(matches)]
+
+    def _row(self, matches: list[tuple[int, int]]) -> list[dict[str, str]]:
+        row = []
+        for fn, of, alias in self.stats:
+            if fn == "count":
+                value: float = len(matches)
+            else:
+                seen = [{"ts": t, "ingested": i, "lag": i - t}[of] for t, i in matches]
+                value = (max if fn == "max" else min)(seen) if seen else 0
+            row.append({"field": alias, "value": str(value)})
+        return row
 
 
 class InsightsQuery:
     """A Logs Insights query over the emulated group, answered as CloudWatch answers it.
 
-    The time range is whole epoch seconds, both ends inclusive (StartQuery's startTime/endTime); rows
-    carry `@ptr` and the asked fields as strings; `statistics.recordsMatched` counts every match, so a
-    reader can tell a result cut at `limit`. It is Running for QUERY_LATENCY_S emulated seconds.
+    The time range is whole epoch seconds of event timestamps, both ends inclusive (StartQuery's
+    startTime/endTime); rows carry `@ptr` and the asked fields as strings; `statistics.recordsMatched`
+    counts every match, so a reader can tell a result cut at `limit`. It is Running for
+    QUERY_LATENCY_S emulated seconds.
     """
 
     def __init__(self, group: Any, start_s: int, end_s: int, query: str, limit: int | None):
-        m = _QUERY.match(query.strip())
-        if not m:
-            raise ValueError("unsupported query")
-        fields = []
-        for item in m.group("fields").split(","):
-            f = _FIELD.match(item.strip())
-            if not f:
-                raise ValueError("unsupported field")
-            fields.append((f.group("alias") or f.group("plain"), f.group("of") or f.group("plain")))
-        stream_re = re.compile(m.group("stream"))
-        lag = int(m.group("lag"))
-        cap = min(int(m.group("limit")), limit or PAGE_EVENTS * 10)
+        parsed = ParsedQuery(query)
+        cap = min(parsed.limit or PAGE_EVENTS, limit or PAGE_EVENTS * 10)
         self.created = core.now()
         rows, matched, scanned, size = [], 0, 0, 0
+        found: list[tuple[int, int]] = []
         lo, hi = start_s * 1000, end_s * 1000 + 999
         for name, stream in group.streams.items():
             index = _index(stream)
@@ -335,16 +514,18 @@ class InsightsQuery:
                 ts, ingested, _, event_id, event = key
                 scanned += 1
                 size += len(event.message) + EVENT_OVERHEAD
-                if ingested - ts <= lag or not stream_re.search(name):
+                if not parsed.matches(name, ts, ingested):
                     continue
                 matched += 1
-                if len(rows) < cap:
+                if parsed.stats:
+                    found.append((ts, ingested))
+                elif len(rows) < cap:
                     values = {"@timestamp": ts, "@ingestionTime": ingested, "@logStream": name,
                               "@message": event.message}
-                    row = [{"field": alias, "value": str(values[of])} for alias, of in fields]
+                    row = [{"field": alias, "value": str(values[of])} for alias, of in parsed.fields]
                     row.append({"field": "@ptr", "value": f"{name}@{event_id}"})
                     rows.append(row)
-        self.rows = rows
+        self.rows = parsed.aggregate(found) if parsed.stats else rows
         self.statistics = {"recordsMatched": float(matched), "recordsScanned": float(scanned),
                            "bytesScanned": float(size)}
 
@@ -360,6 +541,9 @@ def _apply_insights() -> None:
     original_start, original_results = LogsBackend.start_query, LogsBackend.get_query_results
 
     def start_query(self, log_group_names, start_time, end_time, query_string, *args, **kwargs):
+        if _SYNTHETIC and log_group_names == [LOG_GROUP]:
+            return _SYNTHETIC[0].start_query(startTime=start_time, endTime=end_time,
+                                             queryString=query_string)["queryId"]
         pump(self)
         if log_group_names == [LOG_GROUP] and LOG_GROUP in self.groups:
             try:
@@ -373,6 +557,8 @@ def _apply_insights() -> None:
         return original_start(self, log_group_names, start_time, end_time, query_string, *args, **kwargs)
 
     def get_query_results(self, query_id):
+        if _SYNTHETIC and query_id in _SYNTHETIC[0].queries:
+            return _SyntheticResult(_SYNTHETIC[0].get_query_results(queryId=query_id))
         if query_id in _QUERIES:
             return _QUERIES[query_id]
         return original_results(self, query_id)

@@ -443,7 +443,8 @@ def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = No
 
 
 def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = None, since: float | None = None,
-           grep: str | None = None, rate: float = 2.0, interval: float = 5.0, clients: Clients | None = None,
+           grep: str | None = None, rate: float = 2.0, interval: float = 5.0, late_horizon: float = 300.0,
+           drain_timeout: float | None = None, clients: Clients | None = None,
            on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
            on_status: Callable[[StatusChange], None] | None = None,
            on_idle: Callable[[], None] | None = None) -> FollowResult:
@@ -453,7 +454,10 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
     `interval` seconds. The result holds the job's status and the documented exit code (0 Completed,
     1 Failed, 5 Stopped; 130 when Ctrl-C ended the follow, which leaves the job running). Nothing is
     printed: notes go to `on_note` (with clients made here, the "waiting for" notices of slow AWS calls too),
-    status changes to `on_status`; `on_idle` runs before each wait."""
+    status changes to `on_status`; `on_idle` runs before each wait. Lines that reach CloudWatch up to
+    `late_horizon` seconds after their timestamps print; later ones are counted in a note at the end
+    (`stats.past_horizon`). After the job's end the check for late lines goes on while they arrive, unless
+    `drain_timeout` seconds pass (then a note says how many slices were left unchecked)."""
     from launcher.jobs.logs import Polling, waiting_notes
     from launcher.jobs.logs import follow as _follow
     from launcher.jobs.status import JobNotFound
@@ -466,7 +470,8 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
 
     def follow_job(job: str) -> FollowResult:
         return _follow(job, made, until_end=until_end, since=since, hosts=hosts, grep=grep,
-                       polling=Polling(rate=rate, interval=interval), on_line=on_line, on_note=on_note,
+                       polling=Polling(rate=rate, interval=interval, horizon=late_horizon, drain_timeout=drain_timeout),
+                       on_line=on_line, on_note=on_note,
                        on_status=on_status, on_idle=on_idle)
 
     try:

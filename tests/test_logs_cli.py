@@ -210,8 +210,10 @@ def test_an_unfinished_final_check_tells_a_shell_user_the_command_to_run_again(c
     from launcher.cli.logprint import worded
     from launcher.jobs.logrecords import NoteKind
 
-    monkeypatch.setattr("launcher.jobs.late_check.FINAL_CHECK_S", 0.0)
-    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    monkeypatch.setattr("launcher.jobs.late_check.FINAL_CHECK_S", 0.0)  # the default drain timeout
+    # running for one poll, then over: the arrivals of that poll are left to the end-of-job check
+    states = iter(["InProgress"])
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": next(states, "Completed")})
     notes = []
     logs = types.SimpleNamespace(filter_log_events=_OneFreshLine(clock).filter_log_events,
                                  start_query=lambda **_kw: {"queryId": "q"},

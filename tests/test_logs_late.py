@@ -252,3 +252,84 @@ def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its
     assert reply["status"] == "Complete" and len(rows) == 5 and reply["statistics"]["recordsMatched"] == 40
     assert all(int(r["ingested"]) - int(r["ts"]) > 2000 and r["@logStream"].startswith("emu/algo-1-") for r in rows)
     assert all("@ptr" in r for r in rows)
+
+
+def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, **polling):
+    """A SyntheticLogs job followed to its end: (its logs, the end of writing, the job's end, lines, clock)."""
+    from emulator.logs import SyntheticLogs
+
+    clock = VirtualClock()
+    start = clock.t + 5
+    logs = SyntheticLogs(job, hosts, 20.0, start, minutes * 60, clock, lag=lag, seed=hosts, clamp=clamp)
+    end = start + minutes * 60 + 10
+    notes = []
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker(job, hosts, end, clock))
+    lines = iter_lines(job, clients, until_end=True, on_note=notes.append,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep), **polling))
+    return logs, start + minutes * 60, end, lines, clock, notes
+
+
+def _tally(logs, lines):
+    seen = bytearray(logs.expected())
+    for line in lines:
+        step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
+        seen[(line.host - 1) * logs.count + step] += 1
+    return Counter(seen)
+
+
+def test_half_the_lines_90_to_250s_late_print_once_and_the_follow_ends_soon_after_the_job():
+    # Half of every host's lines reach CloudWatch 90-250 s late; what is still held when writing stops lands at
+    # once. Slices checked only once 5 minutes old would leave minutes of them to the end and give up on them.
+    lag = emulator.LagModel(tail=0.5, tail_min=90.0, tail_max=250.0)
+    logs, _, end, lines, clock, notes = _synthetic("half", 8, 6, lag=lag)
+    tally = _tally(logs, lines)
+    assert tally == {1: logs.expected()}  # every line once
+    assert lines.status == "Completed" and clock.t - end <= 30.0
+    assert lines.stats.unchecked_slices == 0 and lines.stats.sweep_calls == 0
+    assert logs.calls / (clock.t - end + 370) <= 2.0  # within --rate
+
+
+def test_lines_later_than_the_horizon_are_counted_at_the_end_and_a_longer_horizon_prints_them():
+    from launcher.cli.logprint import worded
+    from launcher.jobs.logrecords import NoteKind
+
+    lag = emulator.LagModel(tail=0.01, tail_min=300.5, tail_max=600.0)
+    logs, _, _, lines, _, notes = _synthetic("past", 8, 12, lag=lag)
+    tally = _tally(logs, lines)
+    beyond = logs.late_lines(300_000)
+    assert beyond and tally[0] == len(beyond) and tally[1] == logs.expected() - len(beyond) and tally[2] == 0
+    (note,) = [n for n in notes if n.kind is NoteKind.PAST_HORIZON]
+    worst = max(i - t for t, i in beyond) / 1000
+    assert note.args["count"] == len(beyond) == lines.stats.past_horizon
+    assert abs(note.args["worst_s"] - worst) < 0.01 and lines.stats.past_horizon_max_s == note.args["worst_s"]
+    assert worded(note).endswith(f"and were not printed; --late-horizon {note.args['suggest_s']:.0f}s prints them")
+    logs, _, _, lines, _, notes = _synthetic("past", 8, 12, lag=lag, horizon=660.0)
+    assert _tally(logs, lines) == {1: logs.expected()} and lines.stats.past_horizon == 0
+    assert not [n for n in notes if n.kind is NoteKind.PAST_HORIZON]
+
+
+def test_lines_that_arrive_after_the_job_ended_are_waited_for_while_they_keep_coming():
+    # No flush at the end: a host's late lines go on arriving up to 2 minutes after it stopped writing.
+    from launcher.jobs.logrecords import NoteKind
+
+    lag = emulator.LagModel(tail=0.05, tail_min=20.0, tail_max=120.0)
+    logs, written, end, lines, clock, notes = _synthetic("after", 8, 4, lag=lag, clamp=False)
+    assert logs.arrived_after(int(end * 1000)) > 0  # lines the job's end does not wait for
+    tally = _tally(logs, lines)
+    lost = logs.arrived_after(int(clock.t * 1000) - 1000)  # only what came after the follow's last window
+    assert tally[0] == lost and tally[2] == 0
+    assert tally[0] <= 3 and clock.t - end < 120
+    assert [n for n in notes if n.kind is NoteKind.FINAL_PROGRESS]  # said while it waited
+
+
+def test_a_drain_timeout_says_how_many_slices_were_left_unchecked():
+    from launcher.jobs.logrecords import NoteKind
+
+    lag = emulator.LagModel(tail=0.5, tail_min=90.0, tail_max=250.0)
+    logs, _, end, lines, clock, notes = _synthetic("hurry", 8, 6, lag=lag, drain_timeout=0.0)
+    logs.get_query_results = lambda **_kw: {"status": "Running"}
+    tally = _tally(logs, lines)
+    (note,) = [n for n in notes if n.kind is NoteKind.FINAL_UNCHECKED]
+    assert note.args["slices"] == lines.stats.unchecked_slices > 0 and tally[0] > 0
+    assert f"({note.args['slices']} slice(s), " in note.message and clock.t - end <= 15.0

@@ -60,10 +60,17 @@ def require_hosts(clients, job: str, hosts: list[int]) -> None:
               help="At most this many CloudWatch Logs reads a second (the quota is shared by the account).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
               help="Seconds between polls.")
+@click.option("--late-horizon", default="5m", show_default=True, metavar="DURATION",
+              help="Print lines that reach CloudWatch up to this long after their timestamps (later ones are "
+                   "counted at the end).")
+@click.option("--drain-timeout", default=None, metavar="DURATION",
+              help="Stop the end-of-job check for late lines after this long (default: when it is done), saying "
+                   "how many slices were left unchecked.")
 @OUTPUT
 @aws_options
 def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, grep: str | None, rate: float,
-               interval: float, output: str, profile: str | None, region: str | None) -> None:
+               interval: float, late_horizon: str, drain_timeout: str | None, output: str, profile: str | None,
+               region: str | None) -> None:
     """Print a job's logs from all hosts, labelled [algo-N]; JOB may be `latest`.
 
     Follows until the job ends: exit 0 Completed, 1 Failed, 5 Stopped. Ctrl-C stops following
@@ -84,6 +91,10 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
             raise UsageError(f"--grep {grep!r} is not a regular expression: {exc}") from None
     host_list = parse_hosts(hosts)
     since_s = parse_since(since) if since else None
+    horizon_s = parse_since(late_horizon, "--late-horizon")
+    if horizon_s < 10:
+        raise UsageError(f"--late-horizon {late_horizon!r}: give at least 10s (lines up to 2s late print anyway)")
+    drain_s = parse_since(drain_timeout, "--drain-timeout") if drain_timeout else None
     name, region = resolve_job(job, region)
     printer = Printer(as_json=output == "json")
     clients = job_clients(profile, region)
@@ -91,7 +102,8 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     if host_list:
         require_hosts(clients, name, host_list)
     result = follow_job(name, until_end=follow, since=since_s, hosts=host_list, grep=grep, rate=rate,
-                        interval=interval, clients=clients, **printer.hooks())
+                        interval=interval, late_horizon=horizon_s, drain_timeout=drain_s, clients=clients,
+                        **printer.hooks())
     printer.finish(result)
     sys.exit(result.exit_code)
 

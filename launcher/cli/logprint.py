@@ -24,8 +24,14 @@ if TYPE_CHECKING:
 CLI_WORDS = {
     "check_behind": "the late-line check is {behind_s:.0f}s behind (reads limited by --rate); lines more than "
                     "{horizon_s:.0f}s late may be missed",
-    "final_unchecked": "warning: could not finish checking {job} for lines that reached CloudWatch late ({left_s:.0f}s "
-                       "of timestamps left after {after_s:.0f}s); `smp-launch logs {job}` again later shows them",
+    "final_unchecked": "warning: could not finish checking {job} for lines that reached CloudWatch late ({slices} "
+                       "slice(s), {left_s:.0f}s of arrivals, left unchecked at --drain-timeout after {after_s:.0f}s); "
+                       "`smp-launch logs {job}` again later shows them",
+    "final_progress": "still checking {job} for lines that reached CloudWatch late: {left} slice(s) left, {found} "
+                      "line(s) found in {after_s:.0f}s (--drain-timeout sets a limit)",
+    "past_horizon": "warning: {count} line(s) of {job} reached CloudWatch more than {horizon_s:.0f}s after their "
+                    "timestamps (up to {worst_s:.0f}s) and were not printed; --late-horizon {suggest_s:.0f}s prints "
+                    "them",
 }
 
 

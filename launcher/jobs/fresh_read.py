@@ -14,6 +14,7 @@ check's (launcher.jobs.late_check); the fresh read remembers which late ones it 
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator
 from typing import Any
 
@@ -72,32 +73,29 @@ class LateKeys:
     """Lines the fresh read printed although they arrived later than the late threshold, until checked.
 
     Logs Insights rows carry no eventId, so a late line is known by (stream, timestamp, message); a
-    count per key keeps two identical lines of one millisecond apart. Only the late few are kept
-    (about 3% of lines with a 2 s threshold), for the 5-minute horizon.
+    count per key keeps two identical lines of one millisecond apart. Keys are kept by 2 s bucket of
+    arrival (ingestionTime): the late check reads arrivals in order and forgets what it has passed.
+    Only the late few are kept (about 3% of lines with a 2 s threshold).
     """
 
     def __init__(self) -> None:
         self._buckets: dict[int, dict[int, int]] = {}
-        self._counts: dict[int, int] = {}  # lines remembered per bucket
         self.size = 0
-
-    def count(self, bucket: int) -> int:
-        return self._counts.get(bucket, 0)
 
     @staticmethod
     def key(stream: str, ts: int, message: str) -> int:
         return hash((stream, ts, message))
 
-    def add(self, key: int, ts: int) -> None:
-        b = ts // BUCKET_MS
+    def add(self, key: int, at: int) -> None:
+        """Remember a late line that arrived at `at` (ms)."""
+        b = at // BUCKET_MS
         bucket = self._buckets.setdefault(b, {})
         bucket[key] = bucket.get(key, 0) + 1
-        self._counts[b] = self._counts.get(b, 0) + 1
         self.size += 1
 
-    def take(self, key: int, ts: int) -> bool:
-        """True (and forget one) when the fresh read printed this line already."""
-        bucket = self._buckets.get(ts // BUCKET_MS, {})
+    def take(self, key: int, at: int) -> bool:
+        """True (and forget one) when the fresh read printed this line, which arrived at `at`, already."""
+        bucket = self._buckets.get(at // BUCKET_MS, {})
         n = bucket.get(key, 0)
         if not n:
             return False
@@ -108,10 +106,10 @@ class LateKeys:
         self.size -= 1
         return True
 
-    def forget_below(self, ts: int) -> None:
-        for b in [b for b in self._buckets if (b + 1) * BUCKET_MS <= ts]:
+    def forget_below(self, at: int) -> None:
+        """Forget the lines that arrived in buckets ending at or below `at`."""
+        for b in [b for b in self._buckets if (b + 1) * BUCKET_MS <= at]:
             self.size -= sum(self._buckets.pop(b).values())
-            self._counts.pop(b, None)
 
 
 class FreshRead:
@@ -129,6 +127,9 @@ class FreshRead:
         self._resume: dict[str, Any] | None = None  # the rest of a read cut at max_pages, for the next poll
         self._pages: list[tuple[int | None, int | None, int, bool]] = []  # (lo, hi, sent, last) of this read
         self._ahead = _FAR  # how far our clock may run ahead of CloudWatch's, from ingestion times seen
+        self._aheads: deque[int] = deque(maxlen=12)  # the estimates of the last reads that returned lines
+        self.ahead_ms = 0  # the least of them (each is an upper bound; 0 until a read returned a line)
+        self.first_sent: int | None = None  # our clock when the first page of the first read was sent
         self._ids = SeenIds()
 
     def read(self, drain: bool) -> Generator[list[LogLine], None, int]:
@@ -143,6 +144,8 @@ class FreshRead:
         while True:
             page = self.calls.call("filter_log_events", params)
             sent = self.calls.sent_ms
+            if self.first_sent is None:
+                self.first_sent = sent
             pages += 1
             events = page.get("events", ())
             out: list[LogLine] = []
@@ -163,11 +166,19 @@ class FreshRead:
             if pages >= self.max_pages and not drain:
                 self._resume = params  # the rest next poll, the same query continued
                 break
+        if self._ahead < _FAR:
+            self._aheads.append(self._ahead)
+            self.ahead_ms = min(self._aheads)
         if self._resume is None and self._high is not None:
             floor = self._floor()
             self.start = floor if self.start is None else max(self.start, floor)
             self._ids.forget_below(self.start)
         return pages
+
+    @property
+    def newest(self) -> int | None:
+        """The newest timestamp read so far (ms)."""
+        return self._high
 
     def _floor(self) -> int:
         """Where the next read starts: no line at most `overlap` late that this read missed is below it.
@@ -207,7 +218,7 @@ class FreshRead:
         lag = int(event.get("ingestionTime", ts)) - ts
         raw = str(event.get("message", "")).rstrip("\n")
         if lag > self._late_ms:  # the late check will return it too: remember it was printed
-            self.late_keys.add(LateKeys.key(stream, ts, raw), ts)
+            self.late_keys.add(LateKeys.key(stream, ts, raw), ts + lag)
             if lag > self.stats.max_late_s * 1000:
                 self.stats.max_late_s = lag / 1000
         held = self._ids.size + self.late_keys.size

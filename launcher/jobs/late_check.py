@@ -1,22 +1,36 @@
 """The late-line check: lines that reached CloudWatch more than the fresh read's overlap after their own
-timestamp, found once every line of their time can have arrived.
+timestamp, found as they arrive.
 
 A line that arrives L seconds after its timestamp is only found by a read of its timestamp made after it
-arrived, and the fresh read (launcher.jobs.fresh_read) only looks `overlap` back. So once a slice of
-timestamps is `horizon` (5 min) old, one Logs Insights query returns exactly the lines of the slice that
-arrived late (`toMillis(@ingestionTime) - toMillis(@timestamp) > threshold`), about 3% of them with a
-long-tailed lag, where re-reading the slice would fetch every line again. Insights rows carry no eventId,
-so the late lines the fresh read printed already are known by (stream, timestamp, message) (`LateKeys`).
-Where Logs Insights is missing (a plain moto server), refused (no logs:StartQuery) or fails, the slice is
-re-read with FilterLogEvents instead (a "sweep": every event once more); nothing is lost, the reads cost
-more, and a note says so once. `finish` checks what is left when the job has ended.
+arrived, and the fresh read (launcher.jobs.fresh_read) only looks `overlap` back. Logs Insights can
+filter on the ingestion time as well as the timestamp, so the check reads *arrivals*: it cuts
+CloudWatch's ingestion clock into windows (lo, hi] and asks, for each, for the lines of the job that
+arrived in it later than the overlap but within the horizon (their timestamps then lie in
+[lo - horizon, hi]). Every late line arrives in exactly one window, so it is returned once, a window
+or two after it arrived, whatever its lag; nothing waits for a slice to grow `horizon` old, and when
+the job ends only the last few seconds of arrivals are left to check. Insights rows carry no eventId,
+so the late lines the fresh read printed already are known by (stream, timestamp, message)
+(`LateKeys`, remembered by arrival). A window whose query is cut at its row limit is asked again in
+parts of its timestamps, sized from the count the cut query reported (a burst of lines that all
+arrived in one millisecond, as when an agent flushes at shutdown, splits that way too).
 
-Logs Insights: a query returns at most `limit` rows (10,000 by default, the API allows more); queries run
-for a few seconds, 30 at once per account (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/
-APIReference/API_StartQuery.html, https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CWL_QuerySyntax-Limit.html).
+Lines later than the horizon are not printed; at the end one aggregate query counts them (how many,
+how late) and a note says so. Where Logs Insights is missing (a plain moto server), refused (no
+logs:StartQuery) or fails, the timestamps are re-read with FilterLogEvents once they are `horizon` old
+instead (a "sweep": every event once more); nothing within the horizon is lost, the reads cost more,
+and a note says so once. `finish` checks what is left when the job has ended: it keeps going while
+lines keep arriving, with progress notes, unless a drain timeout says when to stop (and then how many
+slices were left unchecked).
+
+Logs Insights: a query returns at most `limit` rows (10,000 unless asked, up to 100,000); queries run
+for a few seconds, 30 at once per account; the time range is whole seconds of event timestamps
+(https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_StartQuery.html,
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CWL_QuerySyntax-Limit.html,
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CWL_AnalyzeLogData-discoverable-fields.html).
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
@@ -28,24 +42,49 @@ from launcher.jobs.logrecords import BUCKET_MS, LateCheckMode, LogLine, NoteKind
 from launcher.jobs.ratelimit import LogsCalls, Unsupported
 from launcher.jobs.shaping import Shaper
 
-LATE_LIMIT = 10_000
-LATE_LIMIT_FINAL = 20_000  # the end-of-job check asks for more rows a query (the API allows 100,000): fewer calls
-QUERY_WAIT_S = 1.0  # between two GetQueryResults of one query while the job's end waits on it
+LATE_LIMIT = 20_000  # rows a window's query asks for (the API allows 100,000): a reply of a few MB
+LATE_LIMIT_FINAL = 20_000  # the same at the job's end
+FILL = 0.7  # a window is sized for this share of its row limit, so a query is rarely cut
+QUERY_WAIT_S = 1.0  # between two GetQueryResults of one query
 QUERY_GIVE_UP_S = 300.0  # a query still running after this is read the slow way instead
-FINAL_CHECK_S = 60.0  # the end-of-job check for late lines gives up (and says so) after this
+WINDOW_S = 30.0  # while no late line is arriving, a window spans at least this much arrival time
+QUIET_S = 10.0  # after the job's end, the check stops once this long has passed with no late arrival
+MARGIN_MS = 1_000  # a window ends this far below CloudWatch's clock (a line becomes queryable after it lands)
+MAX_RUNNING = 10  # queries of one follow running at once (the account allows 30)
+PROGRESS_S = 10.0  # the end-of-job check says how it is getting on this often
+FINAL_CHECK_S: float | None = None  # the end-of-job check's deadline when none is given (None: until done)
+
+_ROW_FIELDS = "fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
+_LAG = "toMillis(@ingestionTime) - toMillis(@timestamp)"
+_SECOND = "fields floor(toMillis(@timestamp) / 1000) as sec"
+HISTOGRAM_FILL = 0.95  # parts sized from an exact count per second are packed this close to the limit
+MAX_LIMIT = 100_000  # the most rows StartQuery returns
 
 
 class Slice:
-    """A range of timestamps [start, end) the late check reads once every line of it can have arrived."""
+    """A range of timestamps [start, end) the sweep reads once every line of it can have arrived."""
 
-    __slots__ = ("start", "end", "query_id", "started", "params", "sweep", "done", "keys", "limit")
+    __slots__ = ("start", "end", "params", "done")
 
-    def __init__(self, start: int, end: int, sweep: bool = False, keys: int = 0, limit: int = LATE_LIMIT):
-        self.start, self.end, self.sweep = start, end, sweep
-        self.keys, self.limit = keys, limit  # late lines the fresh read printed in it; rows a query returns
+    def __init__(self, start: int, end: int):
+        self.start, self.end = start, end
+        self.params: dict[str, Any] | None = None  # a sweep's FilterLogEvents call under way
+        self.done = False
+
+
+class Window:
+    """Arrivals (lo, hi] of CloudWatch's clock over timestamps [ts_lo, ts_hi): one query's worth of late lines."""
+
+    __slots__ = ("lo", "hi", "ts_lo", "ts_hi", "part", "limit", "query_id", "started", "sweep", "params", "done",
+                 "histogram")
+
+    def __init__(self, lo: int, hi: int, ts_lo: int, ts_hi: int, limit: int, part: bool = False):
+        self.lo, self.hi, self.ts_lo, self.ts_hi, self.limit, self.part = lo, hi, ts_lo, ts_hi, limit, part
+        self.histogram = False  # its query counts its late lines per second of timestamp, to split it by
         self.query_id: str | None = None
         self.started = 0.0
-        self.params: dict[str, Any] | None = None  # a sweep's FilterLogEvents call under way
+        self.sweep = False  # its query failed or ran too long: re-read its timestamps, keep its arrivals
+        self.params: dict[str, Any] | None = None
         self.done = False
 
 
@@ -54,201 +93,217 @@ def _regex_literal(text: str) -> str:
 
 
 class LateCheck:
-    """Plans slices of timestamps behind the horizon and checks each once: a Logs Insights query, or a sweep."""
+    """Finds the lines that arrived late: Logs Insights queries over windows of arrival time, or sweeps."""
 
     def __init__(self, job: str, calls: LogsCalls, shaper: Shaper, stats: Stats, notes: Notes, late_keys: LateKeys,
-                 *, since_ms: int | None, late_ms: int, horizon_ms: int, sweep_span_ms: int, query_span_ms: int,
-                 insights: bool = True, final_check_s: float | None = None, page_size: int | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+                 *, since_ms: int | None, late_ms: int, horizon_ms: int, sweep_span_ms: int, poll_s: float = 5.0,
+                 insights: bool = True, drain_timeout_s: float | None = None, page_size: int | None = None,
+                 cw_now: Callable[[], int] | None = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
         self.job, self.prefix = job, job + "/"
         self.calls, self.shaper, self.stats, self.notes, self.late_keys = calls, shaper, stats, notes, late_keys
         self.page_size = page_size
         self._since = since_ms
         self._late_ms, self._horizon = late_ms, horizon_ms
-        self._sweep_span, self._span = sweep_span_ms, query_span_ms
-        self._final_check_s = FINAL_CHECK_S if final_check_s is None else final_check_s
+        self._sweep_span = sweep_span_ms
+        self._poll_ms = int(poll_s * 1000)
+        self._drain_timeout = drain_timeout_s if drain_timeout_s is not None else FINAL_CHECK_S
         self._clock, self._sleep = clock, sleep
+        self._cw_now = cw_now or (lambda: int(self._clock() * 1000))
+        self._insights: bool | None = None if insights else False  # None: not tried yet
+        # Insights: windows of arrivals
+        self._cut: int | None = None  # arrivals up to this are planned into windows
+        self._first_cut: int | None = None  # arrivals before it were all seen by the first fresh read
+        self._windows: list[Window] = []
+        self._rate = 0.0  # late rows per millisecond of arrivals, from the windows read so far
+        self._flowing = False  # the latest whole window held late lines
+        self._last_arrival = 0  # the newest arrival among the late lines found
+        self._done: list[tuple[int, int]] = []  # arrival ranges read by Insights before it was given up
+        # sweeps: slices of timestamps
         self._plan_from: int | None = None  # timestamps below it are planned into slices
         self._slices: list[Slice] = []
-        self._insights: bool | None = None if insights else False  # None: not tried yet
-        self._rows_per_key = 1.5  # rows a query returns per late line the fresh read printed (measured)
+        self._deadline: float | None = None  # the end-of-job check makes no call after this
 
     @property
     def check_from(self) -> int | None:
         """Every line with a timestamp below this has been handed over once, late ones included."""
-        return self._slices[0].start if self._slices else self._plan_from
+        if self._insights is False:
+            return self._slices[0].start if self._slices else self._plan_from
+        done = self._done_upto()
+        return None if done is None else done - self._horizon
+
+    def _done_upto(self) -> int | None:
+        """Every late line that arrived up to this (CloudWatch's clock) has been handed over."""
+        return self._windows[0].lo if self._windows else self._cut
 
     def begin(self, now_ms: int) -> None:
-        """At the first poll: lines older than the horizon have all arrived, so the first read is final for them."""
+        """At the first poll: a sweep need not re-read lines older than the horizon (the first read is final)."""
         if self._plan_from is None:
             self._plan_from = now_ms - self._horizon if self._since is None else max(now_ms - self._horizon,
                                                                                     self._since)
 
-    def check(self, now_ms: int, fresh_from: int | None, budget: int | None) -> Iterator[list[LogLine]]:
-        """A poll's share: the slices whose lines have all arrived, within `budget` calls."""
-        return self._late(now_ms, fresh_from, budget, None)
+    def start_at(self, first_sent_cw: int) -> None:
+        """Arrivals up to `first_sent_cw` (CloudWatch's clock when the first fresh read was sent) were all read."""
+        if self._cut is None:
+            self._cut = self._first_cut = first_sent_cw
 
-    def finish(self, fresh_from: int | None) -> Iterator[list[LogLine]]:
-        """After the job has ended (and a draining read): check every slice not yet checked, to now.
+    # -- while following --------------------------------------------------------------------------------
 
-        Gives up after `final_check_s` and says in a note which timestamps could not be checked.
-        """
-        if self._plan_from is None or fresh_from is None:
-            return
-        end = int(self._clock() * 1000) + 1
-        deadline = self._clock() + self._final_check_s
-        if self._insights is False:
-            span_s = (end - (self.check_from or end)) / 1000
-            self.notes.say(NoteKind.FINAL_REREAD, f"reading the last {span_s:.0f}s of {self.job} once more for lines "
-                           "that reached CloudWatch late, without Logs Insights", span_s=span_s)
-        while self._slices or self._plan_from < end:
-            calls = self.stats.calls + self.stats.query_calls
-            yield from self._late(end, fresh_from, None, end)
-            if not self._slices and self._plan_from >= end:
+    def check(self, now_ms: int, fresh_from: int | None, budget: int | None) -> Generator[list[LogLine], None, None]:
+        """A poll's share of the check, within `budget` calls: queries started now are read in the same poll
+        when the budget and the poll's time allow (the wait counts against the poll's interval)."""
+        spent = yield from self._run(now_ms, fresh_from, budget, final=False)
+        until = now_ms / 1000 + 0.6 * self._poll_ms / 1000
+        while self._insights and (budget is None or spent < budget):
+            running = [w.started for w in self._windows if w.query_id and not w.done and not w.sweep]
+            if not running or min(running) + QUERY_WAIT_S > until:
                 return
-            if self._clock() >= deadline:
-                first = self.check_from or end
-                left_s = (end - first) / 1000
-                self.stats.unchecked_s += left_s
-                self.notes.say(NoteKind.FINAL_UNCHECKED, f"warning: could not finish checking {self.job} for lines "
-                               f"that reached CloudWatch late ({left_s:.0f}s of timestamps left after "
-                               f"{self._final_check_s:.0f}s); reading its logs again later shows them",
-                               job=self.job, left_s=left_s, after_s=self._final_check_s)
+            self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
+            more = yield from self._run(now_ms, fresh_from, None if budget is None else budget - spent, final=False,
+                                        upper=self._cut)
+            if not more:
                 return
-            pending = [s for s in self._slices if not s.done]
-            if self.stats.calls + self.stats.query_calls == calls or all(
-                    s.query_id is not None and not s.sweep for s in pending):
-                self._sleep(QUERY_WAIT_S)  # queries are running: give them a moment
+            spent += more
 
-    def _late(self, now_ms: int, fresh_from: int | None, budget: int | None,
-              final_end: int | None) -> Iterator[list[LogLine]]:
-        """Check the slices whose lines have all arrived (all up to `final_end` once the job has ended)."""
-        if self._plan_from is None or fresh_from is None:
-            return
-        if final_end is None:
-            due = min(now_ms - self._horizon, fresh_from)
-            due -= due % BUCKET_MS
-            if due - self._plan_from > self._horizon:  # reads cannot keep up with the volume
-                skip_to = due - self._horizon
-                behind_s, horizon_s = (due - self._plan_from) / 1000, self._horizon / 1000
-                self.stats.skipped_s += (skip_to - self._plan_from) / 1000
-                self.notes.hint(NoteKind.CHECK_BEHIND, f"the late-line check is {behind_s:.0f}s behind (reads limited "
-                                f"by the call rate); lines more than {horizon_s:.0f}s late may be missed", force=True,
-                                behind_s=behind_s, horizon_s=horizon_s)
-                self._plan_from = skip_to
-        else:
-            due = final_end
-        most = 8 if final_end is not None else 2
-        limit = LATE_LIMIT if final_end is None else LATE_LIMIT_FINAL
-        while self._plan_from < due and len(self._slices) < most:
-            planned = self._slice_end(self._plan_from, due, final_end is not None, limit)
-            if planned is None:
-                break
-            end, keys = planned
-            self._slices.append(Slice(self._plan_from, end, sweep=self._insights is False, keys=keys, limit=limit))
-            self._plan_from = end
+    def _run(self, now_ms: int, fresh_from: int | None, budget: int | None, *, final: bool,
+             upper: int | None = None) -> Generator[list[LogLine], None, int]:
         spent = 0
-        for sl in list(self._slices):
-            if budget is not None and spent >= budget:
-                break
-            if sl.done:  # checked already, waiting for an older slice to finish before it is dropped
-                continue
-            if sl.sweep:
-                spent += yield from self._sweep(sl, None if budget is None else budget - spent)
-            else:
-                spent += yield from self._query(sl, final_end is not None)
-        while self._slices and self._slices[0].done:
-            self._slices.pop(0)
-        if self.check_from is not None:
-            self.late_keys.forget_below(self.check_from)
-
-    def _slice_end(self, start: int, due: int, final: bool, limit: int) -> tuple[int, int] | None:
-        """Where the next slice from `start` ends (and its late lines), or None to wait for more.
-
-        A sweep reads `sweep_span` at a time. A query's slice is sized from the late lines the fresh
-        read printed in it, times the rows a query has returned per such line (the ones it missed come
-        too), for about 80% of the row limit: a query is rarely cut at the limit, and the end-of-job
-        check needs few. While following a slice spans at most `query_span`; at the end, what is left.
-        """
+        if self._insights is not False and self._cut is not None:
+            self._plan(self._cw_now() if upper is None else upper, final)
+            spent += yield from self._windows_due(budget, final)
         if self._insights is False:
-            end = min(due, start + self._sweep_span)
-            return (end, 0) if final or end - start >= self._sweep_span else None
-        budget = 0.8 * limit / self._rows_per_key
-        keys, end = 0, start
-        while end < due:
-            if not final and end - start >= self._span:
-                return end, keys
-            more = self.late_keys.count(end // BUCKET_MS)
-            if keys + more > budget and end > start:
-                return end, keys
-            keys += more
-            end = min(due, (end // BUCKET_MS + 1) * BUCKET_MS)
-        return (end, keys) if final else None
+            left = None if budget is None else max(0, budget - spent)
+            if left is None or left > 0:
+                spent += yield from self._sweeps(now_ms, fresh_from, left, final)
+        return spent
 
-    def _query(self, sl: Slice, final: bool) -> Generator[list[LogLine], None, int]:
-        """One Logs Insights call for a slice: start its query, or read its results when it is done."""
+    def _plan(self, upper: int, final: bool) -> None:
+        """Cut arrivals from the last window's end up to `upper` into windows sized for the rows expected."""
+        assert self._cut is not None
+        span = upper - self._cut
+        least = 1 if final else (self._poll_ms if self._flowing else int(WINDOW_S * 1000))
+        if span < max(1, least):
+            return
+        limit = LATE_LIMIT_FINAL if final else LATE_LIMIT
+        parts = max(1, min(8, math.ceil(self._rate * span / (FILL * limit))))
+        lo = self._cut
+        for i in range(1, parts + 1):
+            hi = self._cut + span * i // parts
+            ts_lo = lo - self._horizon if self._since is None else max(lo - self._horizon, self._since)
+            self._windows.append(Window(lo, hi, ts_lo, hi + 1, limit))
+            lo = hi
+        self._cut = upper
+
+    def _windows_due(self, budget: int | None, final: bool) -> Generator[list[LogLine], None, int]:
+        spent = 0
+        for w in list(self._windows):
+            if (budget is not None and spent >= budget) or self._late():
+                break
+            if w.done:
+                continue
+            if w.sweep:
+                spent += yield from self._sweep_window(w, None if budget is None else budget - spent)
+            elif w.query_id is None:
+                if sum(1 for o in self._windows if o.query_id and not o.done and not o.sweep) >= MAX_RUNNING:
+                    continue
+                spent += self._start(w)
+            else:
+                spent += yield from self._query(w, final)
+            if self._insights is False:
+                return spent
+        while self._windows and self._windows[0].done:
+            self._windows.pop(0)
+        done = self._done_upto()
+        if done is not None:
+            self.late_keys.forget_below(done)
+        return spent
+
+    def _late(self) -> bool:
+        return self._deadline is not None and self._clock() >= self._deadline
+
+    def _start(self, w: Window) -> int:
+        where = (f"filter @logStream like /^{_regex_literal(self.prefix)}/"
+                 f" and {_LAG} > {self._late_ms} and {_LAG} <= {self._horizon}"
+                 f" and toMillis(@ingestionTime) > {w.lo} and toMillis(@ingestionTime) <= {w.hi}")
+        if w.histogram:
+            query = f"{_SECOND} | {where} | stats count(*) as n by sec"
+        else:
+            query = f"{_ROW_FIELDS} | {where} | limit {w.limit}"
         try:
-            if sl.query_id is None:
-                return self._start(sl)
-            if not final and self._clock() - sl.started < QUERY_WAIT_S:
-                return 0
-            reply = self.calls.call("get_query_results", {"queryId": sl.query_id}, insights=True)
+            query_id = self._start_query(w.ts_lo, w.ts_hi, query, w.limit)
         except Unsupported as why:
             self._give_up_insights(str(why))
-            sl.sweep = True
+            return 1
+        if query_id == "":
+            w.done = True  # no log group yet: nothing was written, nothing is late
+        elif query_id is not None:
+            w.query_id, w.started = query_id, self._clock()
+        return 1
+
+    def _start_query(self, ts_lo: int, ts_hi: int, query: str, limit: int) -> str | None:
+        """StartQuery over timestamps [ts_lo, ts_hi) (ms); its id, "" with no log group, None while busy."""
+        reply = self.calls.call("start_query", {"logGroupName": LOG_GROUP, "startTime": ts_lo // 1000,
+                                                "endTime": -(-(ts_hi - 1) // 1000), "queryString": query,
+                                                "limit": limit}, insights=True)
+        if reply.get("_missing_group"):
+            return ""
+        if reply.get("_busy"):
+            return None  # too many queries running in the account: start it on a later round
+        query_id = reply.get("queryId")
+        if not query_id:
+            raise Unsupported("StartQuery returned no queryId")
+        self.stats.queries += 1
+        return str(query_id)
+
+    def _results(self, query_id: str) -> dict[str, Any]:
+        return self.calls.call("get_query_results", {"queryId": query_id}, insights=True)
+
+    def _query(self, w: Window, final: bool) -> Generator[list[LogLine], None, int]:
+        """Read a window's results when its query is done: print its late lines, or split it when cut."""
+        assert w.query_id is not None
+        if not final and self._clock() - w.started < QUERY_WAIT_S:
+            return 0
+        try:
+            reply = self._results(w.query_id)
+        except Unsupported as why:
+            self._give_up_insights(str(why))
             return 1
         status = reply.get("status")
         if status in ("Scheduled", "Running", "Unknown"):
-            if self._clock() - sl.started > QUERY_GIVE_UP_S:
-                sl.sweep = True
+            if self._clock() - w.started > QUERY_GIVE_UP_S:
+                w.sweep, w.query_id = True, None
             return 1
-        if status != "Complete":  # Failed, Cancelled, Timeout: read this slice the slow way
+        if status != "Complete":  # Failed, Cancelled, Timeout: read this window the slow way
             self.notes.hint(NoteKind.QUERY_ENDED, f"a Logs Insights query for late lines ended "
-                            f"{clean(status, limit=20)}; re-reading its minute instead")
-            sl.sweep = True
+                            f"{clean(status, limit=20)}; re-reading its timestamps instead")
+            w.sweep, w.query_id = True, None
+            return 1
+        if w.histogram:
+            self._split_by(w, reply.get("results") or [])
             return 1
         try:
             rows = self._rows(reply.get("results") or [])
         except Unsupported as why:
             self._give_up_insights(str(why))
-            sl.sweep = True
             return 1
-        matched = int((reply.get("statistics") or {}).get("recordsMatched") or 0)
-        if len(rows) >= sl.limit or matched > len(rows):  # cut at the row limit: ask again in halves
-            self._rows_per_key = min(4.0, self._rows_per_key * 1.5)
-            self._split(sl)
+        matched = int(float((reply.get("statistics") or {}).get("recordsMatched") or 0))
+        matched = max(matched, len(rows))
+        if not w.part:  # a burst (lines flushed at once) moves the estimate at most 4x a window
+            span = max(1, w.hi - w.lo)
+            sample = matched / span if not self._rate else min(matched / span, 4 * self._rate)
+            self._rate = sample if not self._rate else (self._rate + sample) / 2
+            self._flowing = matched > 0
+        if len(rows) >= w.limit or matched > len(rows):  # cut at the row limit: ask again in parts
+            self._split(w, matched)
             return 1
-        self._insights = True
-        if sl.keys >= 100:
-            self._rows_per_key = max(1.0, min(4.0, (self._rows_per_key + len(rows) / sl.keys) / 2))
         out: list[LogLine] = []
         for ts, ingested, stream, message, ptr in rows:
-            if sl.start <= ts < sl.end:  # the query's range is whole seconds; the slice's is not
+            if w.ts_lo <= ts < w.ts_hi and w.lo < ingested <= w.hi:  # the query's range is whole seconds
                 self._accept(stream, ts, ingested, message, ptr, out)
-        sl.done = True
+        w.done = True
+        self._insights = True
         if out:
             yield self.shaper.order(out)
-        return 1
-
-    def _start(self, sl: Slice) -> int:
-        threshold = self._late_ms
-        query = (f"fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
-                 f" | filter @logStream like /^{_regex_literal(self.prefix)}/"
-                 f" and toMillis(@ingestionTime) - toMillis(@timestamp) > {threshold}"
-                 f" | limit {sl.limit}")
-        reply = self.calls.call("start_query", {"logGroupName": LOG_GROUP, "startTime": sl.start // 1000,
-                                                "endTime": -(-(sl.end - 1) // 1000), "queryString": query,
-                                                "limit": sl.limit}, insights=True)
-        if reply.get("_missing_group"):
-            sl.done = True  # no log group yet: nothing was written, nothing is late
-            return 1
-        if reply.get("_busy"):
-            return 1  # too many queries running in the account: start it on a later poll
-        query_id = reply.get("queryId")
-        if not query_id:
-            raise Unsupported("StartQuery returned no queryId")
-        sl.query_id, sl.started = str(query_id), self._clock()
-        self.stats.queries += 1
         return 1
 
     def _rows(self, results: list[Any]) -> list[tuple[int, int, str, str, str]]:
@@ -264,26 +319,142 @@ class LateCheck:
         self.stats.late_rows += len(rows)
         return rows
 
-    def _split(self, sl: Slice) -> None:
-        i = self._slices.index(sl)
-        mid = (sl.start + sl.end) // 2
-        mid -= mid % BUCKET_MS
-        if mid <= sl.start:
-            sl.sweep, sl.query_id = True, None  # one bucket with 10,000 late lines: read it all
+    def _split(self, w: Window, matched: int) -> None:
+        """A cut window: count its late lines per second of timestamp first (one small query), then ask again in
+        parts packed from those counts; a part cut again is split in equal parts of its seconds."""
+        if not w.part:
+            w.histogram, w.query_id = True, None
             return
-        self._slices[i:i + 1] = [Slice(sl.start, mid, limit=sl.limit), Slice(mid, sl.end, limit=sl.limit)]
+        self._split_even(w, matched)
+
+    def _split_by(self, w: Window, results: list[Any]) -> None:
+        """Replace a window by parts of whole seconds of timestamp, each with at most HISTOGRAM_FILL of the limit."""
+        counts: dict[int, int] = {}
+        for row in results:
+            fields: dict[Any, Any] = {f.get("field"): f.get("value") for f in row if isinstance(f, dict)}
+            try:
+                counts[int(float(fields["sec"]))] = int(float(fields["n"]))
+            except (KeyError, TypeError, ValueError):
+                w.histogram, w.part = False, True  # not the counts asked for: split evenly instead
+                self._split_even(w, w.limit * 2)
+                return
+        parts: list[Window] = []
+        limit = max(w.limit, LATE_LIMIT_FINAL)
+        most = int(HISTOGRAM_FILL * limit)
+        start = size = 0
+        for second in sorted(counts):
+            n = counts[second]
+            # a part's query reaches into the second after its last (StartQuery's endTime is whole seconds)
+            if parts and size + n + counts.get(second + 1, 0) <= most:
+                size += n
+                parts[-1].ts_hi = min(w.ts_hi, (second + 1) * 1000)
+                continue
+            start, size = max(w.ts_lo, second * 1000), n
+            parts.append(Window(w.lo, w.hi, start, min(w.ts_hi, (second + 1) * 1000),
+                                max(limit, min(MAX_LIMIT, n + counts.get(second + 1, 0) + 1)), part=True))
+        i = self._windows.index(w)
+        if not parts:
+            w.histogram, w.done = False, True  # nothing arrived late in it after all
+            return
+        self._windows[i:i + 1] = parts
+
+    def _split_even(self, w: Window, matched: int) -> None:
+        """Ask a cut window again in parts of its timestamps, each sized for FILL of the limit (whole seconds)."""
+        first, last = -(-w.ts_lo // 1000), (w.ts_hi - 1) // 1000  # the whole seconds strictly inside
+        seconds = last - first
+        if seconds < 2:
+            w.sweep, w.query_id = True, None  # one second with more late lines than a query returns: read it all
+            return
+        parts = max(2, min(seconds, math.ceil(matched / (FILL * w.limit))))
+        edges = [w.ts_lo] + [(first + seconds * i // parts) * 1000 for i in range(1, parts)] + [w.ts_hi]
+        i = self._windows.index(w)
+        self._windows[i:i + 1] = [Window(w.lo, w.hi, a, b, w.limit, part=True)
+                                  for a, b in zip(edges, edges[1:], strict=False) if b > a]
 
     def _give_up_insights(self, why: str) -> None:
         first = self._insights is not False
         self._insights = False
         self.stats.late_check = LateCheckMode.SWEEP
-        for other in self._slices:
-            if other.query_id is None:
-                other.sweep = True
+        if self._cut is not None:
+            # Arrivals read already are not printed again; the rest are swept from their earliest timestamp.
+            self._done += [(w.lo, w.hi) for w in self._windows if w.done]
+            done = self._done_upto()
+            if done is not None:
+                self._done.append((self._first_cut or done, done))
+                start = done - self._horizon
+                self._plan_from = start if self._since is None else max(start, self._since)
+            self._windows = []
         if first:
             self.notes.say(NoteKind.INSIGHTS_MISSING, f"note: Logs Insights is not available for the late-line check "
                            f"({why}); re-reading each minute of logs once more instead (about twice the reads; allow "
                            "logs:StartQuery and logs:GetQueryResults to avoid it)", why=why)
+
+    def _sweep_window(self, w: Window, budget: int | None) -> Generator[list[LogLine], None, int]:
+        """A window whose query failed: re-read its timestamps, keep the lines that arrived late in it."""
+        params = w.params or filter_params(self.prefix, w.ts_lo, w.ts_hi - 1, self.page_size)
+        pages = 0
+        while budget is None or pages < budget:
+            page = self.calls.call("filter_log_events", params)
+            pages += 1
+            self.stats.sweep_calls += 1
+            out: list[LogLine] = []
+            for event in page.get("events", ()):
+                self.stats.events += 1
+                ts = int(event["timestamp"])
+                ingested = int(event.get("ingestionTime", ts))
+                if not (w.lo < ingested <= w.hi and ingested - ts <= self._horizon):
+                    self.stats.duplicates += 1
+                    continue
+                self._accept(event.get("logStreamName", ""), ts, ingested,
+                             str(event.get("message", "")).rstrip("\n"), str(event["eventId"]), out)
+            if out:
+                yield self.shaper.order(out)
+            token = page.get("nextToken")
+            if not token:
+                w.done, w.params = True, None
+                return pages
+            params = {**params, "nextToken": token}
+        w.params = params
+        return pages
+
+    # -- sweeps: without Logs Insights ------------------------------------------------------------------------
+
+    def _sweeps(self, now_ms: int, fresh_from: int | None, budget: int | None,
+                final: bool) -> Generator[list[LogLine], None, int]:
+        """Re-read the slices whose lines have all arrived (all up to now once the job has ended)."""
+        if self._plan_from is None or fresh_from is None:
+            return 0
+        if not final:
+            due = min(now_ms - self._horizon, fresh_from)
+            due -= due % BUCKET_MS
+            if due - self._plan_from > self._horizon:  # reads cannot keep up with the volume
+                skip_to = due - self._horizon
+                behind_s, horizon_s = (due - self._plan_from) / 1000, self._horizon / 1000
+                self.stats.skipped_s += (skip_to - self._plan_from) / 1000
+                self.notes.hint(NoteKind.CHECK_BEHIND, f"the late-line check is {behind_s:.0f}s behind (reads limited "
+                                f"by the call rate); lines more than {horizon_s:.0f}s late may be missed", force=True,
+                                behind_s=behind_s, horizon_s=horizon_s)
+                self._plan_from = skip_to
+        else:
+            due = now_ms
+        most = 8 if final else 2
+        while self._plan_from < due and len(self._slices) < most:
+            end = min(due, self._plan_from + self._sweep_span)
+            if not final and end - self._plan_from < self._sweep_span:
+                break
+            self._slices.append(Slice(self._plan_from, end))
+            self._plan_from = end
+        spent = 0
+        for sl in list(self._slices):
+            if (budget is not None and spent >= budget) or self._late():
+                break
+            if not sl.done:
+                spent += yield from self._sweep(sl, None if budget is None else budget - spent)
+        while self._slices and self._slices[0].done:
+            self._slices.pop(0)
+        if self.check_from is not None:
+            self.late_keys.forget_below(self.check_from)
+        return spent
 
     def _sweep(self, sl: Slice, budget: int | None) -> Generator[list[LogLine], None, int]:
         """Re-read a slice with FilterLogEvents; keep only lines later than the fresh read could see."""
@@ -297,7 +468,11 @@ class LateCheck:
             for event in page.get("events", ()):
                 self.stats.events += 1
                 ts = int(event["timestamp"])
-                self._accept(event.get("logStreamName", ""), ts, int(event.get("ingestionTime", ts)),
+                ingested = int(event.get("ingestionTime", ts))
+                if any(lo < ingested <= hi for lo, hi in self._done):  # Logs Insights returned it already
+                    self.stats.duplicates += 1
+                    continue
+                self._accept(event.get("logStreamName", ""), ts, ingested,
                              str(event.get("message", "")).rstrip("\n"), str(event["eventId"]), out)
             if out:
                 yield self.shaper.order(out)
@@ -313,9 +488,134 @@ class LateCheck:
         if not stream.startswith(self.prefix):
             self.stats.foreign += 1
             return
-        if ingested - ts <= self._late_ms or self.late_keys.take(LateKeys.key(stream, ts, raw), ts):
+        if ingested - ts <= self._late_ms or self.late_keys.take(LateKeys.key(stream, ts, raw), ingested):
             self.stats.duplicates += 1  # the fresh read printed it
             return
         if ingested - ts > self.stats.max_late_s * 1000:
             self.stats.max_late_s = (ingested - ts) / 1000
+        if ingested > self._last_arrival:
+            self._last_arrival = ingested
         self.shaper.emit(stream, ts, raw, event_id, out)
+
+    # -- the job's end ----------------------------------------------------------------------------------------
+
+    def finish(self, fresh_from: int | None, newest_ms: int | None = None,
+               job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
+        """After the job has ended (and a draining read): check every arrival not yet checked.
+
+        Keeps going while late lines keep arriving (until QUIET_S passes without one, or every line's
+        horizon has passed), saying every PROGRESS_S how it is getting on; with a drain timeout it stops
+        then and says how many slices it left unchecked. Then counts the lines later than the horizon.
+        """
+        if fresh_from is None or (self._cut is None and self._plan_from is None):
+            return
+        started = self._clock()
+        deadline = self._deadline = None if self._drain_timeout is None else started + self._drain_timeout
+        first_upper = self._cw_now()
+        end_ms = int(started * 1000) + 1
+        if self._insights is False:
+            self._say_reread(end_ms)
+        next_note = started + PROGRESS_S
+        found = self.stats.printed
+        while True:
+            calls = self.stats.calls + self.stats.query_calls
+            upper, target = self._cw_now(), first_upper
+            if self._insights is not False and self._cut is not None:
+                target = max(first_upper, self._last_arrival + int(QUIET_S * 1000))
+                if newest_ms is not None:
+                    target = max(first_upper, min(target, newest_ms + self._horizon))
+                if self._cut < target and upper < target and upper - self._cut < int(QUIET_S * 500):
+                    upper = self._cut  # waiting for arrivals: plan a window once it spans half the quiet time
+                yield from self._run(end_ms, fresh_from, None, final=True, upper=min(upper, target))
+                if self._insights is not False and not self._windows and self._cut >= target:
+                    break
+            if self._insights is False:
+                yield from self._run(end_ms, fresh_from, None, final=True)
+                if not self._slices and self._plan_from is not None and self._plan_from >= end_ms:
+                    break
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                self._unchecked(target, end_ms, now - started)
+                return
+            if now >= next_note:
+                next_note = now + PROGRESS_S
+                left = len([w for w in self._windows if not w.done]) + len(self._slices)
+                self.notes.say(NoteKind.FINAL_PROGRESS, f"still checking {self.job} for lines that reached "
+                               f"CloudWatch late: {left} slice(s) left, {self.stats.printed - found} line(s) found "
+                               f"in {now - started:.0f}s", job=self.job, left=left,
+                               found=self.stats.printed - found, after_s=now - started)
+            if self.stats.calls + self.stats.query_calls == calls or all(
+                    w.query_id is not None for w in self._windows if not w.done and not w.sweep) and self._windows:
+                self._sleep(QUERY_WAIT_S)  # queries are running, or arrivals are awaited: give them a moment
+        if self._insights is not False and self._cut is not None:
+            self._count_past_horizon(job_start_ms, deadline)
+
+    def _say_reread(self, end_ms: int) -> None:
+        span_s = (end_ms - (self.check_from or end_ms)) / 1000
+        self.notes.say(NoteKind.FINAL_REREAD, f"reading the last {span_s:.0f}s of {self.job} once more for lines "
+                       "that reached CloudWatch late, without Logs Insights", span_s=span_s)
+
+    def _unchecked(self, target: int, end_ms: int, after_s: float) -> None:
+        """The drain timeout passed: say exactly how many slices (and seconds) were left unchecked."""
+        if self._insights is not False and self._cut is not None:
+            if self._cut < target:
+                self._plan(target, final=True)  # what would have been read still, counted the same way
+            left = [w for w in self._windows if not w.done]
+            slices = len(left)
+            left_s = sum((w.hi - w.lo) / 1000 for w in left if not w.part) + sum(
+                (w.hi - w.lo) / 1000 for w in {(w.lo, w.hi): w for w in left if w.part}.values())
+        else:
+            rest = [s for s in self._slices if not s.done]
+            slices = len(rest) + (1 if self._plan_from is not None and self._plan_from < end_ms else 0)
+            left_s = sum((s.end - s.start) / 1000 for s in rest) + max(0, end_ms - (self._plan_from or end_ms)) / 1000
+        self.stats.unchecked_s += left_s
+        self.stats.unchecked_slices += slices
+        self.notes.say(NoteKind.FINAL_UNCHECKED, f"warning: could not finish checking {self.job} for lines that "
+                       f"reached CloudWatch late ({slices} slice(s), {left_s:.0f}s of arrivals, left unchecked after "
+                       f"{after_s:.0f}s); reading its logs again later shows them", job=self.job, slices=slices,
+                       left_s=left_s, after_s=after_s)
+
+    def _count_past_horizon(self, job_start_ms: int | None, deadline: float | None) -> None:
+        """One aggregate query: how many of the job's lines arrived later than the horizon, and the latest."""
+        assert self._cut is not None and self._first_cut is not None
+        lo, hi = self._first_cut, self._cut
+        ts_hi = hi - self._horizon
+        ts_lo = job_start_ms if job_start_ms is not None else lo - self._horizon
+        if self._since is not None:
+            ts_lo = max(ts_lo, self._since)
+        if ts_hi <= ts_lo:
+            return  # no line of the job can have arrived that late yet
+        query = (f"filter @logStream like /^{_regex_literal(self.prefix)}/ and {_LAG} > {self._horizon}"
+                 f" and toMillis(@ingestionTime) > {lo} and toMillis(@ingestionTime) <= {hi}"
+                 f" | stats count(*) as n, max({_LAG}) as worst")
+        try:
+            query_id = self._start_query(ts_lo, ts_hi, query, 1)
+            if not query_id:
+                return
+            started = self._clock()
+            while True:
+                self._sleep(QUERY_WAIT_S)
+                reply = self._results(query_id)
+                if reply.get("status") != "Running" and reply.get("status") != "Scheduled":
+                    break
+                if (deadline is not None and self._clock() >= deadline) or self._clock() - started > QUERY_GIVE_UP_S:
+                    return
+        except Unsupported:
+            return
+        if reply.get("status") != "Complete":
+            return
+        values: dict[Any, Any] = {}
+        for row in reply.get("results") or []:
+            values.update({f.get("field"): f.get("value") for f in row if isinstance(f, dict)})
+        try:
+            count, worst = int(float(values.get("n") or 0)), float(values.get("worst") or 0) / 1000
+        except (TypeError, ValueError):
+            return
+        if count:
+            self.stats.past_horizon += count
+            self.stats.past_horizon_max_s = max(self.stats.past_horizon_max_s, worst)
+            horizon_s = self._horizon / 1000
+            self.notes.say(NoteKind.PAST_HORIZON, f"warning: {count} line(s) of {self.job} reached CloudWatch more "
+                           f"than {horizon_s:.0f}s after their timestamps (up to {worst:.0f}s) and were not printed; "
+                           "a longer late-line horizon prints them", job=self.job, count=count, worst_s=worst,
+                           horizon_s=horizon_s, suggest_s=60.0 * math.ceil((worst + 1) / 60))

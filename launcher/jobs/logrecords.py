@@ -19,7 +19,7 @@ from launcher.core.sanitize import clean
 from launcher.core.timeutil import epoch
 
 BUCKET_MS = 2_000  # ids and keys are remembered, and forgotten, by 2 s of event timestamp
-HORIZON_S = 300.0  # a line that reaches CloudWatch up to this long after its own timestamp still prints
+HORIZON_S = 300.0  # a line that reaches CloudWatch up to this long after its own timestamp prints (later: counted)
 HINT_EVERY_S = 30.0  # a note of one kind goes out at most this often (unless it must)
 
 
@@ -67,7 +67,9 @@ class NoteKind(str, Enum):
     QUERY_ENDED = "query_ended"  # a Logs Insights query failed; its slice is re-read
     CHECK_BEHIND = "check_behind"  # the late check cannot keep up; very late lines may be missed
     FINAL_REREAD = "final_reread"  # the end-of-job check re-reads the last minutes without Insights
-    FINAL_UNCHECKED = "final_unchecked"  # the end-of-job check gave up before it was done
+    FINAL_UNCHECKED = "final_unchecked"  # the end-of-job check stopped at its drain timeout before it was done
+    FINAL_PROGRESS = "final_progress"  # the end-of-job check is still at work (late lines still arriving)
+    PAST_HORIZON = "past_horizon"  # lines later than the horizon, not printed: how many, how late
     OUT_OF_ORDER = "out_of_order"  # late lines came out after newer ones
     NO_SUCH_HOST = "no_such_host"  # a host asked for that the job does not have
     NO_LINES_YET = "no_lines_yet"  # the job has written nothing yet
@@ -145,7 +147,10 @@ class Stats:
     max_late_s: float = 0.0  # the longest ingestion lag seen (ingestionTime - timestamp)
     max_seen: int = 0  # the most eventIds plus late-line keys the dedup memory held
     skipped_s: float = 0.0  # seconds of timestamps the late check gave up on (reads too slow for the volume)
-    unchecked_s: float = 0.0  # seconds of timestamps the end-of-job check could not finish
+    unchecked_s: float = 0.0  # seconds (of arrivals, or of timestamps for a sweep) the end-of-job check left
+    unchecked_slices: int = 0  # the slices of those it left unchecked (a drain timeout passed)
+    past_horizon: int = 0  # lines that reached CloudWatch later than the horizon (counted, not printed)
+    past_horizon_max_s: float = 0.0  # the latest of them
     late_check: LateCheckMode = LateCheckMode.INSIGHTS  # SWEEP where Logs Insights is missing
 
     @property

@@ -44,7 +44,8 @@ class Polling:
     status_interval: float | None = None  # seconds between DescribeTrainingJob reads (default: interval)
     settle: float | None = None  # seconds after the job's end before the last read (default: min(5, 4 polls))
     overlap: float = 2.0  # seconds each read goes back below the previous one's end
-    horizon: float = HORIZON_S  # how late a line may be and still print (the late check's age)
+    horizon: float = HORIZON_S  # how late a line may be and still print (later ones are counted at the end)
+    drain_timeout: float | None = None  # the end-of-job check stops after this (None: when done)
     insights: bool = True  # late lines through Logs Insights (False: re-read slices with FilterLogEvents)
     limiter: RateLimiter | None = None  # a bucket to share; default: the process's one at `rate`
     clock: Callable[[], float] = time.time
@@ -121,6 +122,7 @@ class LogLines(Iterator[LogLine]):
         since_ms = None if since is None else int((p.clock() - since) * 1000)
         self.reader = LogReader(job, clients.logs, p.limiter or shared_limiter(p.rate), since_ms=since_ms,
                                 hosts=self._hosts, grep=grep, overlap_s=p.overlap, horizon_s=p.horizon,
+                                poll_s=p.interval, drain_timeout_s=p.drain_timeout,
                                 max_backoffs=8 if until_end else 4, insights=p.insights, on_note=on_note,
                                 clock=p.clock, sleep=p.sleep, rng=p.rng)
         self.watcher = _Status(job, clients, on_status)
@@ -185,7 +187,8 @@ class LogLines(Iterator[LogLine]):
                 self._sleep(ended + self._settle - noticed)
             for page in reader.pages(drain=True):
                 yield from page
-            for page in reader.finish_pages():
+            began = epoch(watcher.desc.get("TrainingStartTime")) or epoch(watcher.desc.get("CreationTime"))
+            for page in reader.finish_pages(None if began is None else int(began * 1000)):
                 yield from page
             self.failure_reason = watcher.desc.get("FailureReason")
             self.billable = watcher.desc.get("BillableTimeInSeconds")

@@ -4,7 +4,8 @@ The parts each live alone: the bucket and backoff (launcher.jobs.ratelimit), the
 eventId dedup (launcher.jobs.fresh_read), the late-line check (launcher.jobs.late_check), and how events
 become ordered, filtered lines (launcher.jobs.shaping). `LogReader` wires them for one job and slows the
 polls while CloudWatch throttles. Each event is read about 1.4 times in all, instead of re-reading
-everything once more.
+everything once more. A poll's late check may spend what the fresh read left of the poll's calls at
+the rate (`rate x interval`), so a burst of late lines is worked through while the job still runs.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from launcher.jobs.fresh_read import FreshRead, LateKeys
-from launcher.jobs.late_check import LateCheck
+from launcher.jobs.late_check import MARGIN_MS, LateCheck
 from launcher.jobs.logrecords import HORIZON_S, LateCheckMode, LogLine, LogNote, Notes, Stats
 from launcher.jobs.ratelimit import LogsCalls, RateLimiter
 from launcher.jobs.shaping import Shaper
@@ -24,14 +25,15 @@ class LogReader:
     """One job's log events, a poll at a time: a fresh read, a check for late lines, dedup, filters.
 
     The fresh read covers lines at most `overlap_s` late; the late check (`late_after_s`, default the
-    overlap) finds the rest once their slice is `horizon_s` old. Notes go to `on_note`.
+    overlap) finds the rest up to `horizon_s` late as they arrive, and counts those later still at the
+    end. `drain_timeout_s` bounds the end-of-job check (None: until done). Notes go to `on_note`.
     """
 
     def __init__(self, job: str, client: Any, limiter: RateLimiter, *, since_ms: int | None = None,
                  hosts: Iterable[int] | None = None, grep: str | None = None, overlap_s: float = 2.0,
                  late_after_s: float | None = None, horizon_s: float = HORIZON_S, sweep_span_s: float = 30.0,
-                 query_span_s: float = 60.0, max_pages: int = 50, page_size: int | None = None,
-                 max_backoffs: int = 8, insights: bool = True, final_check_s: float | None = None,
+                 poll_s: float = 5.0, max_pages: int = 50, page_size: int | None = None,
+                 max_backoffs: int = 8, insights: bool = True, drain_timeout_s: float | None = None,
                  on_note: Callable[[LogNote], None] = lambda _n: None, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
         self.job, self.limiter = job, limiter
@@ -39,6 +41,7 @@ class LogReader:
         late_ms = overlap if late_after_s is None else int(late_after_s * 1000)
         self._horizon = int(horizon_s * 1000)
         self._clock = clock
+        self._poll_s = poll_s
         self.stats = Stats(late_check=LateCheckMode.INSIGHTS if insights else LateCheckMode.SWEEP)
         self.notes = Notes(on_note, clock)
         self.calls = LogsCalls(job, client, limiter, self.stats, self.notes, max_backoffs=max_backoffs, clock=clock,
@@ -49,9 +52,13 @@ class LogReader:
                                overlap_ms=overlap, late_ms=late_ms, max_pages=max_pages, page_size=page_size)
         self.late = LateCheck(job, self.calls, shaper, self.stats, self.notes, late_keys, since_ms=since_ms,
                               late_ms=late_ms, horizon_ms=self._horizon, sweep_span_ms=int(sweep_span_s * 1000),
-                              query_span_ms=int(query_span_s * 1000), insights=insights, final_check_s=final_check_s,
-                              page_size=page_size, clock=clock, sleep=sleep)
+                              poll_s=poll_s, insights=insights, drain_timeout_s=drain_timeout_s,
+                              page_size=page_size, cw_now=self._cw_now, clock=clock, sleep=sleep)
         self.slowdown = 1.0  # poll interval multiplier, raised while throttled
+
+    def _cw_now(self) -> int:
+        """CloudWatch's clock now, less a margin: arrivals up to it can be queried."""
+        return int(self._clock() * 1000) - self.fresh.ahead_ms - MARGIN_MS
 
     @property
     def horizon_s(self) -> float:
@@ -91,7 +98,12 @@ class LogReader:
         self.late.begin(now_ms)
         before = self.stats.throttled + self.stats.retried
         pages = yield from self.fresh.read(drain)
-        yield from self.late.check(now_ms, self.fresh.start, pages + 2)
+        if self.fresh.first_sent is not None:
+            self.late.start_at(self.fresh.first_sent - self.fresh.ahead_ms - MARGIN_MS)
+        if drain and self.stats.polls == 1:
+            return  # what exists now, read once: nothing can have arrived late since
+        budget = max(pages + 2, int(self.limiter.rate * self._poll_s) - pages)
+        yield from self.late.check(now_ms, self.fresh.start, budget)
         if self.stats.throttled + self.stats.retried > before:
             self.slowdown = min(self.slowdown * 2, 8.0)
         else:
@@ -100,9 +112,11 @@ class LogReader:
     def finish(self) -> list[LogLine]:
         return [line for page in self.finish_pages() for line in page]
 
-    def finish_pages(self) -> Iterator[list[LogLine]]:
-        """After the job has ended (and a draining poll): check every slice not yet checked, to now.
+    def finish_pages(self, job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
+        """After the job has ended (and a draining poll): check every arrival not yet checked, then count the
+        lines later than the horizon (from `job_start_ms`, the job's start).
 
-        Gives up after `final_check_s` and says in a note which timestamps could not be checked.
+        Keeps going while late lines arrive, with progress notes; stops at `drain_timeout_s` if set and
+        says how many slices were left unchecked.
         """
-        yield from self.late.finish(self.fresh.start)
+        yield from self.late.finish(self.fresh.start, self.fresh.newest, job_start_ms)
