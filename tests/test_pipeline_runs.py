@@ -122,7 +122,7 @@ def test_a_cached_step_keys_its_checkpoints_on_the_spec_not_the_execution(moto_w
 
 
 def test_a_step_starts_from_an_earlier_steps_model(moto_world):
-    body = definition([plan(), plan(*FINE_TUNE, "model.from_step=llama2-7b")])
+    body = definition([plan("output.save_final_model=full"), plan(*FINE_TUNE, "model.from_step=llama2-7b")])
     channels = {c["ChannelName"]: c for c in body["Steps"][1]["Arguments"]["InputDataConfig"]}
     assert channels["from_step"]["DataSource"]["S3DataSource"]["S3Uri"] == {
         "Get": "Steps.llama2-7b.ModelArtifacts.S3ModelArtifacts"}
@@ -131,6 +131,8 @@ def test_a_step_starts_from_an_earlier_steps_model(moto_world):
 @pytest.mark.parametrize("specs, message", [
     ([("model.from_step=llama2-7b",)], "it is the first step"),
     ([(), ("model.from_step=pretrain",)], "not an earlier step"),
+    ([(), ("model.from_step=llama2-7b",)], "save_final_model: full"),
+    ([("output.save_final_model=sharded",), ("model.from_step=llama2-7b",)], "save_final_model: full"),
 ])
 def test_from_step_must_name_an_earlier_step(moto_world, specs, message):
     with pytest.raises(UsageError, match=message):
@@ -144,7 +146,7 @@ def test_from_step_and_pretrained_are_exclusive_and_submit_refuses_from_step(mot
     with pytest.raises(SpecError, match="not both"):
         plan("model.from_step=a", "model.pretrained=meta-llama/Llama-2-7b-hf")
     p = plan("model.from_step=pretrain")
-    assert p.spec.model.pretrained == "from_step"  # planned as a fine-tune: its weights come from the channel
+    assert p.spec.model.pretrained == "from_step" and p.decisions.backend == "nccl"  # planned as a fine-tune
     with pytest.raises(UsageError, match="runs only in a pipeline"):
         submit(p, clients(), dry_run=True)
 
@@ -175,7 +177,7 @@ def test_an_execution_runs_each_step_and_feeds_the_next_the_model(moto_world, cl
 
     emulator.set_default({})
     sm = moto_world.sagemaker
-    plans = [plan(), plan(*FINE_TUNE, "model.from_step=llama2-7b")]
+    plans = [plan("output.save_final_model=full"), plan(*FINE_TUNE, "model.from_step=llama2-7b")]
     first = upsert_pipeline(plans, "pretrain-then-tune", clients=clients(), start=True)
     assert first.execution_arn and first.values == {}
     assert _run_to_end(sm, first.execution_arn, clock) == "Succeeded"

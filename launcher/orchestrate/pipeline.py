@@ -151,9 +151,10 @@ def _check_from_steps(plans: Sequence[Plan], names: Sequence[str]) -> None:
             hint = f"; the steps before it are {', '.join(names[:i])}" if i else "; it is the first step"
             raise UsageError(f"{plan.spec_file}: model.from_step: {source!r} is not an earlier step of this "
                              f"pipeline{hint}")
-        if not getattr(earlier[source].spec.output, "save_final_model", True):
-            raise UsageError(f"{plan.spec_file}: model.from_step: step {source} exports no model: set "
-                             f"output.save_final_model: true in {earlier[source].spec_file}")
+        if earlier[source].spec.output.final_export != "full":
+            raise UsageError(f"{plan.spec_file}: model.from_step: step {source} exports no model a fine-tune can "
+                             f"load: set output.save_final_model: full in {earlier[source].spec_file} (a Hugging "
+                             "Face model the next step's from_pretrained reads)")
 
 
 def _sdk_parameter(param: StepParameter) -> Any:

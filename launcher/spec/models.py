@@ -227,7 +227,7 @@ class ModelSpec(_Section):
         None, description="Fine-tune from these weights: a Hugging Face model id or a path inside a data channel.")
     from_step: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")]] = Field(
         None, description="In a pipeline: fine-tune from the model an earlier step (named after its spec's name) "
-                          "exported; that step must set output.save_final_model.")
+                          "exported; that step must set output.save_final_model: full.")
     use_smp_implementation: StrictBool = Field(
         True, description="Convert the model to SMP's implementation with torch.sagemaker.transform (needed "
                           "for tensor, context and expert parallelism and fp8); false keeps Hugging Face's.")
