@@ -130,8 +130,8 @@ __all__ = [
     "StatusChange", "FollowResult", "Failure", "FailureClass", "QueueState",
     # many plans
     "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
-    "warm_pool_notes", "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind", "Change",
-    "ChangeKind", "PipelineResult",
+    "warm_pool_notes", "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind",
+    "Change", "ChangeKind", "PipelineResult",
     # this account's speed
     "calibrate", "CalibrationResult",
     # errors (each carries its exit code)

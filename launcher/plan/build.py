@@ -72,7 +72,8 @@ def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
     from launcher.spec.secrets import redact_env
 
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
-    for added in ("keep_alive", "instance_types", "queue"):  # fields added later hash only when set: older specs keep theirs
+    # Fields added later hash only when set: older specs keep their hashes.
+    for added in ("keep_alive", "instance_types", "queue"):
         if not data["cluster"].get(added):
             data["cluster"].pop(added, None)
     for section, key in (("cluster", "max_cost"), ("training", "tokens"), ("model", "from_step")):

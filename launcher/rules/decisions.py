@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 
 from launcher.catalog.architecture import MODEL_TYPES
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, SMP_PARAMETERS, smp_parameters_taken
-from launcher.catalog.smp import INSTANCES
 from launcher.rules.memory import build_copies
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
