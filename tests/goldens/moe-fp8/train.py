@@ -38,7 +38,7 @@ SHARDING_STRATEGY = 'HYBRID_SHARD'
 ACTIVATION_CHECKPOINTING = True
 PRECISION = 'fp8'
 BATCH_SIZE = 4
-MAX_STEPS = 1000
+MAX_STEPS = int(os.environ.get("SMP_LAUNCH_MAX_STEPS", 1000))  # a pipeline parameter may set it
 LEARNING_RATE = 0.0001
 MIN_LEARNING_RATE = 1e-05
 WARMUP_STEPS = 10
@@ -54,6 +54,7 @@ TRAIN_DATA = 'synthetic'
 DATA_FORMAT = 'jsonl'
 HYPERPARAMETERS = {}
 PROGRESS_FORMAT = 'SMP_PROGRESS step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tokens_per_s:.1f} tflops_per_gpu={tflops_per_gpu:.2f} gpu_mem_gb={gpu_mem_gb:.2f}'
+SAVE_FINAL_MODEL = 'full'  # none | sharded | full (output.save_final_model)
 CHECKPOINT_DIR = os.environ.get("SMP_LAUNCH_CHECKPOINT_DIR", '/opt/ml/checkpoints')
 MODEL_DIR = os.environ.get("SM_MODEL_DIR", "/opt/ml/model")
 
@@ -124,10 +125,23 @@ def build_model():
     """The model in fp32 (FSDP's MixedPrecision casts); the same seed on every rank gives the same init."""
     config_cls, model_cls, _ = hf_classes()
     torch.manual_seed(SEED)
+    from accelerate import init_empty_weights
+
     config = config_cls(**MODEL_CONFIG)
-    model = model_cls(config)
+    with init_empty_weights(include_buffers=False):
+        model = model_cls(config)
     model.config.use_cache = False  # a KV cache under activation checkpointing gives wrong gradients
     return model
+
+
+def delayed_param_initer(model):
+    """SMP's DelayedParamIniter for the meta parameters (locally, tsm_local's, which runs the model's own
+    initialiser); none on a rank that loaded pretrained weights, as AWS's examples do."""
+    if STAND_IN:
+        return tsm.DelayedParamIniter(model)
+    from torch.sagemaker.delayed_param import DelayedParamIniter
+
+    return DelayedParamIniter(model)
 
 
 def wrap(model, device):
@@ -154,6 +168,13 @@ def wrap(model, device):
     if STAND_IN:
         kwargs.update(tsm.fsdp_arguments(kwargs["sharding_strategy"]))
     validate = contextlib.nullcontext()
+    initer = delayed_param_initer(model)
+    if initer is not None:
+        kwargs["param_init_fn"] = initer.get_param_init_fn()
+        post_init = initer.get_post_param_init_fn()
+        if post_init is not None:
+            kwargs["post_param_init_fn"] = post_init
+        validate = initer.validate_params_and_buffers_inited()
     with validate:
         return FSDP(model, **kwargs)
 
@@ -167,6 +188,10 @@ def transform(model):
 
     moe = MoEConfig(smp_moe=True, random_seed=SEED, moe_load_balancing="sinkhorn", global_token_shuffle=False,
                     moe_all_to_all_dispatcher=True, moe_aux_loss_coeff=0.001, moe_z_loss_coeff=0.001)
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():
+        return tsm.transform(model, config=moe)
     return tsm.transform(model, config=moe)
 
 
@@ -438,8 +463,9 @@ def train(device):
 
 
 def save_final_model(fsdp_model, hf_config):
-    """The whole model under SM_MODEL_DIR as AWS's examples export it: FSDP's FULL_STATE_DICT gathered on
-    rank 0, `pytorch_model.bin` (the name Hugging Face's from_pretrained reads) and the model's config."""
+    """The whole model under SM_MODEL_DIR as AWS's checkpoints.py `_save_full` writes it: FSDP's
+    FULL_STATE_DICT gathered on rank 0 in host memory, `pytorch_model.bin` (the name Hugging Face's
+    from_pretrained reads) and the model's config; the plan refuses it where rank 0's host cannot hold it."""
     from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -464,7 +490,7 @@ def report_export(state):
     """Local run: the exported directory loads into the Hugging Face class, with the weights just saved."""
     loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
     same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
-    report("final_model", loads=same, tensors=len(state), model_class=HF_CLASSES[1])
+    report("final_model", loads=same, format="full", tensors=len(state), model_class=HF_CLASSES[1])
 
 
 def main():

@@ -38,7 +38,7 @@ SHARDING_STRATEGY = 'HYBRID_SHARD'
 ACTIVATION_CHECKPOINTING = True
 PRECISION = 'bf16'
 BATCH_SIZE = 4
-MAX_STEPS = 1000
+MAX_STEPS = int(os.environ.get("SMP_LAUNCH_MAX_STEPS", 1000))  # a pipeline parameter may set it
 LEARNING_RATE = 0.0001
 MIN_LEARNING_RATE = 1e-05
 WARMUP_STEPS = 10
@@ -54,6 +54,7 @@ TRAIN_DATA = 'synthetic'
 DATA_FORMAT = 'jsonl'
 HYPERPARAMETERS = {}
 PROGRESS_FORMAT = 'SMP_PROGRESS step={step} loss={loss:.4f} lr={lr:.3e} tokens_per_s={tokens_per_s:.1f} tflops_per_gpu={tflops_per_gpu:.2f} gpu_mem_gb={gpu_mem_gb:.2f}'
+SAVE_FINAL_MODEL = 'full'  # none | sharded | full (output.save_final_model)
 CHECKPOINT_DIR = os.environ.get("SMP_LAUNCH_CHECKPOINT_DIR", '/opt/ml/checkpoints')
 MODEL_DIR = os.environ.get("SM_MODEL_DIR", "/opt/ml/model")
 
@@ -399,8 +400,9 @@ def train(device):
 
 
 def save_final_model(fsdp_model, hf_config):
-    """The whole model under SM_MODEL_DIR as AWS's examples export it: FSDP's FULL_STATE_DICT gathered on
-    rank 0, `pytorch_model.bin` (the name Hugging Face's from_pretrained reads) and the model's config."""
+    """The whole model under SM_MODEL_DIR as AWS's checkpoints.py `_save_full` writes it: FSDP's
+    FULL_STATE_DICT gathered on rank 0 in host memory, `pytorch_model.bin` (the name Hugging Face's
+    from_pretrained reads) and the model's config; the plan refuses it where rank 0's host cannot hold it."""
     from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -425,7 +427,7 @@ def report_export(state):
     """Local run: the exported directory loads into the Hugging Face class, with the weights just saved."""
     loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
     same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
-    report("final_model", loads=same, tensors=len(state), model_class=HF_CLASSES[1])
+    report("final_model", loads=same, format="full", tensors=len(state), model_class=HF_CLASSES[1])
 
 
 def main():
