@@ -88,7 +88,7 @@ def test_values_are_checked_against_the_steps_plan_before_anything_starts(moto_w
 def test_retry_policies_come_from_the_retry_setting(moto_world):
     default = definition([plan()])["Steps"][0]["RetryPolicies"]
     assert {"ExceptionType": ["Step.SERVICE_FAULT", "Step.THROTTLING"]}.items() <= default[0].items()
-    assert default[1]["ExceptionType"] == ["SageMaker.CAPACITY_ERROR"]
+    assert default[1]["ExceptionType"] == ["SageMaker.CAPACITY_ERROR", "SageMaker.JOB_INTERNAL_ERROR"]
     assert default[1]["MaxAttempts"] == RetryPolicy().max_attempts - 1
     chosen = definition([plan()], retry=RetryPolicy.parse("capacity,quota", max_attempts=5, backoff=30))
     job = chosen["Steps"][0]["RetryPolicies"][1]
@@ -100,7 +100,10 @@ def test_retry_policies_come_from_the_retry_setting(moto_world):
 
 def test_a_step_a_pipeline_cannot_retry_is_named_in_a_warning(moto_world):
     result = upsert_pipeline([plan()], "warns", dry_run=True, clients=clients())
-    assert any("cannot retry spot_interruption" in w for w in result.warnings)
+    assert any("cannot retry hardware, spot_interruption:" in w for w in result.warnings), result.warnings
+    codes = upsert_pipeline([plan()], "warns", dry_run=True, clients=clients(),
+                            retry=RetryPolicy.parse("capacity,exit:139"))
+    assert any("cannot retry exit:139:" in w for w in codes.warnings), codes.warnings
 
 
 @pytest.mark.parametrize("seconds, text", [(30 * 86400, "P30D"), (3600, "PT1H"), (86400 + 5400, "P1DT1H30M"),
@@ -131,7 +134,7 @@ def test_a_step_starts_from_an_earlier_steps_model(moto_world):
 @pytest.mark.parametrize("specs, message", [
     ([("model.from_step=llama2-7b",)], "it is the first step"),
     ([(), ("model.from_step=pretrain",)], "not an earlier step"),
-    ([(), ("model.from_step=llama2-7b",)], "save_final_model: full"),
+    ([("output.save_final_model=false",), ("model.from_step=llama2-7b",)], "save_final_model: full"),
     ([("output.save_final_model=sharded",), ("model.from_step=llama2-7b",)], "save_final_model: full"),
 ])
 def test_from_step_must_name_an_earlier_step(moto_world, specs, message):

@@ -214,7 +214,8 @@ def retry_policies(retry: RetryPolicy | None) -> list[Any]:
 def unretried_classes(retry: RetryPolicy | None) -> list[str]:
     """The retried classes a pipeline cannot retry (no SageMaker exception type names them)."""
     policy = retry or RetryPolicy()
-    return sorted(str(c) for c in policy.classes if c not in JOB_EXCEPTIONS)
+    return [*sorted(str(c) for c in policy.classes if c not in JOB_EXCEPTIONS),
+            *(f"exit:{code}" for code in sorted(policy.exit_codes))]
 
 
 def _per_execution(plan: Plan, values: dict[str, Any]) -> Plan:
@@ -353,7 +354,7 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
     unretried = unretried_classes(retry)
     if unretried:
         warnings.append(f"a pipeline step cannot retry {', '.join(unretried)}: SageMaker's retry policies name only "
-                        "capacity, internal errors and resource limits (submit --retry can)")
+                        "capacity, internal errors and resource limits, not exit codes (submit --retry can)")
     pipeline = build_pipeline(plans, name, role_arn, clients, retry)
     body = definition(pipeline)
     arn = execution = None
