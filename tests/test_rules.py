@@ -477,3 +477,17 @@ def test_each_images_smp_release_takes_the_parameters_of_its_release_notes():
     assert taken == {"2.0.1": base, "2.1.2": base, "2.2.0": [*base, "expert_parallel_degree"],
                      "2.3.1": full, "2.4.1": full, "2.5.1": full}
     assert [first_pytorch_with(r) for r in ("2.0.0", "2.3.0", "2.5.0", "2.8.0")] == ["2.0.1", "2.2.0", "2.3.1", "2.5.1"]
+
+
+@pytest.mark.parametrize("setting, field", [("smp.allow_empty_shards=true", "smp.allow_empty_shards"),
+                                            ("smp.fsdp_cache_flush_warnings=false", "smp.fsdp_cache_flush_warnings"),
+                                            ("smp.random_seed=7", "smp.random_seed")])
+def test_a_parameter_the_images_smp_release_lacks_is_refused_naming_its_field(run_cli, write_spec, setting, field):
+    """PyTorch 2.2.0's image carries SMP 2.3.1, which the plan holds to the four parameters of SMP 2.0.0 and
+    expert_parallel_degree: a spec setting another one away from SMP's default is exit 2 at its field."""
+    p = write_spec(MINIMAL + "framework:\n  pytorch_version: '2.2.0'\n")
+    r = run_cli("validate", str(p), "--set", setting)
+    assert r.code == 2, (r.out, r.err)
+    line = next(x for x in r.err.splitlines() if "SMP057" in x)
+    assert f": {field}: SMP057 " in line and "needs SMP 2.5.0" in line and "pytorch_version to 2.3.1" in line
+    assert run_cli("validate", str(p), "--set", setting, "--set", "framework.pytorch_version='2.3.1'").code == 0
