@@ -273,6 +273,41 @@ def test_transform_leaves_smps_layer_classes_in_place_and_the_model_unchanged(ru
     assert torch.equal(model(input_ids=ids).logits, before)
 
 
+@pytest.mark.parametrize("release, has_cp", [("2.3.1", False), ("2.5.0", True), (None, True)])
+def test_the_stand_in_has_context_parallel_state_only_from_smp_2_5(runtime, monkeypatch, release, has_cp):
+    """SMP 2.3.1 (the PyTorch 2.2.0 image) has no context parallelism: the stand-in's tsm.state has no cp_size then,
+    so a script that read it would fail locally as on that image."""
+    import torch.distributed as dist
+
+    tsm = runtime("tsm_local")
+    if release:
+        monkeypatch.setenv("SMP_LAUNCH_SMP_RELEASE", release)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        state = tsm.init({"hybrid_shard_degree": 1})
+    finally:
+        dist.destroy_process_group()
+    assert all(hasattr(state, name) is has_cp for name in ("cp_size", "cp_rank", "context_parallel_degree"))
+    assert state.tp_size == 1 and state.expert_parallel_degree == 1
+
+
+def test_an_older_images_script_trains_on_a_stand_in_without_context_parallelism(run_cli):
+    """The PyTorch 2.2.0 image (SMP 2.3.1): the stand-in gets only the parameters that release takes and has no
+    cp_size, and the rendered script trains, checkpoints and resumes without reading it."""
+    from launcher.local.run import smp_config
+    from launcher.plan.build import build_plan
+
+    older = ["framework.pytorch_version=2.2.0"]
+    loaded = load_spec(JOBS / "llama7b.yaml", older)
+    assert "context_parallel_degree" not in smp_config(loaded.spec, 1, 1, build_plan(loaded).decisions.smp_parameters)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "1", "--max-steps", "3",
+                "--set", older[0], "--output", "json")
+    report = json.loads(r.out)
+    assert r.code == 0, r.err[-3000:]
+    assert all(c["ok"] is not False for c in report["checks"]), report["checks"]
+    assert "FSDP NO_SHARD, bf16" in r.err
+
+
 def _tiny_config(preset):
     """A 1-layer preset's architecture, its transformers module and class names, and its rendered config."""
     from launcher.catalog.architecture import HF_CLASSES

@@ -471,7 +471,7 @@ def test_an_older_image_gets_only_the_parameters_its_smp_release_takes(version, 
     release has no parameter for, and the script does not read tsm.state.cp_size there."""
     plan = build_plan(load_spec(JOBS / "llama7b.yaml", [f"framework.pytorch_version='{version}'"]))
     assert list(plan.distribution["smdistributed"]["modelparallel"]["parameters"]) == sent
-    assert list(plan.decisions.smp_parameters) == [*sent, "random_seed"][:len(sent) + (version != "2.2.0")]
+    assert list(plan.decisions.smp_parameters) == sent
     assert plan.decisions.smp_release == {"2.2.0": "2.3.1", "2.3.1": "2.5.0"}[version]
     script = plan.source.files["train.py"]
     assert ("return tsm.state.cp_size, tsm.state.cp_rank" in _function(script, "context_parallel")) is reads_cp

@@ -527,3 +527,15 @@ def test_a_full_export_that_cannot_fit_rank_0_is_refused(no_aws_config, write_sp
     assert "SMP063" not in _rules_in(full) and round(full.memory.host.breakdown["final_export"]) == 257
     off = _model_plan(write_spec, "model.preset=llama2-70b")
     assert off.memory.host.breakdown["final_export"] == 0
+@pytest.mark.parametrize("setting, field", [("smp.allow_empty_shards=true", "smp.allow_empty_shards"),
+                                            ("smp.fsdp_cache_flush_warnings=false", "smp.fsdp_cache_flush_warnings"),
+                                            ("smp.random_seed=7", "smp.random_seed")])
+def test_a_parameter_the_images_smp_release_lacks_is_refused_naming_its_field(run_cli, write_spec, setting, field):
+    """PyTorch 2.2.0's image carries SMP 2.3.1, which the plan holds to the four parameters of SMP 2.0.0 and
+    expert_parallel_degree: a spec setting another one away from SMP's default is exit 2 at its field."""
+    p = write_spec(MINIMAL + "framework:\n  pytorch_version: '2.2.0'\n")
+    r = run_cli("validate", str(p), "--set", setting)
+    assert r.code == 2, (r.out, r.err)
+    line = next(x for x in r.err.splitlines() if "SMP057" in x)
+    assert f": {field}: SMP057 " in line and "needs SMP 2.5.0" in line and "pytorch_version to 2.3.1" in line
+    assert run_cli("validate", str(p), "--set", setting, "--set", "framework.pytorch_version='2.3.1'").code == 0

@@ -75,8 +75,10 @@ FRAMEWORKS: dict[str, FrameworkVersion] = {
 # known to take it. The four of the first release are the ones AWS's first SMP v2 notebooks (SMP 2.0.0, Dec 2023)
 # send; expert_parallel_degree came with SMP 2.3.0 and context_parallel_degree with 2.5.0 (release notes,
 # https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html). The release notes name no
-# release for fsdp_cache_flush_warnings, allow_empty_shards and random_seed, and no AWS example sends them before
-# the SMP 2.5.0 scripts; smp-launch holds them to 2.5.0 too, so an older image gets SMP's default by leaving them out.
+# release for fsdp_cache_flush_warnings, allow_empty_shards and random_seed; AWS's example notebooks send none of
+# them, and its HyperPod adapter (SMP 2.7.0 and later) sends random_seed. smp-launch holds them to 2.5.0, the oldest
+# release AWS's current scripts target, so an older image gets SMP's default by their absence, never a parameter
+# its release may not know.
 SMP_PARAMETERS: dict[str, tuple[object, str]] = {
     "hybrid_shard_degree": (0, "2.0.0"),
     "sm_activation_offloading": (True, "2.0.0"),

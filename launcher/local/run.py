@@ -100,11 +100,14 @@ def local_tensor_parallel_degree(spec: JobSpec, nproc: int) -> int:
     return local_shard_degree(min(spec.smp.tensor_parallel_degree, TINY_HEADS), nproc)
 
 
-def smp_config(spec: JobSpec, shard: int, tensor_parallel: int = 1) -> dict[str, Any]:
+def smp_config(spec: JobSpec, shard: int, tensor_parallel: int = 1,
+               taken: Sequence[str] | None = None) -> dict[str, Any]:
+    """The SMP parameters the stand-in gets: the local degrees, and of the rest only those the job's image takes."""
     smp = spec.smp
-    return {"hybrid_shard_degree": shard, "tensor_parallel_degree": tensor_parallel, "context_parallel_degree": 1,
-            "expert_parallel_degree": 1, "sm_activation_offloading": smp.sm_activation_offloading,
-            "activation_loading_horizon": smp.activation_loading_horizon}
+    config = {"hybrid_shard_degree": shard, "tensor_parallel_degree": tensor_parallel, "context_parallel_degree": 1,
+              "expert_parallel_degree": 1, "sm_activation_offloading": smp.sm_activation_offloading,
+              "activation_loading_horizon": smp.activation_loading_horizon}
+    return {k: v for k, v in config.items() if taken is None or k in taken}
 
 
 def _require_torch() -> None:
@@ -225,7 +228,8 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
     with tempfile.TemporaryDirectory(prefix="smp-launch-local-") as tmp:
         root = Path(tmp)
         env = {**os.environ, **spec.environment,
-               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard, tp)), "SMP_LAUNCH_LOCAL_RUN": "1",
+               "SMP_CONFIG_JSON": json.dumps(smp_config(spec, shard, tp, decisions.smp_parameters)),
+               "SMP_LAUNCH_SMP_RELEASE": decisions.smp_release, "SMP_LAUNCH_LOCAL_RUN": "1",
                "SMP_LAUNCH_CHECKPOINT_DIR": str(root / "checkpoints"), "SM_MODEL_DIR": str(root / "model"),
                "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore::FutureWarning",
                "HF_HUB_DISABLE_PROGRESS_BARS": "1"}

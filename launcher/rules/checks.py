@@ -39,7 +39,7 @@ CHECKPOINT_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_
 EXAMPLES = ("https://github.com/aws/amazon-sagemaker-examples/tree/4ad18040d41d315b245d68b8d92d2674ec6a7755/"
             "training/distributed_training/pytorch/model_parallel_v2")
 ADAPTER = "https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo"
-EXAMPLES_NOW = ("https://github.com/aws/amazon-sagemaker-examples/tree/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/"
+EXAMPLES_HEAD = ("https://github.com/aws/amazon-sagemaker-examples/tree/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/"
                 "%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2")
 AWS_SCRIPTS = ("https://github.com/aws/amazon-sagemaker-examples/blob/main/build_and_train_models/"
                "sm-distributed_model_parallel_v2/shared-scripts/")
@@ -227,14 +227,14 @@ def smddp_possible(ctx: Context) -> Iterator[Finding]:
                       "tensor_parallel_degree > 1); set backend: auto or nccl", "smp.backend")
 
 
-@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}; {EXAMPLES_NOW}")
+@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}; {EXAMPLES_HEAD}")
 def backend_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "auto":
         return
     yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {ctx.decisions.backend_reason}", "smp.backend")
 
 
-@rule("SMP030", Severity.WARNING, "Fine-tuning runs on NCCL", EXAMPLES_NOW)
+@rule("SMP030", Severity.WARNING, "Fine-tuning runs on NCCL", EXAMPLES_HEAD)
 def smddp_fine_tuning(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend == "smddp" and ctx.spec.model.pretrained is not None:
         yield Finding(f"backend smddp with model.pretrained set: {FINE_TUNING_NCCL}; set backend: auto or nccl",

@@ -109,11 +109,12 @@ def backend_reason(spec: JobSpec, shard: int) -> str:
 
 def smp_parameters_sent(spec: JobSpec) -> tuple[str, ...]:
     """The SMP parameters the distribution carries: those the image's SMP release takes, plus any the spec sets
-    away from SMP's default (the advisor refuses those, naming the field, so the plan still shows them)."""
+    away from SMP's default (the advisor refuses those, naming the field, so the plan still shows them); never
+    one left unset (random_seed: SMP has no default to send)."""
     taken = smp_parameters_taken(spec.framework.pytorch_version)
     smp = spec.smp
     return tuple(name for name, (default, _) in SMP_PARAMETERS.items()
-                 if name in taken or getattr(smp, name) != default)
+                 if getattr(smp, name) is not None and (name in taken or getattr(smp, name) != default))
 
 
 def needs_transform(spec: JobSpec) -> list[str]:

@@ -16,7 +16,8 @@ the layout SMP would impose:
   parameter name, the forward pass all-reduces over the TP group, and clip_grad_norm_ counts the
   slices of every TP rank and the replicated parameters once, as SMP's does.
 Context and expert parallelism need SMP's kernels; asking for them here is an error, never a silent
-degree of 1.
+degree of 1. Where $SMP_LAUNCH_SMP_RELEASE names an SMP release before 2.5.0, tsm.state has no
+context-parallel attributes, as that release's has none: a script reading them fails here as on its image.
 """
 import contextlib
 import json
@@ -31,6 +32,7 @@ from torch import nn
 
 STAND_IN = True  # the entry script tells this module from SMP by it
 UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
+CONTEXT_PARALLEL_SINCE = (2, 5, 0)  # SMP's release notes: context parallelism came with SMP 2.5.0
 # Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
 # columns (row-parallel). Mixtral's experts (Linear w1/w2/w3 in transformers 4, fused 3-D tensors in 5)
 # stay whole.
@@ -136,6 +138,10 @@ def init(config=None):
         activation_loading_horizon=int(params.get("activation_loading_horizon", 2)),
         world_process_group=dist.group.WORLD, tp_partition={}, get_rng_state_tracker=_rng_state_tracker,
     )
+    release = os.environ.get("SMP_LAUNCH_SMP_RELEASE")
+    if release and tuple(int(p) for p in release.split(".")) < CONTEXT_PARALLEL_SINCE:
+        for name in ("context_parallel_degree", "cp_size", "cp_rank"):
+            state.__dict__.pop(name, None)
     _initialized = True
     if rank == 0:
         layout = f"(replicate {dp // shard}, shard {shard}, tp {tp})" if tp > 1 else (
