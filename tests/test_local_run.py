@@ -79,7 +79,7 @@ cluster: {instance_type: ml.p5.48xlarge, region: us-west-2}
 smp: {hybrid_shard_degree: 1, expert_parallel_degree: 2, activation_checkpointing: false}
 training: {precision: fp16, batch_size: 2}
 data: {train: "s3://my-bucket/tokens/", format: jsonl}
-output: {path: "s3://my-bucket/smp"}
+output: {path: "s3://my-bucket/smp", save_final_model: full}
 hyperparameters: {epochs: 1}
 """
 
