@@ -67,6 +67,8 @@ bench: venv
 	$(BIN)/python benchmarks/bench_hostile.py
 	SAGEMAKER_SUPPRESS_V2_WARNING=1 $(BIN)/python benchmarks/bench_logs.py
 	$(BIN)/python benchmarks/bench_perf.py
+	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_data.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20

@@ -1,5 +1,5 @@
-"""Token files at scale: each rank maps the corpus and reads only the rows of its own batches, so its
-memory does not grow with the corpus (benchmarks/bench_data.py measures it on 0.1 to 4 GB)."""
+"""Token files at scale: each rank reads only the rows of its own batches, so its memory does not grow
+with the corpus (benchmarks/bench_data.py measures it on 0.1 to 4 GB)."""
 import importlib
 import importlib.util
 import json
@@ -31,8 +31,8 @@ def _peak_bytes(fn):
         tracemalloc.stop()
 
 
-def test_an_npy_corpus_is_mapped_not_loaded(data, tmp_path):
-    """8 Mi int32 tokens (32 MiB): loading them as int64 would take 64 MiB; the mapped reader a few batches."""
+def test_an_npy_corpus_is_read_row_by_row_not_loaded(data, tmp_path):
+    """8 Mi int32 tokens (32 MiB): loading them as int64 would take 64 MiB; the reader holds a few rows."""
     channel = tmp_path / "train"
     channel.mkdir()
     for i in range(2):
@@ -63,9 +63,10 @@ def test_json_lines_are_converted_a_chunk_at_a_time(data, tmp_path):
     assert _peak_bytes(read) < 3 << 20
     cached = sorted(cache.iterdir())
     assert len(cached) == 1 and cached[0].stat().st_size == 4 << 20  # int32 tokens
+    assert cached[0].read_bytes()[:8] == np.arange(2, dtype=np.int32).tobytes()
     before = cached[0].stat().st_mtime_ns
     data.TokenFileBatches(str(channel), "jsonl", 512, 2, seed=0, dp_rank=0, dp_size=1, cache_dir=str(cache))
-    assert cached[0].stat().st_mtime_ns == before  # converted once per host, then mapped
+    assert cached[0].stat().st_mtime_ns == before  # converted once per host, then read row by row
     with open(channel / "a.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps({"input_ids": [1, 2, 3]}) + "\n")
     os.utime(channel / "a.jsonl", ns=(before + 10**9, before + 10**9))

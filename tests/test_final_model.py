@@ -64,3 +64,19 @@ def test_the_plan_shows_host_memory_beside_gpu_memory(run_cli, no_aws_config):
     host = json.loads(run_cli(*args, "--output", "json").out)["memory"]["host"]
     assert host == {"per_instance_gib": 1225.1, "capacity_gib": 1152, "fits": False, "peak_phase": "model build",
                     "breakdown": {"model_build": 1225.1, "final_export": 76.6}}
+
+
+def test_the_local_run_judges_the_export_the_spec_asked_for():
+    from launcher.local.checks import RunRecord, final_model_check
+
+    off = final_model_check(RunRecord(0, 1.0), written=False, export="none")
+    assert off.ok is None and "off" in off.detail
+    sharded = RunRecord(0, 1.0, [{"check": "final_model", "loads": True, "format": "sharded",
+                                  "folders": ["tp2-0", "tp2-1"], "model_class": "LlamaForCausalLM"}])
+    check = final_model_check(sharded, written=True, export="sharded")
+    assert check.ok is True and "DCP shards in tp2-0, tp2-1 load back into LlamaForCausalLM" in check.detail
+    broken = RunRecord(0, 1.0, [{"check": "final_model", "loads": False, "format": "sharded", "folders": ["."],
+                                 "model_class": "LlamaForCausalLM"}])
+    check = final_model_check(broken, written=True, export="sharded")
+    assert check.ok is False and "in SM_MODEL_DIR do NOT load" in check.detail
+    assert final_model_check(RunRecord(0, 1.0), written=False, export="full").ok is False

@@ -80,7 +80,7 @@ cluster: {instance_type: ml.p5.48xlarge, region: us-west-2}
 smp: {hybrid_shard_degree: 1, expert_parallel_degree: 2, activation_checkpointing: false}
 training: {precision: fp16, batch_size: 2}
 data: {train: "s3://my-bucket/tokens/", format: jsonl}
-output: {path: "s3://my-bucket/smp"}
+output: {path: "s3://my-bucket/smp", save_final_model: full}
 hyperparameters: {epochs: 1}
 """
 
@@ -197,13 +197,15 @@ def test_token_files_are_cut_into_sequences_per_rank(runtime, tmp_path, fmt):
     else:
         (channel / "a.jsonl").write_text("\n".join(json.dumps({"input_ids": tokens[i:i + 8].tolist()})
                                                    for i in range(0, 80, 8)) + "\n")
-    ranks = [data.TokenFileBatches(str(channel), fmt, 8, 2, seed=0, dp_rank=r, dp_size=2) for r in (0, 1)]
+    cache = str(tmp_path / "cache")
+    ranks = [data.TokenFileBatches(str(channel), fmt, 8, 2, seed=0, dp_rank=r, dp_size=2, cache_dir=cache)
+             for r in (0, 1)]
     seen = torch.cat([r.batch(s) for s in (1, 2) for r in ranks])
     assert seen.shape == (8, 8) and len({int(row[0]) for row in seen}) == 8  # no row twice in an epoch
     assert all(int(row[0]) % 8 == 0 and torch.equal(row, torch.arange(row[0], row[0] + 8)) for row in seen)
     assert torch.equal(ranks[0].batch(3), ranks[0].batch(3)) and ranks[0].per_epoch == 2
     with pytest.raises(ValueError, match="fewer than one global batch"):
-        data.TokenFileBatches(str(channel), fmt, 8, 8, seed=0, dp_rank=0, dp_size=2)
+        data.TokenFileBatches(str(channel), fmt, 8, 8, seed=0, dp_rank=0, dp_size=2, cache_dir=cache)
 
 
 def test_checkpoints_resume_from_the_newest_complete_one_and_prune(runtime, tmp_path):

@@ -193,7 +193,8 @@ def final_model_check(run: RunRecord, written: bool, export: str = "full") -> Ch
     f = facts[0]
     verdict = "load" if f["loads"] else "do NOT load"
     if f.get("format") == "sharded":
-        return Check(name, bool(f["loads"]), f"config and DCP shards in {', '.join(f['folders'])} {verdict} back "
+        where = ", ".join("SM_MODEL_DIR" if folder == "." else folder for folder in f["folders"]) or "no folder"
+        return Check(name, bool(f["loads"]), f"config and DCP shards in {where} {verdict} back "
                                              f"into {f['model_class']} with the weights saved")
     return Check(name, bool(f["loads"]), f"config and pytorch_model.bin ({f['tensors']} tensors) "
                                          f"{verdict} into {f['model_class']} with the weights saved")

@@ -240,6 +240,7 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
             write_token_files(root / "train", spec.data.format, spec.model.architecture().vocab_size, rows,
                               spec.model.seq_length)
             env["SM_CHANNEL_TRAIN"] = str(root / "train")
+            env["SMP_LAUNCH_TOKEN_CACHE"] = str(root / "token-cache")  # JSON lines' cache, removed with the run
             notes.append(f"data.train {spec.data.train} was not downloaded: the script read {rows} generated "
                          f"sequences in {spec.data.format} format from its train channel")
         if spec.model.pretrained is not None and not Path(spec.model.pretrained).is_absolute():

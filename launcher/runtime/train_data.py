@@ -30,11 +30,11 @@ class TokenFileBatches:
     """Fixed-length sequences cut from token-id files in a channel: `*.jsonl` lines of
     {"input_ids": [...]} or `*.npy` integer arrays (1-D streams or 2-D rows).
 
-    The files are one virtual stream, memory-mapped: a rank reads only the rows of its own batches, so
-    its memory stays flat however large the corpus is (as AWS's SMP v2 data pipelines read a file at a
-    time, or Megatron's memory-mapped indexed datasets). JSON lines are converted once per host into a
-    token cache beside the others (`prepare`); .npy files are mapped as they are. Rows are shuffled per
-    epoch by a keyed permutation computed row by row, never materialised."""
+    The files are one virtual stream that a rank reads row by row: it holds only the rows of its own
+    batches, so its memory stays flat however large the corpus is (AWS's SMP v2 data pipelines hold one
+    file at a time; Megatron's indexed datasets map theirs). JSON lines are converted once per host into an
+    int32 token cache (`prepare`); .npy files are read where their header says the array starts. Rows are
+    shuffled per epoch by a keyed permutation computed row by row, never materialised."""
 
     def __init__(self, directory, data_format, seq_length, batch_size, seed, dp_rank, dp_size, cache_dir=None):
         self.stream = TokenStream(token_files(directory, data_format, cache_dir))
@@ -54,12 +54,33 @@ class TokenFileBatches:
         return torch.from_numpy(np.stack([self.stream.read(r * self.seq_length, self.seq_length) for r in picked]))
 
 
-class TokenStream:
-    """Memory-mapped 1-D token arrays read as one stream: `read` copies only the span asked for."""
+class TokenFile:
+    """A 1-D run of token ids in a file: where they start, their dtype and how many there are."""
 
-    def __init__(self, arrays):
-        self.arrays = [a for a in arrays if a.size]
-        self.starts = np.cumsum([0] + [a.size for a in self.arrays])
+    def __init__(self, path, offset, dtype, size):
+        self.path, self.offset, self.dtype, self.size = path, offset, np.dtype(dtype), size
+
+    def read(self, start, count):
+        """Tokens [start, start + count), read with one positioned read (the page cache holds the file, the
+        process only the row)."""
+        nbytes = count * self.dtype.itemsize
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, nbytes, self.offset + start * self.dtype.itemsize)
+        finally:
+            os.close(fd)
+        if len(data) != nbytes:
+            raise ValueError(f"{self.path}: shorter than its header says ({len(data)} of {nbytes} bytes at "
+                             f"token {start})")
+        return np.frombuffer(data, dtype=self.dtype)
+
+
+class TokenStream:
+    """Token files read as one stream: `read` copies only the span asked for, from one or two files."""
+
+    def __init__(self, files):
+        self.files = [f for f in files if f.size]
+        self.starts = np.cumsum([0] + [f.size for f in self.files])
         self.size = int(self.starts[-1])
 
     def read(self, start, length):
@@ -68,8 +89,8 @@ class TokenStream:
         done = 0
         while done < length:
             offset = start + done - int(self.starts[i])
-            take = min(length - done, self.arrays[i].size - offset)
-            out[done: done + take] = self.arrays[i][offset: offset + take]
+            take = min(length - done, self.files[i].size - offset)
+            out[done: done + take] = self.files[i].read(offset, take)
             done, i = done + take, i + 1
         return out
 
@@ -86,20 +107,26 @@ def default_cache_dir():
     return os.environ.get("SMP_LAUNCH_TOKEN_CACHE") or os.path.join(tempfile.gettempdir(), "smp-launch-tokens")
 
 
+def _npy_file(path):
+    """A .npy file's token run from its header alone: nothing of the array is read."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(f)
+        offset = f.tell()
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"{path}: token ids must be integers, not {dtype}")
+    if fortran and len(shape) > 1:
+        raise ValueError(f"{path}: save it in C order (np.ascontiguousarray) so its rows read without a copy")
+    return TokenFile(path, offset, dtype, int(np.prod(shape, dtype=np.int64)))
+
+
 def token_files(directory, data_format, cache_dir=None):
-    """Every token file of the channel, in file-name order, as memory-mapped 1-D integer arrays."""
+    """Every token file of the channel, in file-name order, as 1-D token runs read on demand."""
     if data_format == "jsonl":
-        return [np.memmap(path, dtype=CACHE_DTYPE, mode="r") if os.path.getsize(path) else np.empty(0, CACHE_DTYPE)
+        return [TokenFile(path, 0, CACHE_DTYPE, os.path.getsize(path) // np.dtype(CACHE_DTYPE).itemsize)
                 for path in prepare(directory, data_format, cache_dir)]
-    arrays = []
-    for path in _files(directory, data_format):
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-        if not np.issubdtype(array.dtype, np.integer):
-            raise ValueError(f"{path}: token ids must be integers, not {array.dtype}")
-        if array.ndim > 1 and not array.flags.c_contiguous:
-            raise ValueError(f"{path}: save it in C order (np.ascontiguousarray) so its rows map without a copy")
-        arrays.append(array.reshape(-1))
-    return arrays
+    return [_npy_file(path) for path in _files(directory, data_format)]
 
 
 CACHE_DTYPE = np.int32
