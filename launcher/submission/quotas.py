@@ -10,6 +10,7 @@ https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListAWSDef
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,8 @@ class QuotaCheck:
                f"request-service-quota-increase --service-code {SERVICE_CODE} --quota-code "
                f"{self.quota_code or '<code>'} --desired-value {want} --region {self.region}`")
         later = "; or wait for running jobs to end (a queue, `--max-concurrent`, waits)" if self.waitable else ""
-        return (f"the quota {self.name!r} in {self.region} is {quota} ({self.quota_source or 'applied'}); "
+        source = f" ({self.quota_source})" if self.quota_source else ""
+        return (f"the quota {self.name!r} in {self.region} is {quota}{source}; "
                 f"{running}, and this job needs {self.needed}: {want} > {quota}. To start it, {ask}, or lower "
                 f"cluster.instance_count{later}")
 
@@ -135,6 +137,22 @@ def _why(err: BaseException) -> str:
     from launcher.submission.pricing import brief
 
     return brief(str(err) if isinstance(err, LauncherError) else f"{type(err).__name__}: {err}")
+
+
+_LIMIT = re.compile(r"service limit '(?P<name>(?P<type>\S+) for (?P<spot>spot )?training job usage)' is "
+                    r"(?P<quota>[\d.]+) Instances, with current utilization of (?P<used>\d+) Instances and a "
+                    r"request delta of (?P<delta>\d+) Instances")
+
+
+def from_refusal(err: LauncherError, region: str) -> LauncherError:
+    """SageMaker's own ResourceLimitExceeded (a job created beside another that took the quota first) as an
+    OverQuota whose check a queue can wait on, when its message says the numbers; else `err` as it is."""
+    found = _LIMIT.search(str(err))
+    if found is None:
+        return err
+    check = QuotaCheck(found["type"], region, bool(found["spot"]), int(found["delta"]), QuotaVerdict.OVER,
+                       quota=float(found["quota"]), in_use=int(found["used"]))
+    return OverQuota(check)
 
 
 def require(check: QuotaCheck) -> QuotaCheck:
