@@ -161,3 +161,10 @@ def test_the_plan_table_says_where_a_capacity_failure_moves_the_job(run_cli):
     assert r.code == 0, r.err
     line = " ".join(next(x for x in r.out.splitlines() if "capacity fallback" in x).split())
     assert "ml.p4de.24xlarge (fits), then ml.p4d.24xlarge (skipped, SMP060)" in line
+
+
+def test_a_plan_with_alternatives_is_frozen_all_the_way_down():
+    from tests.test_frozen import assert_frozen
+
+    plan = plan_of()
+    assert assert_frozen(plan.alternatives, "alternatives") > 100
