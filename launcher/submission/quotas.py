@@ -53,6 +53,8 @@ def quota_name(instance_type: str, *, spot: bool) -> str:
 
 @dataclass(frozen=True)
 class QuotaCheck:
+    """The quota that limits a job's instance type in its region, what already holds it, what the job needs."""
+
     instance_type: str
     region: str
     spot: bool
