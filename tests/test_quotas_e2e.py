@@ -1,9 +1,11 @@
 """End to end: the installed CLI against the emulator's Service Quotas and Price List API (moto has neither)."""
 import json
+import sys
 
 import emulator
 from emulator import pricing as fake_prices
 from emulator import quotas as fake_quotas
+from tests.conftest import REPO
 
 
 def hold(server_world, name, count, itype="ml.p4d.24xlarge"):
@@ -87,22 +89,48 @@ def test_submit_caches_prices_and_prices_shows_them_with_their_source_without_as
 
 
 def test_a_sweep_waits_for_quota_instead_of_failing(server_world):
-    """Quota for one instance, two one-instance plans: the second waits for the first to end, then starts."""
+    """Quota for one instance, two one-instance plans: the second waits while the first runs, and starts once it
+    ended. The emulated jobs run on a clock this test holds still until the CLI says it waits, so no machine
+    is too slow or too fast for it."""
+    import subprocess
+    import threading
+    import time
+    from pathlib import Path
+
+    now = [time.time()]
     fake_quotas.set_quota("ml.p4d.24xlarge", 1)
-    emulator.set_default({"starting": 0.2, "downloading": 0.1, "training": 1.0, "uploading": 0.1, "decoy": False})
+    emulator.set_default({"starting": 1.0, "downloading": 1.0, "training": 100.0, "uploading": 1.0, "decoy": False})
+    emulator.set_clock(lambda: now[0])
+    args = ["submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep", "training.batch_size=2,4",
+            "--max-concurrent", "2", "--interval", "0.2", "--output", "json"]
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "smp-launch"), *args], cwd=REPO, env=server_world.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said: list[str] = []
+    waiting = threading.Event()
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            said.append(line)
+            if "waiting for quota" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        out = server_world.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
-                               "training.batch_size=2,4", "--max-concurrent", "2", "--interval", "0.2",
-                               "--output", "json")
+        assert waiting.wait(180), "".join(said)
+        now[0] += 1000.0  # the first job ends: the quota frees
+        stdout, _ = proc.communicate(timeout=180)
     finally:
+        proc.kill() if proc.poll() is None else None
+        emulator.set_clock(None)
         emulator.set_default(None)
-    assert out.returncode == 0, out.stderr
-    runs = json.loads(out.stdout)
-    assert [r["state"] for r in runs] == ["started", "started"], out.stderr
-    assert out.stderr.count("waiting for quota") == 1 and "1 in use by 1 running job(s)" in out.stderr
-    first, second = (server_world.session.client("sagemaker").describe_training_job(TrainingJobName=r["job_name"])
-                     for r in runs)
-    assert second["CreationTime"] >= first["CreationTime"]
+    reader.join(10)
+    stderr = "".join(said)
+    assert proc.returncode == 0, stderr
+    runs = json.loads(stdout)
+    assert [r["state"] for r in runs] == ["started", "started"], stderr
+    assert stderr.count("waiting for quota") == 1 and "1 in use by 1 running job(s)" in stderr
+    assert runs[0]["submission"]["quota"]["in_use"] == 0 and runs[1]["submission"]["quota"]["in_use"] == 0
 
 
 def test_a_capacity_failure_falls_back_to_the_next_type_and_status_and_wait_say_which_ran(server_world):
@@ -145,7 +173,6 @@ def test_against_a_plain_moto_server_process_quotas_and_prices_are_one_note_each
     import boto3
 
     from tests.aws_setup import create_world
-    from tests.conftest import REPO
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
