@@ -1,11 +1,15 @@
 """Where a plan's prices come from: the fetched cache, else the shipped snapshot, else nothing."""
+import datetime as dt
 import json
 import os
+import re
 
 import pytest
 
 from launcher.catalog import prices
 from launcher.catalog.prices import Price, hourly_price, price_key, write_cache
+from launcher.catalog.smp import INSTANCES
+from launcher.spec.loader import load_spec
 
 
 def _env(tmp_path):
@@ -122,23 +126,13 @@ UNSOURCED = {
 }
 
 
-def _snapshot_rows():
-    return json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))["prices"]
-
-
 def _https_urls(text):
-    import re
-
     return re.findall(r"https://[A-Za-z0-9.-]+\.[a-z]{2,}(?:/[^\s)]*)?", text)
 
 
 def test_every_snapshot_figure_cites_a_url_and_a_real_date():
-    import datetime as dt
-
     document = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
     shipped = dt.date.fromisoformat(document["date"])
-    from launcher.catalog.smp import INSTANCES
-
     keys = set()
     for row in document["prices"]:
         where = f"{row.get('instance_type')} {row.get('region')} spot={row.get('spot')}"
@@ -156,8 +150,6 @@ def test_every_snapshot_figure_cites_a_url_and_a_real_date():
 
 
 def _example_jobs():
-    from launcher.spec.loader import load_spec
-
     found = set()
     for path in sorted((REPO / "jobs").glob("*.yaml")):
         cluster = load_spec(path, env={"SMP_LAUNCH_ROLE": "Example"}).spec.cluster
@@ -180,9 +172,12 @@ def test_the_example_jobs_get_a_shipped_price_or_their_gap_is_named(tmp_path):
                 assert "https://" in price.source and price.date
 
 
-def test_the_named_gaps_are_the_ones_the_docs_list():
+def test_the_docs_list_the_shipped_figures_and_the_named_gaps():
     text = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
     section = text.split("## prices", 1)[1].split("\n## ", 1)[0]
-    listed = {tuple(cell.strip() for cell in line.strip("|").split("|"))
-              for line in section.splitlines() if line.startswith("| ml.")}
-    assert listed == UNSOURCED, "docs/commands.md#prices and UNSOURCED name different gaps"
+    rows = [tuple(cell.strip() for cell in line.strip("|").split("|"))
+            for line in section.splitlines() if line.startswith("| ml.")]
+    assert {r for r in rows if len(r) == 3} == UNSOURCED, "docs/commands.md#prices and UNSOURCED name different gaps"
+    held = {(*key.split("|"), price.usd_per_hour) for key, price in prices.snapshot_prices().items()}
+    listed = {(r[0], r[1], r[2], float(r[3])) for r in rows if len(r) == 4}
+    assert listed == held, "docs/commands.md#prices lists other figures than the snapshot holds"
