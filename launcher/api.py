@@ -339,7 +339,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
         from launcher.submission.pricing import fetch_prices
 
         clients = clients or connect(profile=profile, region=where)
-        notes = fetch_prices(clients, types, where, env=env).notes
+        notes = fetch_prices(clients, types, where, env=env, force=True).notes
     return PriceReport(price_table(types, where, env), refreshed=refresh, notes=notes)
 
 

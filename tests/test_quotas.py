@@ -124,7 +124,7 @@ def test_submit_json_carries_the_quota_and_the_prices(moto_world):
     assert data["quota"]["verdict"] == "ok" and data["quota"]["needed"] == 1 and data["quota"]["in_use"] == 0
     assert data["prices"]["prices"]["ml.p4d.24xlarge|us-west-2|on-demand"]["usd_per_hour"] == 37.688
     assert data["prices"]["missing"] == ["ml.p4d.24xlarge|us-west-2|spot"] and not result.warnings
-    assert {"service-quotas.ListServiceQuotas", "sagemaker.ListTrainingJobs", "pricing.GetProducts"} \
+    assert {"service-quotas.ListServiceQuotas", "sagemaker.Search", "pricing.GetProducts"} \
         <= set(result.aws_calls)
 
 
@@ -192,3 +192,35 @@ def test_brief_names_an_html_page_instead_of_quoting_it():
     assert brief("GetProducts failed: 500: <!doctype html><html>boom</html>") == \
         "GetProducts failed: 500 (an HTML error page)"
     assert len(brief("x" * 900)) <= 203
+
+
+def test_sagemakers_own_refusal_becomes_a_check_a_queue_can_wait_on(moto_world):
+    """Two submits at once: the quota check passed for both, then SageMaker counted the other job first."""
+    from botocore.exceptions import ClientError
+
+    def start(*_args):
+        raise ClientError({"Error": {"Code": "ResourceLimitExceeded", "Message": (
+            "The account-level service limit 'ml.p4d.24xlarge for training job usage' is 4 Instances, with current "
+            "utilization of 3 Instances and a request delta of 2 Instances. Please use AWS Service Quotas to "
+            "request an increase for this quota.")}}, "CreateTrainingJob")
+
+    with pytest.raises(OverQuota) as err:
+        submit_plan(plan_of("cluster.instance_count=2"), Clients(region="us-west-2"), start=start)
+    check = err.value.check
+    assert (check.quota, check.in_use, check.needed, check.waitable) == (4, 3, 2, True)
+    assert err.value.exit_code == 3 and "3 in use, and this job needs 2: 5 > 4" in str(err.value)
+
+
+def test_a_figure_fetched_today_is_not_asked_again_unless_forced(moto_world, tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    fake_prices.set_price("ml.p5.48xlarge", "us-west-2", 55.0)
+    fake_prices.set_price("ml.p5.48xlarge", "us-west-2", 20.0, spot=True)
+    clients = Clients(region="us-west-2")
+    fetch_prices(clients, ["ml.p5.48xlarge"], "us-west-2", env=env)
+    asked = fake_prices.calls()
+    again = fetch_prices(clients, ["ml.p5.48xlarge"], "us-west-2", env=env)
+    assert fake_prices.calls() == asked and again.prices["ml.p5.48xlarge|us-west-2|on-demand"].usd_per_hour == 55.0
+    fake_prices.set_price("ml.p5.48xlarge", "us-west-2", 50.0)
+    forced = fetch_prices(clients, ["ml.p5.48xlarge"], "us-west-2", env=env, force=True)
+    assert fake_prices.calls() == asked + 2 and forced.prices["ml.p5.48xlarge|us-west-2|on-demand"].usd_per_hour == 50.0
+    assert hourly_price("ml.p5.48xlarge", "us-west-2", spot=False, env=env).usd_per_hour == 50.0

@@ -1,9 +1,11 @@
 """End to end: the installed CLI against the emulator's Service Quotas and Price List API (moto has neither)."""
 import json
+import sys
 
 import emulator
 from emulator import pricing as fake_prices
 from emulator import quotas as fake_quotas
+from tests.conftest import REPO
 
 
 def hold(server_world, name, count, itype="ml.p4d.24xlarge"):
@@ -87,22 +89,48 @@ def test_submit_caches_prices_and_prices_shows_them_with_their_source_without_as
 
 
 def test_a_sweep_waits_for_quota_instead_of_failing(server_world):
-    """Quota for one instance, two one-instance plans: the second waits for the first to end, then starts."""
+    """Quota for one instance, two one-instance plans: the second waits while the first runs, and starts once it
+    ended. The emulated jobs run on a clock this test holds still until the CLI says it waits, so no machine
+    is too slow or too fast for it."""
+    import subprocess
+    import threading
+    import time
+    from pathlib import Path
+
+    now = [time.time()]
     fake_quotas.set_quota("ml.p4d.24xlarge", 1)
-    emulator.set_default({"starting": 0.2, "downloading": 0.1, "training": 1.0, "uploading": 0.1, "decoy": False})
+    emulator.set_default({"starting": 1.0, "downloading": 1.0, "training": 100.0, "uploading": 1.0, "decoy": False})
+    emulator.set_clock(lambda: now[0])
+    args = ["submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep", "training.batch_size=2,4",
+            "--max-concurrent", "2", "--interval", "0.2", "--output", "json"]
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "smp-launch"), *args], cwd=REPO, env=server_world.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said: list[str] = []
+    waiting = threading.Event()
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            said.append(line)
+            if "waiting for quota" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        out = server_world.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--sweep",
-                               "training.batch_size=2,4", "--max-concurrent", "2", "--interval", "0.2",
-                               "--output", "json")
+        assert waiting.wait(180), "".join(said)
+        now[0] += 1000.0  # the first job ends: the quota frees
+        stdout, _ = proc.communicate(timeout=180)
     finally:
+        proc.kill() if proc.poll() is None else None
+        emulator.set_clock(None)
         emulator.set_default(None)
-    assert out.returncode == 0, out.stderr
-    runs = json.loads(out.stdout)
-    assert [r["state"] for r in runs] == ["started", "started"], out.stderr
-    assert out.stderr.count("waiting for quota") == 1 and "1 in use by 1 running job(s)" in out.stderr
-    first, second = (server_world.session.client("sagemaker").describe_training_job(TrainingJobName=r["job_name"])
-                     for r in runs)
-    assert second["CreationTime"] >= first["CreationTime"]
+    reader.join(10)
+    stderr = "".join(said)
+    assert proc.returncode == 0, stderr
+    runs = json.loads(stdout)
+    assert [r["state"] for r in runs] == ["started", "started"], stderr
+    assert stderr.count("waiting for quota") == 1 and "1 in use by 1 running job(s)" in stderr
+    assert runs[0]["submission"]["quota"]["in_use"] == 0 and runs[1]["submission"]["quota"]["in_use"] == 0
 
 
 def test_a_capacity_failure_falls_back_to_the_next_type_and_status_and_wait_say_which_ran(server_world):
@@ -129,3 +157,51 @@ def test_a_capacity_failure_falls_back_to_the_next_type_and_status_and_wait_say_
         assert f"{started}: Completed (4 x ml.p4de.24xlarge)" in lines.stdout
     finally:
         emulator.set_default(None)
+
+
+def test_against_a_plain_moto_server_process_quotas_and_prices_are_one_note_each(tmp_path, monkeypatch):
+    """moto's own server (its console script, none of the emulator's patches): Service Quotas has no sagemaker
+    quota and no ListServiceQuotas, pricing has no backend at all."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    import boto3
+
+    from tests.aws_setup import create_world
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):  # up to 30 s for it to listen; a server that died ends the wait at once
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                assert server.poll() is None, "moto_server exited"
+                time.sleep(0.1)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")},
+               **emulator.server_env(url), "XDG_STATE_HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true"}
+        for k, v in emulator.server_env(url).items():
+            monkeypatch.setenv(k, v)
+        create_world(boto3.Session(region_name="us-west-2"))
+        out = subprocess.run([str(Path(sys.executable).parent / "smp-launch"), "submit", "jobs/llama7b.yaml",
+                              "--set", "role=Good", "--dry-run"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert out.returncode == 0, out.stderr
+    print("plain moto server:", out.stderr)
+    lines = out.stderr.splitlines()
+    assert len([x for x in lines if x.startswith("warning: quota: cannot tell")]) == 1, out.stderr
+    assert len([x for x in lines if x.startswith("warning: prices: cannot tell")]) == 1, out.stderr
+    assert "<html" not in out.stderr.lower() and "Traceback" not in out.stderr

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.core.aws import AwsError, Clients, deadline_error, explain, recording
+from launcher.core.aws import AwsError, Clients, QuotaError, deadline_error, explain, recording
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
 from launcher.submission.pricing import Fetched, fetch_prices
-from launcher.submission.quotas import QuotaCheck, check_quota, require
+from launcher.submission.quotas import QuotaCheck, check_quota, from_refusal, require
 from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
 
 
@@ -208,7 +208,10 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
             from launcher.submission import estimator as start_module
 
             start = start_module.start
-        lost = _start(start, plan, account.role_arn, clients)
+        try:
+            lost = _start(start, plan, account.role_arn, clients)
+        except QuotaError as err:  # SageMaker counted another job first: a queue may wait for it
+            raise from_refusal(err, plan.region or "") from None
         remembered, not_remembered = _remember(plan, clients)
         notes += [n for n in (lost, not_remembered) if n]
     region = plan.region or ""

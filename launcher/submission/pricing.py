@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from launcher.catalog.prices import CACHE_SOURCE, Price, price_key, write_cache
+from launcher.catalog.prices import CACHE_SOURCE, Price, price_key, read_cache, write_cache
 from launcher.core.aws import Clients, explain
 from launcher.core.errors import LauncherError
 from launcher.core.frozen import freeze
@@ -96,18 +96,25 @@ def price_of(products: Iterable[Any], instance_type: str, *, today: str) -> Pric
 
 
 def fetch_prices(clients: Clients, instance_types: Iterable[str], region: str, *, spots: Iterable[bool] = (False, True),
-                 env: Mapping[str, str] | None = None, write: bool = True,
-                 now: datetime | None = None) -> Fetched:
+                 env: Mapping[str, str] | None = None, write: bool = True, now: datetime | None = None,
+                 force: bool = False) -> Fetched:
     """Ask the Price List API for each type's on-demand and spot training price in `region`; cache what it says.
 
-    Never raises for AWS: what could not be fetched is a note (the plan keeps its snapshot figure)."""
+    A figure the cache already holds from the Price List today is not asked again unless `force` (a sweep's
+    submits ask once a day). Never raises for AWS: what could not be fetched is a note (the plan keeps the
+    figure it had)."""
     today = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
+    fresh = {} if force else {k: p for k, p in read_cache(env).items()
+                              if p.date == today and p.source.startswith(CACHE_SOURCE)}
     found: dict[str, Price] = {}
     missing: list[str] = []
     notes: list[str] = []
     for itype in dict.fromkeys(instance_types):
         for spot in dict.fromkeys(spots):
             key = price_key(itype, region, spot=spot)
+            if key in fresh:
+                found[key] = fresh[key]
+                continue
             try:
                 products = _products(clients, filters(itype, region, spot=spot))
             except LauncherError as err:

@@ -10,6 +10,7 @@ https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListAWSDef
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from launcher.core.errors import EXIT_PREFLIGHT, LauncherError
 from launcher.core.sanitize import clean
 
 SERVICE_CODE = "sagemaker"
-MAX_RUNNING = 500  # InProgress jobs described at most; beyond that the count is a floor and says so
+MAX_RUNNING = 500  # InProgress jobs read at most (5 Search pages); beyond that the count is a floor
 
 
 class QuotaVerdict(StrEnum):
@@ -52,6 +53,8 @@ def quota_name(instance_type: str, *, spot: bool) -> str:
 
 @dataclass(frozen=True)
 class QuotaCheck:
+    """The quota that limits a job's instance type in its region, what already holds it, what the job needs."""
+
     instance_type: str
     region: str
     spot: bool
@@ -101,7 +104,8 @@ class QuotaCheck:
                f"request-service-quota-increase --service-code {SERVICE_CODE} --quota-code "
                f"{self.quota_code or '<code>'} --desired-value {want} --region {self.region}`")
         later = "; or wait for running jobs to end (a queue, `--max-concurrent`, waits)" if self.waitable else ""
-        return (f"the quota {self.name!r} in {self.region} is {quota} ({self.quota_source or 'applied'}); "
+        source = f" ({self.quota_source})" if self.quota_source else ""
+        return (f"the quota {self.name!r} in {self.region} is {quota}{source}; "
                 f"{running}, and this job needs {self.needed}: {want} > {quota}. To start it, {ask}, or lower "
                 f"cluster.instance_count{later}")
 
@@ -135,6 +139,22 @@ def _why(err: BaseException) -> str:
     from launcher.submission.pricing import brief
 
     return brief(str(err) if isinstance(err, LauncherError) else f"{type(err).__name__}: {err}")
+
+
+_LIMIT = re.compile(r"service limit '(?P<name>(?P<type>\S+) for (?P<spot>spot )?training job usage)' is "
+                    r"(?P<quota>[\d.]+) Instances, with current utilization of (?P<used>\d+) Instances and a "
+                    r"request delta of (?P<delta>\d+) Instances")
+
+
+def from_refusal(err: LauncherError, region: str) -> LauncherError:
+    """SageMaker's own ResourceLimitExceeded (a job created beside another that took the quota first) as an
+    OverQuota whose check a queue can wait on, when its message says the numbers; else `err` as it is."""
+    found = _LIMIT.search(str(err))
+    if found is None:
+        return err
+    check = QuotaCheck(found["type"], region, bool(found["spot"]), int(found["delta"]), QuotaVerdict.OVER,
+                       quota=float(found["quota"]), in_use=int(found["used"]))
+    return OverQuota(check)
 
 
 def require(check: QuotaCheck) -> QuotaCheck:
@@ -186,33 +206,23 @@ def _code(quota: dict[str, Any]) -> str | None:
 
 def _in_use(clients: Clients, instance_type: str, spot: bool) -> tuple[int, tuple[str, ...]]:
     """Instances of `instance_type` that this account's InProgress training jobs hold (spot or on-demand, as
-    asked: each has its own quota), and those jobs' names."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from launcher.core.aws import explain
-
-    sm = clients.sagemaker
-    names: list[str] = []
-    for page in pages(sm, "list_training_jobs", "listing running training jobs", StatusEquals="InProgress"):
-        names += [s["TrainingJobName"] for s in page.get("TrainingJobSummaries") or [] if s.get("TrainingJobName")]
-        if len(names) >= MAX_RUNNING:
+    asked: each has its own quota), and those jobs' names. One SageMaker Search page holds 100 jobs with their
+    ResourceConfig (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Search.html)."""
+    query = {"Filters": [{"Name": "TrainingJobStatus", "Operator": "Equals", "Value": "InProgress"}]}
+    total, holding, seen = 0, [], 0
+    for page in pages(clients.sagemaker, "search", "listing running training jobs", Resource="TrainingJob",
+                      SearchExpression=query, PaginationConfig={"PageSize": 100}):
+        for result in page.get("Results") or []:
+            job = result.get("TrainingJob") or {}
+            seen += 1
+            if job.get("TrainingJobStatus") != "InProgress" or bool(job.get("EnableManagedSpotTraining")) != spot:
+                continue
+            count = _count(job.get("ResourceConfig") or {}, instance_type)
+            if count:
+                total += count
+                holding.append(clean(job.get("TrainingJobName", "?"), 63))
+        if seen >= MAX_RUNNING:
             break
-    total, holding = 0, []
-    for name in names[:MAX_RUNNING]:
-        try:
-            desc = sm.describe_training_job(TrainingJobName=name)
-        except ClientError as exc:
-            if "ValidationException" in str(exc.response.get("Error", {}).get("Code", "")):
-                continue  # ended and gone between the list and the describe
-            raise explain(exc, f"describing {name}") from None
-        except BotoCoreError as exc:
-            raise explain(exc, f"describing {name}") from None
-        if desc.get("TrainingJobStatus") != "InProgress" or bool(desc.get("EnableManagedSpotTraining")) != spot:
-            continue
-        count = _count(desc.get("ResourceConfig") or {}, instance_type)
-        if count:
-            total += count
-            holding.append(clean(name, 63))
     return total, tuple(holding)
 
 
