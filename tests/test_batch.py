@@ -337,6 +337,16 @@ def test_status_says_where_a_queued_job_waits_and_follows_its_training_job(moto_
     scenario.set_default({})
 
 
+def test_metrics_of_a_queued_job_are_its_training_jobs(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "m")
+    clock.sleep(3.0)
+    clients = Clients(region="us-west-2")
+    training = api.status("m", clients=clients).queue.training_job
+    assert api.metrics("m", clients=clients).job_name == training
+    scenario.set_default({})
+
+
 def test_a_name_nobody_knows_is_still_not_found(moto_world):
     with pytest.raises(api.JobNotFound, match="nor in any SageMaker training job queue"):
         api.status("nobody", clients=Clients(region="us-west-2"))
