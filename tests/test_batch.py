@@ -51,12 +51,23 @@ def test_capacity_alone_or_one_attempt_needs_no_strategy():
     assert retry_strategy(["internal_error"], 1) is None
 
 
-@pytest.mark.parametrize("classes", [["out_of_memory"], ["nccl_timeout", "internal_error"], ["exit:1"],
+@pytest.mark.parametrize("classes", [["out_of_memory"], ["nccl_timeout", "capacity"], ["exit:1"],
                                      ["spot_interruption"]])
 def test_a_class_only_the_log_tells_is_refused_with_why(classes):
     with pytest.raises(UsageError, match="cannot retry .*told from the job's log") as err:
         retry_strategy(classes, 3)
     assert "submit without a queue" in str(err.value) and "internal_error" in str(err.value)
+
+
+def test_beside_one_batch_can_retry_the_others_are_left_out_with_a_warning():
+    """The default classes (capacity, spot, internal_error, hardware): Batch retries capacity and internal
+    errors; spot interruptions and hardware are told from the log, and the submit says so."""
+    classes = ("capacity", "hardware", "internal_error", "spot_interruption")
+    assert retry_strategy(classes, 3) == retry_strategy(["internal_error"], 3)
+    (warning,) = batch.retry_warnings(QueueOptions(retry_classes=classes, attempts=3))
+    assert warning.startswith("a Batch queue cannot retry hardware, spot_interruption:")
+    assert warning.endswith("the others are retried on AWS")
+    assert batch.retry_warnings(QueueOptions(retry_classes=("internal_error",), attempts=3)) == []
 
 
 def test_options_refuse_what_batch_refuses():
@@ -74,6 +85,10 @@ def test_a_retry_policy_becomes_the_queue_options():
     assert (options.retry_classes, options.attempts, options.priority) == (("capacity",), 5, 7)
     with pytest.raises(UsageError, match="cannot retry spot_interruption"):
         queue_options(RetryPolicy.parse("capacity,spot"), None, None)
+    codes = RetryPolicy(classes=frozenset({"capacity"}))
+    object.__setattr__(codes, "exit_codes", frozenset({139}))  # a policy that retries exit codes too
+    with pytest.raises(UsageError, match="cannot retry exit:139"):
+        queue_options(codes, None, None)
 
 
 # -- the request ------------------------------------------------------------------------------------------------
