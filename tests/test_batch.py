@@ -174,6 +174,44 @@ def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(mot
     assert arn.split("/")[-1].startswith("AWSBatch") and tags["smp-launch:managed"] == "true"
 
 
+def _failing_submit(monkeypatch, clients, error, create_first):
+    """Make the clients' SubmitServiceJob raise `error`, after really submitting when `create_first`."""
+    batch_client = clients.client("batch")
+    real = batch_client.submit_service_job
+
+    def submit_then_fail(**kw):
+        if create_first:
+            real(**kw)
+        raise error
+
+    monkeypatch.setattr(batch_client, "submit_service_job", submit_then_fail)
+
+
+@pytest.mark.parametrize("create_first", [True, False])
+def test_an_answer_lost_on_the_way_back_is_settled_by_asking_the_queue(moto_world, monkeypatch, create_first):
+    from botocore.exceptions import EndpointConnectionError
+
+    clients = Clients(region="us-west-2")
+    _failing_submit(monkeypatch, clients, EndpointConnectionError(endpoint_url="https://batch"), create_first)
+    plan = plan_for()
+    if create_first:
+        result = batch.submit(plan, clients, options=QueueOptions())
+        assert result.queue["job_id"] and result.job_name == plan.job_name
+    else:
+        with pytest.raises(api.AwsError, match="SubmitServiceJob: cannot reach AWS"):
+            batch.submit(plan, clients, options=QueueOptions())
+
+
+@pytest.mark.parametrize("create_first", [True, False])
+def test_ctrl_c_during_the_submit_says_whether_the_queue_has_the_job(moto_world, monkeypatch, create_first):
+    clients = Clients(region="us-west-2")
+    _failing_submit(monkeypatch, clients, KeyboardInterrupt(), create_first)
+    with pytest.raises(api.Interrupted) as err:
+        batch.submit(plan_for(), clients, options=QueueOptions())
+    assert err.value.started is create_first
+    assert ("was queued and will run" if create_first else "was not queued") in str(err.value)
+
+
 # -- the queue's checks -----------------------------------------------------------------------------------------
 
 def test_a_queue_that_does_not_exist_is_refused_before_anything_is_written(moto_world):

@@ -243,12 +243,14 @@ def starter(queue: str, options: QueueOptions, clients: Clients,
         try:
             sent.update(batch.submit_service_job(**request))
         except KeyboardInterrupt:
-            found = _look_up(batch, queue, plan.job_name)
+            found = _look_up(batch, queue, plan.job_name, sent)
             state = {True: "was queued and will run", False: "was not queued", None: "may have been queued"}[found]
-            raise Interrupted(f"interrupted: {plan.job_name} {state} ({queue})", plan.job_name, found) from None
+            raise Interrupted(f"interrupted: {plan.job_name} {state} in Batch queue {queue}", plan.job_name,
+                              found) from None
         except (bx.ClientError, bx.BotoCoreError) as exc:
             error = explain(exc, "SubmitServiceJob")
-            if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)) and _look_up(batch, queue, plan.job_name):
+            lost = isinstance(exc, (bx.HTTPClientError, bx.ConnectionError))
+            if lost and _look_up(batch, queue, plan.job_name, sent):
                 return plan.job_name  # a try timed out after Batch had taken the job
             raise error from None
         return plan.job_name
@@ -256,12 +258,15 @@ def starter(queue: str, options: QueueOptions, clients: Clients,
     return start
 
 
-def _look_up(batch: Any, queue: str, name: str) -> bool | None:
-    """Whether the queue holds a job of this name (None: Batch could not be asked)."""
+def _look_up(batch: Any, queue: str, name: str, sent: dict[str, Any]) -> bool | None:
+    """Whether the queue holds a job of this name (None: Batch could not be asked); `sent` gets its id and ARN."""
     try:
-        return find_by_name(batch, queue, name) is not None
+        found = find_by_name(batch, queue, name)
     except (Exception, KeyboardInterrupt):
         return None
+    if found is not None:
+        sent.update({k: found[k] for k in ("jobId", "jobArn", "jobName") if k in found})
+    return found is not None
 
 
 def submit(plan: Plan, clients: Clients, *, options: QueueOptions, dry_run: bool = False,
