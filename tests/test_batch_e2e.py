@@ -156,7 +156,7 @@ def test_an_internal_error_is_retried_by_the_strategy_made_from_the_retry_policy
     assert row["status"] == "Completed" and row["queue"]["attempts"] == 3
 
 
-def test_logs_waits_in_the_queue_then_follows_the_training_job(server_world, held):
+def test_logs_waits_in_the_queue_then_follows_the_training_job(server_world, held, tmp_path):
     """`logs` on a job still RUNNABLE says where it waits, then prints its training job's lines once Batch has
     started it, and exits with its outcome."""
     held.hold()
@@ -164,26 +164,29 @@ def test_logs_waits_in_the_queue_then_follows_the_training_job(server_world, hel
     waiting = [r["job_name"] for r in rows][-1]
     assert _batch_statuses(server_world, [waiting]) == {waiting: "RUNNABLE"}
     smp = str(Path(sys.executable).parent / "smp-launch")
-    proc = subprocess.Popen([smp, "logs", waiting, "--interval", "0.2"], cwd=REPO, env=server_world.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    said: list[str] = []
+    out_file = tmp_path / "logs.out"
+    with out_file.open("w") as out_handle:
+        proc = subprocess.Popen([smp, "logs", waiting, "--interval", "0.2"], cwd=REPO, env=server_world.env,
+                                stdout=out_handle, stderr=subprocess.PIPE, text=True)
+        said: list[str] = []
 
-    def read_errors() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "waiting for Batch to start it" in line:
-                held.release()
+        def read_errors() -> None:  # the only reader of stderr: it releases the clock once logs says it waits
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                said.append(line)
+                if "waiting for Batch to start it" in line:
+                    held.release()
 
-    reader = threading.Thread(target=read_errors, daemon=True)
-    reader.start()
-    try:
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        held.release()
-    reader.join(10)
+        reader = threading.Thread(target=read_errors, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            held.release()
+        reader.join(10)
+    out = out_file.read_text()
     assert proc.returncode == 0, "".join(said)
     assert f"{waiting} is RUNNABLE in queue {QUEUE}; waiting for Batch to start it\n" in said
     assert "[algo-1]" in out and "SMP_PROGRESS" in out
