@@ -400,6 +400,18 @@ def test_metrics_of_a_queued_job_are_its_training_jobs(moto_world, clock):
     scenario.set_default({})
 
 
+def test_rerun_of_a_queued_job_reads_its_training_job_and_goes_to_the_queue_again(moto_world, clock):
+    scenario.set_default(QUICK)
+    clients = Clients(region="us-west-2")
+    first = submit(plan_for())
+    clock.sleep(30)
+    again = api.rerun(first.job_name, clients=clients)
+    assert again.queue["name"] == QUEUE and again.queue["job_id"] and again.job_name != first.job_name
+    assert "batch.SubmitServiceJob" in again.aws_calls and "sagemaker.CreateTrainingJob" not in again.aws_calls
+    assert api.diff(first.job_name, again.job_name, clients=clients) == []  # the job's own source, run again
+    scenario.set_default({})
+
+
 def test_a_name_nobody_knows_is_still_not_found(moto_world):
     with pytest.raises(api.JobNotFound, match="nor in any SageMaker training job queue"):
         api.status("nobody", clients=Clients(region="us-west-2"))
