@@ -150,11 +150,20 @@ def test_a_dry_run_shows_the_exact_request_and_writes_nothing(moto_world):
                                                             if k != "Tags"}
     assert request["tags"]["smp-launch:managed"] == "true"
     assert result.queue["job_id"] is None and result.to_dict()["queue"]["name"] == QUEUE
+    assert result.to_dict()["queue"]["retried_classes"] == [] and result.queue["retry_strategy"] is None
     assert "batch.DescribeJobQueues" in result.aws_calls and "batch.SubmitServiceJob" not in result.aws_calls
     assert "sagemaker.CreateTrainingJob" not in result.aws_calls
     b = moto_world.session.client("batch")
     assert b.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNABLE")["jobSummaryList"] == []
     assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_a_dry_run_says_which_classes_aws_retries_and_warns_of_the_rest(moto_world):
+    options = QueueOptions(retry_classes=("capacity", "hardware", "internal_error", "spot_interruption"), attempts=3)
+    result = submit(plan_for(), options, dry_run=True)
+    assert result.to_dict()["queue"]["retried_classes"] == ["capacity", "internal_error"]
+    assert result.to_dict()["queue"]["retry_strategy"] == retry_strategy(["internal_error"], 3)
+    assert any(w.startswith("a Batch queue cannot retry hardware, spot_interruption") for w in result.warnings)
 
 
 def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(moto_world, clock):

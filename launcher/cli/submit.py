@@ -91,10 +91,10 @@ def print_started(result: Any, dry_run: bool) -> None:
             click.echo(f"  service job: {info['job_id']}")
             click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
             click.echo(f"  follow:  smp-launch logs {result.job_name} (or `smp-launch wait {result.job_name}`)")
-        strategy = info.get("retry_strategy")
-        if strategy:
-            click.echo(f"  retries: Batch makes up to {strategy['attempts']} attempts "
-                       f"({len(strategy['evaluateOnExit']) - 1} retry rules)")
+        if info.get("retried_classes"):
+            strategy = info.get("retry_strategy") or {}
+            attempts = f"up to {strategy['attempts']} attempts" if strategy else "capacity only, as often as needed"
+            click.echo(f"  retries: on AWS, {', '.join(info['retried_classes'])} ({attempts})")
     elif dry_run:
         click.echo(f"dry run: would start {result.job_name} in {result.region} "
                    f"(source {result.source_uri}); nothing was written")

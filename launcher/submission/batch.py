@@ -290,8 +290,10 @@ def submit(plan: Plan, clients: Clients, *, options: QueueOptions, dry_run: bool
                                start=starter(queue, options, clients, sent))
         made = list(calls)
     shown = service_request(plan, queue, result.request, options)  # secrets redacted, as Submission.request
+    retried = [c for c in sorted(set(options.retry_classes))
+               if c in BATCH_RETRIES or (c in REASON_STARTS and options.attempts > 1)]
     info = {"name": queue, "arn": checked.arn, "job_id": sent.get("jobId"), "job_arn": sent.get("jobArn"),
-            "priority": options.priority, "share_identifier": options.share,
+            "priority": options.priority, "share_identifier": options.share, "retried_classes": retried,
             "retry_strategy": shown.get("retryStrategy"), "service_request": shown}
     console = (f"https://{region}.console.aws.amazon.com/batch/home?region={region}#queues/detail/"
                f"{checked.arn}")
