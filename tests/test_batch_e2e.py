@@ -215,6 +215,9 @@ def test_the_shell_refuses_what_a_queue_cannot_do(server_world):
     assert out.returncode == 2 and "--max-concurrent limits the jobs this machine keeps running" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", QUEUE, "--retry", "oom")
     assert out.returncode == 2 and "a Batch queue cannot retry out_of_memory" in out.stderr
+    out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", QUEUE, "--retry", "capacity",
+                           "--retry-backoff", "30")
+    assert out.returncode == 2 and "--retry-backoff is this machine's wait" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--priority", "5")
     assert out.returncode == 2 and "for a Batch queue" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", "missing", "--dry-run")

@@ -347,6 +347,13 @@ def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, npro
     return result.exit_code
 
 
+def _given(param: str) -> bool:
+    """Whether the current command's parameter was given on the command line (not left at its default)."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.COMMANDLINE
+
+
 @click.command("submit")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @click.option("--local", is_flag=True, help="Run the rendered script here on CPUs (torchrun, gloo) instead.")
@@ -392,6 +399,11 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
 
         raise UsageError("--max-concurrent limits the jobs this machine keeps running; with --queue the Batch "
                          "queue's capacity decides: give one or the other")
+    if queue and _given("retry_backoff"):
+        from launcher.core.errors import UsageError
+
+        raise UsageError("--retry-backoff is this machine's wait between attempts; with --queue Batch retries "
+                         "when it decides: drop it")
     overrides = with_queue(overrides, queue)
     if local:
         if sweeps or max_concurrent or strict:
