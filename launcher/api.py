@@ -530,8 +530,20 @@ def metrics(name: str, *, since: float = 3600.0, until: float | None = None,
     import time
 
     from launcher.jobs.metrics import fetch
+    from launcher.jobs.status import JobNotFound
 
-    return fetch(clients or connect(), name, since, time.time() if until is None else until)
+    clients = clients or connect()
+    end = time.time() if until is None else until
+    try:
+        return fetch(clients, name, since, end)
+    except JobNotFound:  # a job in an AWS Batch queue: its latest training job's metrics
+        from launcher.jobs import queued
+
+        desc = queued.locate(clients, name)
+        training = queued.QueueState.from_description(desc).training_job if desc else None
+        if training is None:
+            raise
+        return fetch(clients, training, since, end)
 
 
 # -- many plans: sweeps, a queue, provenance and SageMaker Pipelines ----------------------------------------

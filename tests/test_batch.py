@@ -51,12 +51,23 @@ def test_capacity_alone_or_one_attempt_needs_no_strategy():
     assert retry_strategy(["internal_error"], 1) is None
 
 
-@pytest.mark.parametrize("classes", [["out_of_memory"], ["nccl_timeout", "internal_error"], ["exit:1"],
+@pytest.mark.parametrize("classes", [["out_of_memory"], ["nccl_timeout", "capacity"], ["exit:1"],
                                      ["spot_interruption"]])
 def test_a_class_only_the_log_tells_is_refused_with_why(classes):
     with pytest.raises(UsageError, match="cannot retry .*told from the job's log") as err:
         retry_strategy(classes, 3)
     assert "submit without a queue" in str(err.value) and "internal_error" in str(err.value)
+
+
+def test_beside_one_batch_can_retry_the_others_are_left_out_with_a_warning():
+    """The default classes (capacity, spot, internal_error, hardware): Batch retries capacity and internal
+    errors; spot interruptions and hardware are told from the log, and the submit says so."""
+    classes = ("capacity", "hardware", "internal_error", "spot_interruption")
+    assert retry_strategy(classes, 3) == retry_strategy(["internal_error"], 3)
+    (warning,) = batch.retry_warnings(QueueOptions(retry_classes=classes, attempts=3))
+    assert warning.startswith("a Batch queue cannot retry hardware, spot_interruption:")
+    assert warning.endswith("the others are retried on AWS")
+    assert batch.retry_warnings(QueueOptions(retry_classes=("internal_error",), attempts=3)) == []
 
 
 def test_options_refuse_what_batch_refuses():
@@ -74,6 +85,10 @@ def test_a_retry_policy_becomes_the_queue_options():
     assert (options.retry_classes, options.attempts, options.priority) == (("capacity",), 5, 7)
     with pytest.raises(UsageError, match="cannot retry spot_interruption"):
         queue_options(RetryPolicy.parse("capacity,spot"), None, None)
+    codes = RetryPolicy(classes=frozenset({"capacity"}))
+    object.__setattr__(codes, "exit_codes", frozenset({139}))  # a policy that retries exit codes too
+    with pytest.raises(UsageError, match="cannot retry exit:139"):
+        queue_options(codes, None, None)
 
 
 # -- the request ------------------------------------------------------------------------------------------------
@@ -135,11 +150,20 @@ def test_a_dry_run_shows_the_exact_request_and_writes_nothing(moto_world):
                                                             if k != "Tags"}
     assert request["tags"]["smp-launch:managed"] == "true"
     assert result.queue["job_id"] is None and result.to_dict()["queue"]["name"] == QUEUE
+    assert result.to_dict()["queue"]["retried_classes"] == [] and result.queue["retry_strategy"] is None
     assert "batch.DescribeJobQueues" in result.aws_calls and "batch.SubmitServiceJob" not in result.aws_calls
     assert "sagemaker.CreateTrainingJob" not in result.aws_calls
     b = moto_world.session.client("batch")
     assert b.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNABLE")["jobSummaryList"] == []
     assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_a_dry_run_says_which_classes_aws_retries_and_warns_of_the_rest(moto_world):
+    options = QueueOptions(retry_classes=("capacity", "hardware", "internal_error", "spot_interruption"), attempts=3)
+    result = submit(plan_for(), options, dry_run=True)
+    assert result.to_dict()["queue"]["retried_classes"] == ["capacity", "internal_error"]
+    assert result.to_dict()["queue"]["retry_strategy"] == retry_strategy(["internal_error"], 3)
+    assert any(w.startswith("a Batch queue cannot retry hardware, spot_interruption") for w in result.warnings)
 
 
 def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(moto_world, clock):
@@ -157,6 +181,44 @@ def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(mot
     sm = moto_world.session.client("sagemaker")
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
     assert arn.split("/")[-1].startswith("AWSBatch") and tags["smp-launch:managed"] == "true"
+
+
+def _failing_submit(monkeypatch, clients, error, create_first):
+    """Make the clients' SubmitServiceJob raise `error`, after really submitting when `create_first`."""
+    batch_client = clients.client("batch")
+    real = batch_client.submit_service_job
+
+    def submit_then_fail(**kw):
+        if create_first:
+            real(**kw)
+        raise error
+
+    monkeypatch.setattr(batch_client, "submit_service_job", submit_then_fail)
+
+
+@pytest.mark.parametrize("create_first", [True, False])
+def test_an_answer_lost_on_the_way_back_is_settled_by_asking_the_queue(moto_world, monkeypatch, create_first):
+    from botocore.exceptions import EndpointConnectionError
+
+    clients = Clients(region="us-west-2")
+    _failing_submit(monkeypatch, clients, EndpointConnectionError(endpoint_url="https://batch"), create_first)
+    plan = plan_for()
+    if create_first:
+        result = batch.submit(plan, clients, options=QueueOptions())
+        assert result.queue["job_id"] and result.job_name == plan.job_name
+    else:
+        with pytest.raises(api.AwsError, match="SubmitServiceJob: cannot reach AWS"):
+            batch.submit(plan, clients, options=QueueOptions())
+
+
+@pytest.mark.parametrize("create_first", [True, False])
+def test_ctrl_c_during_the_submit_says_whether_the_queue_has_the_job(moto_world, monkeypatch, create_first):
+    clients = Clients(region="us-west-2")
+    _failing_submit(monkeypatch, clients, KeyboardInterrupt(), create_first)
+    with pytest.raises(api.Interrupted) as err:
+        batch.submit(plan_for(), clients, options=QueueOptions())
+    assert err.value.started is create_first
+    assert ("was queued and will run" if create_first else "was not queued") in str(err.value)
 
 
 # -- the queue's checks -----------------------------------------------------------------------------------------
@@ -334,6 +396,28 @@ def test_status_says_where_a_queued_job_waits_and_follows_its_training_job(moto_
     clock.sleep(60)
     done = api.wait(["c"], clients=clients, interval=1)
     assert done[0].status == "Completed" and done[0].queue.status == "SUCCEEDED"
+    scenario.set_default({})
+
+
+def test_metrics_of_a_queued_job_are_its_training_jobs(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "m")
+    clock.sleep(3.0)
+    clients = Clients(region="us-west-2")
+    training = api.status("m", clients=clients).queue.training_job
+    assert api.metrics("m", clients=clients).job_name == training
+    scenario.set_default({})
+
+
+def test_rerun_of_a_queued_job_reads_its_training_job_and_goes_to_the_queue_again(moto_world, clock):
+    scenario.set_default(QUICK)
+    clients = Clients(region="us-west-2")
+    first = submit(plan_for())
+    clock.sleep(30)
+    again = api.rerun(first.job_name, clients=clients)
+    assert again.queue["name"] == QUEUE and again.queue["job_id"] and again.job_name != first.job_name
+    assert "batch.SubmitServiceJob" in again.aws_calls and "sagemaker.CreateTrainingJob" not in again.aws_calls
+    assert api.diff(first.job_name, again.job_name, clients=clients) == []  # the job's own source, run again
     scenario.set_default({})
 
 

@@ -20,7 +20,7 @@ import pytest
 import emulator
 from emulator import failures as scenarios
 from emulator import scenario
-from tests.batch_world import CAPACITY, QUEUE, create_batch_world
+from tests.batch_world import CAPACITY, FAIR_QUEUE, QUEUE, create_batch_world
 from tests.conftest import REPO
 
 QUICK = dict(starting=0.1, downloading=0.05, training=0.4, uploading=0.05, line_interval=0.1, decoy=False)
@@ -62,17 +62,17 @@ def held():
     emulator.set_clock(None)
 
 
-def _submit(world, *args: str) -> dict | list:
-    out = world.cli("submit", SPEC, "--set", "role=Good", "--queue", QUEUE, *args, "--output", "json")
+def _submit(world, *args: str, queue: str = QUEUE) -> dict | list:
+    out = world.cli("submit", SPEC, "--set", "role=Good", "--queue", queue, *args, "--output", "json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def _batch_statuses(world, names: list[str]) -> dict[str, str]:
+def _batch_statuses(world, names: list[str], queue: str = QUEUE) -> dict[str, str]:
     b = world.session.client("batch")
     found = {}
     for status in ("RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"):
-        for s in b.list_service_jobs(jobQueue=QUEUE, jobStatus=status)["jobSummaryList"]:
+        for s in b.list_service_jobs(jobQueue=queue, jobStatus=status)["jobSummaryList"]:
             found[s["jobName"]] = s["status"]
     return {n: found.get(n, "?") for n in names}
 
@@ -156,54 +156,57 @@ def test_an_internal_error_is_retried_by_the_strategy_made_from_the_retry_policy
     assert row["status"] == "Completed" and row["queue"]["attempts"] == 3
 
 
-def test_logs_waits_in_the_queue_then_follows_the_training_job(server_world, held):
+def test_logs_waits_in_the_queue_then_follows_the_training_job(server_world, held, tmp_path):
     """`logs` on a job still RUNNABLE says where it waits, then prints its training job's lines once Batch has
     started it, and exits with its outcome."""
-    held.hold()
-    rows = _submit(server_world, "--sweep", "training.learning_rate=1e-4,2e-4,3e-4")
+    held.hold()  # a queue of capacity 1: the second job waits
+    rows = _submit(server_world, "--sweep", "training.learning_rate=1e-4,2e-4", "--share", "a", queue=FAIR_QUEUE)
     waiting = [r["job_name"] for r in rows][-1]
-    assert _batch_statuses(server_world, [waiting]) == {waiting: "RUNNABLE"}
+    assert _batch_statuses(server_world, [waiting], FAIR_QUEUE) == {waiting: "RUNNABLE"}
     smp = str(Path(sys.executable).parent / "smp-launch")
-    proc = subprocess.Popen([smp, "logs", waiting, "--interval", "0.2"], cwd=REPO, env=server_world.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    said: list[str] = []
+    out_file = tmp_path / "logs.out"
+    with out_file.open("w") as out_handle:
+        proc = subprocess.Popen([smp, "logs", waiting, "--interval", "0.2"], cwd=REPO, env=server_world.env,
+                                stdout=out_handle, stderr=subprocess.PIPE, text=True)
+        said: list[str] = []
 
-    def read_errors() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "waiting for Batch to start it" in line:
-                held.release()
+        def read_errors() -> None:  # the only reader of stderr: it releases the clock once logs says it waits
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                said.append(line)
+                if "waiting for Batch to start it" in line:
+                    held.release()
 
-    reader = threading.Thread(target=read_errors, daemon=True)
-    reader.start()
-    try:
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        held.release()
-    reader.join(10)
+        reader = threading.Thread(target=read_errors, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            held.release()
+        reader.join(10)
+    out = out_file.read_text()
     assert proc.returncode == 0, "".join(said)
-    assert f"{waiting} is RUNNABLE in queue {QUEUE}; waiting for Batch to start it\n" in said
+    assert f"{waiting} is RUNNABLE in queue {FAIR_QUEUE}; waiting for Batch to start it\n" in said
     assert "[algo-1]" in out and "SMP_PROGRESS" in out
     assert any("Completed" in line for line in said), said
 
 
 def test_stop_terminates_a_queued_job_and_status_says_so(server_world, held):
-    held.hold()
-    rows = _submit(server_world, "--sweep", "training.learning_rate=1e-4,2e-4,3e-4")
+    held.hold()  # a queue of capacity 1: the second job waits
+    rows = _submit(server_world, "--sweep", "training.learning_rate=1e-4,2e-4", "--share", "a", queue=FAIR_QUEUE)
     waiting = rows[-1]["job_name"]
     out = server_world.cli("stop", waiting, "--yes")
     assert out.returncode == 0, out.stderr
-    assert f"{waiting} is terminated in Batch queue {QUEUE}" in out.stderr
+    assert f"{waiting} is terminated in Batch queue {FAIR_QUEUE}" in out.stderr
     status = server_world.cli("status", waiting, "--output", "json")
     assert status.returncode == 5, status.stderr
     shown = json.loads(status.stdout)
     assert shown["status"] == "Stopped" and shown["queue"]["status"] == "FAILED"
     assert shown["queue"]["training_job"] is None
     table = server_world.cli("status", waiting)
-    assert f"FAILED in queue {QUEUE}: stopped with smp-launch stop" in table.stdout
+    assert f"FAILED in queue {FAIR_QUEUE}: stopped with smp-launch stop" in table.stdout
 
 
 def test_the_shell_refuses_what_a_queue_cannot_do(server_world):
@@ -212,6 +215,9 @@ def test_the_shell_refuses_what_a_queue_cannot_do(server_world):
     assert out.returncode == 2 and "--max-concurrent limits the jobs this machine keeps running" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", QUEUE, "--retry", "oom")
     assert out.returncode == 2 and "a Batch queue cannot retry out_of_memory" in out.stderr
+    out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", QUEUE, "--retry", "capacity",
+                           "--retry-backoff", "30")
+    assert out.returncode == 2 and "--retry-backoff is this machine's wait" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--priority", "5")
     assert out.returncode == 2 and "for a Batch queue" in out.stderr
     out = server_world.cli("submit", SPEC, "--set", "role=Good", "--queue", "missing", "--dry-run")

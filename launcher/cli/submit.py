@@ -93,10 +93,10 @@ def print_started(result: Any, dry_run: bool) -> None:
             click.echo(f"  service job: {info['job_id']}")
             click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
             click.echo(f"  follow:  smp-launch logs {result.job_name} (or `smp-launch wait {result.job_name}`)")
-        strategy = info.get("retry_strategy")
-        if strategy:
-            click.echo(f"  retries: Batch makes up to {strategy['attempts']} attempts "
-                       f"({len(strategy['evaluateOnExit']) - 1} retry rules)")
+        if info.get("retried_classes"):
+            strategy = info.get("retry_strategy") or {}
+            attempts = f"up to {strategy['attempts']} attempts" if strategy else "capacity only, as often as needed"
+            click.echo(f"  retries: on AWS, {', '.join(info['retried_classes'])} ({attempts})")
     elif dry_run:
         click.echo(f"dry run: would start {result.job_name} in {result.region} "
                    f"(source {result.source_uri}); nothing was written")
@@ -406,6 +406,13 @@ def refuse_inapplicable(ctx: click.Context, *, local: bool, retry: str | None) -
                          "add --retry CLASSES, or drop the flag")
 
 
+def _given(param: str) -> bool:
+    """Whether the current command's parameter was given on the command line (not left at its default)."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.COMMANDLINE
+
+
 @click.command("submit")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @click.option("--local", is_flag=True, help="Run the rendered script here on CPUs (torchrun, gloo) instead.")
@@ -456,6 +463,11 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
 
         raise UsageError("--max-concurrent limits the jobs this machine keeps running; with --queue the Batch "
                          "queue's capacity decides: give one or the other")
+    if queue and _given("retry_backoff"):
+        from launcher.core.errors import UsageError
+
+        raise UsageError("--retry-backoff is this machine's wait between attempts; with --queue Batch retries "
+                         "when it decides: drop it")
     overrides = with_queue(overrides, queue)
     if local:
         if sweeps or max_concurrent or strict:

@@ -271,6 +271,8 @@ class Attempts:
                 seen_jobs.add(state.training_job)
                 yield state.training_job
                 continue
+            if not follow and state.status not in DONE:
+                on_note(f"{self.name} is {state.line()}; Batch has made no training job for it yet")
             if state.status in DONE or not follow:
                 yield state
                 return

@@ -93,10 +93,19 @@ def _not_ours(job: str, why: str) -> NotLaunchedHere:
 
 def stored_job(clients: Clients, job: str) -> StoredJob:
     """Read a job's stored plan (and spec) from its source tarball in S3 (launcher.jobs.stored)."""
-    from launcher.jobs.status import describe
+    from launcher.jobs.status import JobNotFound, describe
     from launcher.jobs.stored import Unreadable, read_source, submit_directory
 
-    description = describe(clients, job)
+    try:
+        description = describe(clients, job)
+    except JobNotFound:  # a job handed to an AWS Batch queue: its latest training job holds the plan
+        from launcher.jobs import queued
+
+        found = queued.locate(clients, job)
+        training = queued.QueueState.from_description(found).training_job if found else None
+        if training is None:
+            raise
+        description = describe(clients, training)
     uri = submit_directory(description)
     if uri is None:
         raise _not_ours(job, "it has no source tarball")
@@ -206,11 +215,16 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
 def rerun(name: str, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
           now: datetime | None = None) -> Submission:
     """Submit a job's stored plan again under a new name, through the same checks as submit."""
+    from launcher.submission import batch
     from launcher.submission.create import submit
 
     stored = stored_job(clients, name)
     plan, warnings = rerun_plan(stored, clients, now=now)
-    result = submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
+    if batch.queue_of(plan):  # the stored spec names an AWS Batch queue: the rerun goes there too
+        result: Submission = batch.submit(plan, clients, options=batch.QueueOptions(), dry_run=dry_run,
+                                          skip_role_check=skip_role_check)
+    else:
+        result = submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
     return dataclasses.replace(result, warnings=(*warnings, *result.warnings))
 
 

@@ -101,22 +101,32 @@ def queue_arn(queue: str, region: str, account: str) -> str:
     return queue if queue.startswith("arn:") else f"arn:aws:batch:{region}:{account}:job-queue/{queue}"
 
 
+def unexpressed(classes: Iterable[str]) -> list[str]:
+    """The classes (and `exit:N`) a Batch retryStrategy cannot match: told from the job's log, not from the start
+    of SageMaker's failure reason."""
+    return sorted(c for c in set(classes) if c not in REASON_STARTS and c not in BATCH_RETRIES)
+
+
+def _cannot(names: list[str]) -> str:
+    can = sorted({*REASON_STARTS, *BATCH_RETRIES})
+    return (f"a Batch queue cannot retry {', '.join(names)}: its retryStrategy matches only the start of "
+            f"SageMaker's failure reason, and {'these are' if len(names) > 1 else 'that is'} told from the job's "
+            f"log; retry {', '.join(can)} there, or submit without a queue (this machine then retries)")
+
+
 def retry_strategy(classes: Iterable[str], attempts: int) -> dict[str, Any] | None:
     """Batch's retryStrategy for a RetryPolicy's classes and attempts (None: Batch's default, one attempt).
 
     Each class SageMaker names at the start of its FailureReason is a RETRY rule on the status reason; a catch-all
     EXIT ends the list (Batch retries a failure that no rule matches). Capacity is Batch's own retry. A class only
-    the job's log tells (out of memory, an NCCL timeout, a script's exit code) is refused: no rule could match it."""
+    the job's log tells (out of memory, an NCCL timeout, a script's exit code) has no rule: asked alone it is
+    refused, beside one that can be retried it is left out (`retry_warnings` says so)."""
     wanted = sorted(set(classes))
     if attempts <= 1 or not wanted:
         return None
-    unexpressed = [c for c in wanted if c not in REASON_STARTS and c not in BATCH_RETRIES]
-    if unexpressed:
-        can = sorted({*REASON_STARTS, *BATCH_RETRIES})
-        raise UsageError(
-            f"a Batch queue cannot retry {', '.join(unexpressed)}: its retryStrategy matches only the start of "
-            f"SageMaker's failure reason, and {'these are' if len(unexpressed) > 1 else 'that is'} told from the "
-            f"job's log; retry {', '.join(can)} there, or submit without a queue (this machine then retries)")
+    missing = unexpressed(wanted)
+    if missing and len(missing) == len([c for c in wanted if c not in BATCH_RETRIES]):
+        raise UsageError(_cannot(missing))
     rules = [{"action": "RETRY", "onStatusReason": f"{prefix}{start}*"}
              for c in wanted for start in REASON_STARTS.get(c, ()) for prefix in STATUS_PREFIXES]
     if not rules:  # only what Batch retries on its own
@@ -126,6 +136,12 @@ def retry_strategy(classes: Iterable[str], attempts: int) -> dict[str, Any] | No
         raise UsageError(f"a Batch retryStrategy takes at most {MAX_RULES} rules; {', '.join(wanted)} need "
                          f"{len(rules)}: retry fewer classes")
     return {"attempts": attempts, "evaluateOnExit": rules}
+
+
+def retry_warnings(options: QueueOptions) -> list[str]:
+    """What a submit says about the classes of its retry policy that its queue cannot retry."""
+    missing = unexpressed(options.retry_classes) if options.attempts > 1 else []
+    return [f"{_cannot(missing)}; the others are retried on AWS"] if missing else []
 
 
 def service_request(plan: Plan, queue: str, create_request: Mapping[str, Any],
@@ -227,12 +243,14 @@ def starter(queue: str, options: QueueOptions, clients: Clients,
         try:
             sent.update(batch.submit_service_job(**request))
         except KeyboardInterrupt:
-            found = _look_up(batch, queue, plan.job_name)
+            found = _look_up(batch, queue, plan.job_name, sent)
             state = {True: "was queued and will run", False: "was not queued", None: "may have been queued"}[found]
-            raise Interrupted(f"interrupted: {plan.job_name} {state} ({queue})", plan.job_name, found) from None
+            raise Interrupted(f"interrupted: {plan.job_name} {state} in Batch queue {queue}", plan.job_name,
+                              found) from None
         except (bx.ClientError, bx.BotoCoreError) as exc:
             error = explain(exc, "SubmitServiceJob")
-            if isinstance(exc, (bx.HTTPClientError, bx.ConnectionError)) and _look_up(batch, queue, plan.job_name):
+            lost = isinstance(exc, (bx.HTTPClientError, bx.ConnectionError))
+            if lost and _look_up(batch, queue, plan.job_name, sent):
                 return plan.job_name  # a try timed out after Batch had taken the job
             raise error from None
         return plan.job_name
@@ -240,12 +258,15 @@ def starter(queue: str, options: QueueOptions, clients: Clients,
     return start
 
 
-def _look_up(batch: Any, queue: str, name: str) -> bool | None:
-    """Whether the queue holds a job of this name (None: Batch could not be asked)."""
+def _look_up(batch: Any, queue: str, name: str, sent: dict[str, Any]) -> bool | None:
+    """Whether the queue holds a job of this name (None: Batch could not be asked); `sent` gets its id and ARN."""
     try:
-        return find_by_name(batch, queue, name) is not None
+        found = find_by_name(batch, queue, name)
     except (Exception, KeyboardInterrupt):
         return None
+    if found is not None:
+        sent.update({k: found[k] for k in ("jobId", "jobArn", "jobName") if k in found})
+    return found is not None
 
 
 def submit(plan: Plan, clients: Clients, *, options: QueueOptions, dry_run: bool = False,
@@ -269,13 +290,16 @@ def submit(plan: Plan, clients: Clients, *, options: QueueOptions, dry_run: bool
                                start=starter(queue, options, clients, sent))
         made = list(calls)
     shown = service_request(plan, queue, result.request, options)  # secrets redacted, as Submission.request
+    retried = [c for c in sorted(set(options.retry_classes))
+               if c in BATCH_RETRIES or (c in REASON_STARTS and options.attempts > 1)]
     info = {"name": queue, "arn": checked.arn, "job_id": sent.get("jobId"), "job_arn": sent.get("jobArn"),
-            "priority": options.priority, "share_identifier": options.share,
+            "priority": options.priority, "share_identifier": options.share, "retried_classes": retried,
             "retry_strategy": shown.get("retryStrategy"), "service_request": shown}
     console = (f"https://{region}.console.aws.amazon.com/batch/home?region={region}#queues/detail/"
                f"{checked.arn}")
     base = {f.name: getattr(result, f.name) for f in dataclasses.fields(Submission)}
-    base.update(console_url=console, aws_calls=tuple(made))
+    base.update(console_url=console, aws_calls=tuple(made),
+                warnings=(*result.warnings, *retry_warnings(options)))
     return QueuedSubmission(**base, queue=info)
 
 

@@ -262,6 +262,7 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: An
             if r.get("EvalDecision") != "allowed":
                 check.missing.append({"action": r["EvalActionName"], "resource": r.get("EvalResourceName", resource),
                                       "decision": r.get("EvalDecision", "")})
+    caller: str | None = None
     try:
         caller = _caller_arn(sts)
         if caller is None:
@@ -280,7 +281,7 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: An
         check.unknowns.append(f"cannot simulate the caller's iam:PassRole ({_why(exc)})")
     queue = getattr(getattr(plan.spec, "cluster", None), "queue", None)
     if queue:
-        _check_queue_submit(plan, queue, account, check, iam, sts)
+        _check_queue_submit(plan, queue, account, check, iam, caller)
 
 
 # What the caller needs to hand a job to an AWS Batch queue: SubmitServiceJob on the queue
@@ -289,14 +290,14 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: An
 QUEUE_ACTIONS = ("batch:SubmitServiceJob",)
 
 
-def _check_queue_submit(plan: Plan, queue: str, account: str, check: _Findings, iam: Any, sts: Any) -> None:
+def _check_queue_submit(plan: Plan, queue: str, account: str, check: _Findings, iam: Any,
+                        caller: str | None) -> None:
     arn = queue if queue.startswith("arn:") else f"arn:aws:batch:{plan.region}:{account}:job-queue/{queue}"
+    if caller is None:
+        check.unknowns.append("the caller is not known as an IAM user or role, so batch:SubmitServiceJob cannot "
+                              "be simulated")
+        return
     try:
-        caller = _caller_arn(sts)
-        if caller is None:
-            check.unknowns.append("the caller is not an IAM user or role, so batch:SubmitServiceJob cannot be "
-                                  "simulated")
-            return
         for r in _simulate(iam, caller, QUEUE_ACTIONS, arn):
             check.checked += 1
             if r.get("EvalDecision") != "allowed":
