@@ -180,8 +180,10 @@ class EmulatedJob:
         return at if at < window[1] else None
 
     def state(self, at: float) -> dict[str, Any]:
-        """DescribeTrainingJob's time-dependent fields at emulator time `at`."""
-        starts = [(s, t) for s, t in self.phase_starts() if t <= at]
+        """DescribeTrainingJob's time-dependent fields at emulator time `at` (a time before the job was created,
+        which a test that moves the clock back can ask for, reads as the moment it was created)."""
+        phases = self.phase_starts()
+        starts = [(s, t) for s, t in phases if t <= at] or phases[:1]
         secondary = starts[-1][0]
         terminal = secondary in TERMINAL
         status = TERMINAL[secondary] if terminal else ("Stopping" if secondary == "Stopping" else "InProgress")
