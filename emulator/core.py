@@ -36,6 +36,22 @@ def register_patch(name: str, apply: Callable[[], None]) -> None:
             _apply(name)
 
 
+_RESETS: list[Callable[[], None]] = []
+
+
+def register_reset(reset: Callable[[], None]) -> None:
+    """Add what `forget_registered()` runs: a module's own settings (prices, quotas) back to their defaults."""
+    with _LOCK:
+        if reset not in _RESETS:
+            _RESETS.append(reset)
+
+
+def forget_registered() -> None:
+    """Run every registered reset (scenario.forget_all calls this, so each test starts from the defaults)."""
+    for reset in list(_RESETS):
+        reset()
+
+
 def install() -> None:
     """Apply every registered patch exactly once (safe to call from every test and fixture)."""
     global _installed

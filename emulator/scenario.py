@@ -337,3 +337,4 @@ def forget_all() -> None:
     with core.lock():
         _JOBS.clear()
         _ATTEMPTS.clear()
+        core.forget_registered()

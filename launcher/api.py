@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
+    from launcher.catalog.prices import Price, PriceReport, PriceRow
     from launcher.core.aws import AwsError, Clients, QuotaError
     from launcher.core.errors import (
         ArgumentError,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.create import Submission
+    from launcher.submission.quotas import NotOffered, OverQuota, QuotaCheck, QuotaVerdict
     from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict
 
 # The public names defined elsewhere, and where: each loads on first use (see __getattr__). No public name
@@ -62,6 +64,11 @@ _REEXPORTED = {
     "RoleVerdict": "launcher.submission.role",
     "Submission": "launcher.submission.create",
     "LocalRunResult": "launcher.local.run",
+    "Price": "launcher.catalog.prices",
+    "PriceRow": "launcher.catalog.prices",
+    "PriceReport": "launcher.catalog.prices",
+    "QuotaCheck": "launcher.submission.quotas",
+    "QuotaVerdict": "launcher.submission.quotas",
     # jobs
     "JobStatus": "launcher.jobs.status",
     "JobState": "launcher.jobs.status",
@@ -97,6 +104,8 @@ _REEXPORTED = {
     "AwsError": "launcher.core.aws",
     "QuotaError": "launcher.core.aws",
     "RoleRefused": "launcher.submission.role",
+    "OverQuota": "launcher.submission.quotas",
+    "NotOffered": "launcher.submission.quotas",
     "JobNotFound": "launcher.jobs.status",
     "NotLaunchedHere": "launcher.orchestrate.provenance",
 }
@@ -107,7 +116,8 @@ __all__ = [
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Severity", "Topology", "SweepPlan",
     # AWS and submitting
     "connect", "resolve_region", "check_role", "submit", "run_local", "Clients", "RoleCheck", "RoleVerdict",
-    "Submission", "LocalRunResult",
+    "Submission", "LocalRunResult", "prices", "check_quota", "Price", "PriceRow", "PriceReport", "QuotaCheck",
+    "QuotaVerdict",
     # jobs
     "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "stop", "list_jobs", "metrics",
     "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind",
@@ -120,7 +130,7 @@ __all__ = [
     "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
-    "QuotaError", "RoleRefused", "JobNotFound", "NotLaunchedHere",
+    "QuotaError", "RoleRefused", "OverQuota", "NotOffered", "JobNotFound", "NotLaunchedHere",
 ]
 
 
@@ -281,6 +291,50 @@ def check_role(plan: Plan, *, clients: Clients | None = None) -> RoleCheck:
         raise
     except Exception as exc:
         raise explain(exc, "checking the role") from None
+
+
+def check_quota(plan: Plan, *, clients: Clients | None = None) -> QuotaCheck:
+    """Can the account start the plan's job now? Its training-instance quota (Service Quotas, read by name)
+    against the instances this account's InProgress jobs hold. Read-only; a refusal is the result's `verdict`
+    (`over`, `not_offered`), and what AWS could not say is `unknown` with a `note`."""
+    from launcher.submission.create import bind_region
+    from launcher.submission.quotas import check_quota as _check
+
+    clients = clients or connect(region=plan.region)
+    region = bind_region(plan, clients)
+    return _check(clients, plan.instance_type, plan.instance_count, region, spot=plan.estimator.use_spot_instances)
+
+
+def prices(instance_types: Sequence[str] = (), *, region: str | None = None, refresh: bool = False,
+           profile: str | None = None, env: Mapping[str, str] | None = None,
+           clients: Clients | None = None) -> PriceReport:
+    """SageMaker training prices (on-demand and spot) for `instance_types` (default: every type SMP v2 runs
+    on) in a region, each with its source and date: the cache a submit or a refresh wrote, else the snapshot
+    shipped with the package. With `refresh`, ask the AWS Price List API first and cache its answer (what it
+    could not tell is in `notes`); without, no AWS call is made."""
+    import os
+
+    from launcher.catalog.prices import PriceReport, price_table
+    from launcher.catalog.smp import INSTANCES
+    from launcher.core.aws import resolve_region as _resolve
+    from launcher.core.errors import ArgumentError, UsageError
+
+    env = os.environ if env is None else env
+    types = list(instance_types) or list(INSTANCES)
+    unknown = [t for t in types if not t.startswith("ml.")]
+    if unknown:
+        raise ArgumentError(f"{{instance_types}}: {unknown[0][:40]!r} is not a SageMaker instance type (they "
+                            "start with `ml.`, e.g. ml.p4d.24xlarge)")
+    where = _resolve(None, env, flag=region or (clients.region if clients else None), profile=profile)
+    if not where:
+        raise UsageError("no AWS region: give --region, or set AWS_REGION or a profile region")
+    notes: tuple[str, ...] = ()
+    if refresh:
+        from launcher.submission.pricing import fetch_prices
+
+        clients = clients or connect(profile=profile, region=where)
+        notes = fetch_prices(clients, types, where, env=env, force=True).notes
+    return PriceReport(price_table(types, where, env), refreshed=refresh, notes=notes)
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,

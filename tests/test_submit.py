@@ -303,7 +303,8 @@ def test_submit_output_json_keeps_its_keys(moto_world):
     """`submit --output json` is a contract: Submission.to_dict has the keys (and order) it always had."""
     result, _ = run(spec(), dry_run=True)
     assert list(result.to_dict()) == ["job_name", "region", "console_url", "source_uri", "uploaded", "dry_run",
-                                      "aws_calls", "role", "warnings", "request", "remembered", "notes"]
+                                      "aws_calls", "role", "warnings", "request", "remembered", "notes", "quota",
+                                      "prices"]
     assert result.to_dict()["aws_calls"] == list(result.aws_calls) and result.to_dict()["notes"] == []
 
 

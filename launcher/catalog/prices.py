@@ -13,7 +13,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -163,3 +163,38 @@ def write_cache(prices: Mapping[str, Price], env: Mapping[str, str] | None = Non
         json.dump({"version": CACHE_VERSION, "prices": rows}, f, indent=1)
     os.replace(tmp, folder / CACHE_FILE)
     return folder / CACHE_FILE
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One instance type's training price in one region, on-demand or spot; `price` None: no source has one."""
+
+    instance_type: str
+    region: str
+    spot: bool
+    price: Price | None
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.price
+        return {"instance_type": self.instance_type, "region": self.region, "spot": self.spot,
+                "usd_per_hour": p.usd_per_hour if p else None, "source": p.source if p else None,
+                "date": p.date if p else None}
+
+
+@dataclass(frozen=True)
+class PriceReport:
+    """What `prices` shows: each figure with its source, and (after a refresh) what could not be fetched."""
+
+    rows: tuple[PriceRow, ...]
+    refreshed: bool = False
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prices": [r.to_dict() for r in self.rows], "refreshed": self.refreshed, "notes": list(self.notes)}
+
+
+def price_table(instance_types: Iterable[str], region: str,
+                env: Mapping[str, str] | None = None) -> tuple[PriceRow, ...]:
+    """On-demand and spot figures for each type, from the cache else the snapshot (no AWS call)."""
+    return tuple(PriceRow(t, region, spot, hourly_price(t, region, spot=spot, env=env))
+                 for t in dict.fromkeys(instance_types) for spot in (False, True))

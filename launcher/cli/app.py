@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import click
 
 from launcher import __version__
-from launcher.cli import calibrate, jobs, pipeline, provenance, role, spec, submit
+from launcher.cli import calibrate, jobs, pipeline, prices, provenance, role, spec, submit
 from launcher.cli import wait as wait_command
 
 
@@ -59,7 +59,8 @@ def cli() -> None:
 
 
 for _command in (*spec.COMMANDS, *role.COMMANDS, *submit.COMMANDS, *jobs.COMMANDS, *wait_command.COMMANDS,
-                 *provenance.COMMANDS, *pipeline.COMMANDS, *calibrate.COMMANDS):
+                 *provenance.COMMANDS, *pipeline.COMMANDS, *prices.COMMANDS,
+                 *calibrate.COMMANDS):
     cli.add_command(_command)
 
 

@@ -15,7 +15,8 @@ FLAGS = {
     "global_batch_tokens": "--global-batch-tokens", "precision": "--precision", "yes": "--yes",
     "max_attempts": "--max-attempts", "rate": "--rate", "interval": "--interval", "sweeps": "--sweep",
     "max_concurrent": "--max-concurrent", "hosts": "--host", "since": "--since", "grep": "--grep",
-    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny", "tokens": "--tokens", "by": "--by",
+    "nproc": "--nproc", "max_steps": "--max-steps", "tiny": "--tiny", "instance_types": "INSTANCE_TYPE",
+    "tokens": "--tokens", "by": "--by",
 }
 
 OUTPUT = click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",

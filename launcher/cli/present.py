@@ -235,6 +235,10 @@ def show_plan(plan: dict[str, Any]) -> None:
     store = plan.get("storage") or {}
     if store.get("note"):
         rows.append(("local storage", store["note"]))
+    if plan.get("alternatives"):  # cluster.instance_types: where a capacity failure moves the job, in order
+        rows.append(("capacity fallback", ", then ".join(
+            f"{a['instance_type']} ({'fits' if a['fits'] else 'skipped, ' + (a['errors'] or ['?'])[0].split()[0]})"
+            for a in plan["alternatives"])))
     mem = plan.get("memory")
     if mem:
         verdict = "fits" if mem["fits"] else "DOES NOT FIT"

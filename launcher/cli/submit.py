@@ -87,12 +87,23 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
             text = f"{event.job_name}: {event.status.status}" + (
                 f" [{failure.failure_class}] {failure.remedy}" if failure else "")
         elif event.kind is EventKind.RESUBMIT:
-            text = f"retrying in {event.backoff_s:g} s"
+            text = event.message or f"retrying in {event.backoff_s:g} s"
         else:
             return
         click.echo(safe(text), err=as_json)
 
     return say
+
+
+def fallback_printer(event: Any) -> None:
+    """A plan with other instance types: on stderr, a job that failed for capacity and the type tried next."""
+    from launcher import EventKind
+    from launcher.cli.present import safe
+
+    if event.kind is EventKind.ENDED and event.status.failure is not None:
+        click.echo(safe(f"{event.job_name}: {event.status.status} [{event.status.failure.failure_class}]"), err=True)
+    elif event.kind is EventKind.RESUBMIT and event.message:
+        click.echo(safe(event.message), err=True)
 
 
 def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bool, wait: bool, interval: float,
@@ -113,7 +124,9 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     plan = build_plan(load_spec(spec_file, overrides), region=region, profile=profile)  # flag > spec > env > profile
     clients = connect(profile=profile, region=plan.region)
     (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
-                         clients=clients, retry=retry, on_event=attempt_printer(as_json) if retry else None)
+                         clients=clients, retry=retry,
+                         on_event=attempt_printer(as_json) if retry else
+                         fallback_printer if plan.alternatives else None)
     if run.error is not None:
         raise for_shell(run.error, plan.region)
     if retry is not None:
@@ -121,7 +134,7 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
             emit_json(safe_data({"job_name": run.job_name, "status": run.status.status.value if run.status else None,
                                  "attempts": [a.to_dict() for a in run.attempts]}))
         return worst_exit_code([run])
-    result = run.submissions[0]
+    result = run.submissions[-1]  # after a capacity fallback: the job that got instances
     for message in result.warnings:
         warn(message)
     if as_json:
@@ -243,6 +256,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         return connect(profile=profile, region=plan_region)
 
     def on_event(event: Any) -> None:
+        if event.kind is EventKind.WAITING:  # on stderr in both modes: it explains a pause
+            click.echo(safe(f"waiting for quota: {event.job_name}: {event.message}"), err=True)
         if as_json:
             return
         if event.kind is EventKind.STARTED:
@@ -250,7 +265,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         elif event.kind is EventKind.ENDED:
             click.echo(safe(f"{event.job_name} {event.status.status} ({event.running} running)"))
         elif event.kind is EventKind.RESUBMIT:
-            click.echo(safe(f"resubmitting as {event.job_name}"))
+            click.echo(safe(event.message or f"resubmitting as {event.job_name}"))
 
     runs = submit_many(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
                        interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,

@@ -16,6 +16,7 @@ def wait_row(job: Any) -> dict[str, Any]:
             "terminal": job.terminal, "failure_class": failure.failure_class if failure else None,
             "failure_reason": failure.reason if failure else job.failure_reason,  # bounded when classified
             "remedy": failure.remedy if failure else None,
+            "instance_type": job.instance_type, "instance_count": job.instance_count,
             "created": job.created, "training_start": job.training_start, "training_end": job.training_end,
             "training_seconds": job.training_seconds, "billable_seconds": job.billable_seconds}
 
@@ -28,7 +29,7 @@ def _line(job: Any) -> str:
     text = f"{job.job_name}: {status}"
     if job.failure is not None:
         text += f" [{job.failure.failure_class}] {job.failure.remedy}"
-    return safe(text)
+    return safe(f"{text} ({job.instance_count} x {job.instance_type})")
 
 
 def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:

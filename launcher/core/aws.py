@@ -68,10 +68,13 @@ class Clients:
                 raise explain(exc) from None
         return self._session
 
-    def client(self, service: str):
+    def client(self, service: str, region: str | None = None):
+        """The `service` client, in this command's region unless `region` names another (the Price List API
+        answers in a few regions only)."""
         if service in self.overrides:
             return self.overrides[service]
-        if service not in self._cache:
+        key = service if region is None else f"{service}@{region}"
+        if key not in self._cache:
             from botocore.config import Config
 
             retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
@@ -80,8 +83,8 @@ class Clients:
                             connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
                             read_timeout=self.read_timeout or READ_TIMEOUT)
             kwargs: dict[str, Any] = {"config": config}
-            if self.region:  # the one region resolved for this command, whatever the session's default
-                kwargs["region_name"] = self.region
+            if region or self.region:  # the one region resolved for this command, whatever the session's default
+                kwargs["region_name"] = region or self.region
             endpoint = self.env.get("AWS_ENDPOINT_URL")
             if endpoint:
                 kwargs["endpoint_url"] = endpoint
@@ -92,8 +95,8 @@ class Clients:
             except Exception as exc:  # NoRegionError, ProfileNotFound, ...
                 raise explain(exc) from None
             self._watch(client, service)
-            self._cache[service] = client
-        return self._cache[service]
+            self._cache[key] = client
+        return self._cache[key]
 
     def _watch(self, client: Any, service: str) -> None:
         """Say what we wait for when a call has had no answer for a few seconds: to `notify`, else as a warning
@@ -124,12 +127,31 @@ class Clients:
         if timer is not None:
             timer.cancel()
 
+    @property
+    def pricing(self):
+        """The AWS Price List API's client: its endpoints are in us-east-1, eu-central-1 and ap-south-1 only
+        (https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html); any of
+        them answers for every region, so the nearest is used."""
+        return self.client("pricing", pricing_region(self.region))
+
     def __getattr__(self, name: str):
         services = {"sagemaker": "sagemaker", "logs": "logs", "s3": "s3", "iam": "iam", "sts": "sts",
                     "cloudwatch": "cloudwatch", "service_quotas": "service-quotas"}
         if name in services:
             return self.client(services[name])
         raise AttributeError(name)
+
+
+PRICING_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1")
+
+
+def pricing_region(region: str | None) -> str:
+    """The Price List API endpoint's region for a job in `region`: Europe and Asia to their own, else us-east-1."""
+    if region and region.startswith(("eu-", "me-", "af-", "il-")):
+        return "eu-central-1"
+    if region and region.startswith("ap-"):
+        return "ap-south-1"
+    return "us-east-1"
 
 
 def resolve_region(spec_region: str | None = None, env: Mapping[str, str] | None = None, *,

@@ -48,6 +48,7 @@ class EventKind(StrEnum):
     DRY_RUN = "dry_run"  # a dry run passed every check (the event carries its Submission)
     ENDED = "ended"  # a job the queue holds ended (the event carries its JobStatus)
     RESUBMIT = "resubmit"  # the job that ended will be followed by `job_name`, after `backoff_s` seconds
+    WAITING = "waiting"  # the account's quota cannot hold the plan's job yet: it waits for running jobs to end
     ERROR = "error"  # a check or a submit failed (the event's `message` says why)
 
 
@@ -225,6 +226,9 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     nap = sleep or (lambda seconds: time.sleep(seconds))
     emit = on_event or (lambda _event: None)
     again_after = _resubmitter(retry, on_failure)
+    from launcher.orchestrate import fallback
+
+    decide = fallback.chain(again_after)  # a capacity failure moves to the plan's next instance type first
     client_of, poll_client = _clients_for(clients)
     runs = [PlanRun(i, p) for i, p in enumerate(plans)]
     current = dict(enumerate(plans))  # the plan each run submits next (a resubmission replaces it)
@@ -234,11 +238,20 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     running: dict[str, int] = {}
     in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
     follow = (wait or again_after is not None) and not dry_run
+    queued = not dry_run and (max_concurrent is not None or len(plans) > 1)  # a queue waits for quota, one submit not
+    waiting: set[int] = set()  # the plans that said they wait for quota (said once each)
+    provisioned: set[str] = set()  # jobs past provisioning: capacity can no longer fail them
+
+    def watched() -> bool:
+        """A job the queue follows until it has its instances: its plan has another instance type to fall back on."""
+        return not dry_run and any(fallback.has_alternatives(current[i]) and name not in provisioned
+                                   for name, i in running.items())
 
     def update(i: int, **changes: Any) -> None:
         runs[i] = dataclasses.replace(runs[i], **changes)
 
-    def start(i: int) -> bool:
+    def start(i: int) -> bool | None:
+        """True: submitted; False: failed (the queue stops); None: over quota for now, to be tried again."""
         run, plan = runs[i], current[i]
         backoff.pop(i, None)
         in_flight.append(i)
@@ -246,6 +259,18 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check,
                                  clients=client_of(plan.region or ""))
         except LauncherError as err:
+            if queued and getattr(getattr(err, "check", None), "waitable", False):
+                if i not in waiting:
+                    waiting.add(i)
+                    emit(Event(EventKind.WAITING, i, plan.job_name, message=str(err), running=len(running)))
+                return None
+            if not dry_run and fallback.has_alternatives(plan) and fallback.refused_for_capacity(str(err)):
+                following, _ = fallback.next_instance(plan, len(run.attempts) + 1, plan.job_name)
+                if following is not None:  # CreateTrainingJob said no capacity: the next type, at once
+                    current[i] = following
+                    emit(Event(EventKind.RESUBMIT, i, following.job_name, running=len(running),
+                               message=fallback.describe(plan, following, plan.job_name)))
+                    return start(i)  # bounded: each call drops an alternative
             if isinstance(err, Interrupted) and err.started:
                 update(i, error=err, state=PlanState.STARTED)  # the job exists: the error says so and names it
             else:
@@ -272,18 +297,21 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             run = runs[i]
             update(i, attempts=(*run.attempts[:-1], dataclasses.replace(run.attempts[-1], status=status)))
             if not status.terminal:
+                if fallback.has_alternatives(current[i]) and fallback.settled(status):
+                    provisioned.add(name)
                 continue
             del running[name]
             emit(Event(EventKind.ENDED, i, name, status=status, running=len(running)))
-            if status.status == jobs.JobState.COMPLETED or again_after is None:
+            if status.status == jobs.JobState.COMPLETED:
                 continue
-            decided = again_after(current[i], status, len(runs[i].attempts))
+            before = current[i]
+            decided = decide(before, status, len(runs[i].attempts))
             if decided is not None:
                 current[i], backoff[i] = decided
                 waited[i] = decided[1]
                 pending.appendleft(i)
                 emit(Event(EventKind.RESUBMIT, i, decided[0].job_name, status=status, running=len(running),
-                           backoff_s=decided[1]))
+                           backoff_s=decided[1], message=fallback.describe(before, decided[0], name)))
 
     def free() -> bool:
         return max_concurrent is None or len(running) < max_concurrent
@@ -316,11 +344,16 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         while True:
             started = False
             while pending and free() and backoff.get(pending[0], 0.0) <= 0:
-                if not start(pending.popleft()):
+                head = pending.popleft()
+                outcome = start(head)
+                if outcome is None:  # over quota: try again after the next poll
+                    pending.appendleft(head)
+                    break
+                if not outcome:
                     pending.clear()
                     return _finish(runs)
                 started = True
-            if not pending and (not running or not follow):
+            if not pending and (not running or not follow) and not watched():
                 return _finish(runs)
             if not started:  # a job just started is polled at once: it may end (or fail) as it starts
                 rest()
@@ -351,8 +384,9 @@ def _finish(runs: list[PlanRun]) -> tuple[PlanRun, ...]:
 
 def submit_one(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
                clients: ClientsFor = None) -> Submission:
-    """A single submit: a queue of one that does not wait. Its Submission, or the error that stopped it."""
+    """A single submit: a queue of one that does not wait (but for a plan with other instance types to fall back
+    on, until its job has its instances). Its Submission, or the error that stopped it."""
     (run,) = run_queue([plan], dry_run=dry_run, skip_role_check=skip_role_check, clients=clients)
     if run.error is not None:
         raise run.error
-    return run.attempts[0].submission
+    return run.attempts[-1].submission  # after a capacity fallback, the job on the type that had capacity

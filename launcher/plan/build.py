@@ -72,8 +72,9 @@ def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
     from launcher.spec.secrets import redact_env
 
     data = loaded.spec.model_dump(mode="json", exclude={"extends"})
-    if not data["cluster"]["keep_alive"]:  # a field added later hashes only when set: older specs keep their hash
-        del data["cluster"]["keep_alive"]
+    for added in ("keep_alive", "instance_types"):  # fields added later hash only when set: older specs keep theirs
+        if not data["cluster"][added]:
+            del data["cluster"][added]
     for section, key in (("cluster", "max_cost"), ("training", "tokens")):
         if data[section].get(key) is None:
             data[section].pop(key, None)
@@ -231,11 +232,23 @@ class Plan:
     performance: Performance | None = None
     training_time: TrainingTime | None = None
     cost: Cost | None = None
+    # cluster.instance_types after the first: this job planned and advised on each of them, in order of preference
+    # (each with no alternatives of its own), for a capacity fallback (launcher.orchestrate.fallback).
+    alternatives: tuple[Plan, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("distribution", "channels", "secrets"):
             object.__setattr__(self, name, freeze(getattr(self, name)))
         object.__setattr__(self, "advisories", tuple(self.advisories))
+        object.__setattr__(self, "alternatives", tuple(self.alternatives))
+
+    def alternatives_dict(self) -> list[dict[str, Any]]:
+        """Each alternative in brief (`alternatives` of `plan --output json`): whether this layout fits it and
+        why not."""
+        return [{"instance_type": a.instance_type, "fits": not a.errors,
+                 "errors": [f"{e.rule} {e.message}" for e in a.errors],
+                 "memory_per_gpu_gb": round(a.memory.per_gpu_gb, 2) if a.memory else None,
+                 "image_uri": a.framework.image_uri, **a.prediction_dict()} for a in self.alternatives]
 
     def with_source(self, bundle: SourceBundle) -> Plan:
         """This plan running `bundle` instead of the source it renders: a new Plan whose `source`,
@@ -327,6 +340,9 @@ class Plan:
             "decisions": self.decisions.to_dict(), "advisories": [a.to_dict() for a in self.advisories],
             "memory": self.memory.to_dict() if self.memory else None, "storage": self.storage.to_dict(),
             "templates": self.templates.used(),
+            # only with cluster.instance_types: a plan without alternatives keeps the keys it always had
+            **({"instance_types": [self.instance_type, *(a.instance_type for a in self.alternatives)],
+                "alternatives": self.alternatives_dict()} if self.alternatives else {}),
         })
 
     def to_dict(self) -> dict[str, Any]:
@@ -386,7 +402,18 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
     )
     if templates.team:
         plan.source  # noqa: B018 (renders now: a failing team template stops the plan, not a later upload)
+    others = spec.cluster.instance_types[1:]
+    if others:
+        plan = dataclasses.replace(plan, alternatives=tuple(
+            build_plan(_on_instance(loaded, other), now=now, env=env, region=region) for other in others))
     return plan
+
+
+def _on_instance(loaded: LoadedSpec, instance_type: str) -> LoadedSpec:
+    """The spec on `instance_type` alone (no alternatives): each fallback is planned and advised as its own job."""
+    spec = loaded.spec
+    cluster = spec.cluster.model_copy(update={"instance_type": instance_type, "instance_types": ()})
+    return dataclasses.replace(loaded, spec=spec.model_copy(update={"cluster": cluster}))
 
 
 def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str, commit: str | None,

@@ -275,6 +275,11 @@ class ClusterSpec(_Section):
     """Where the job runs."""
 
     instance_type: _InstanceType = Field("ml.p4d.24xlarge", description="SMP v2 supports P4d, P4de and P5.")
+    instance_types: list[_InstanceType] = Field(
+        default_factory=list, max_length=len(INSTANCES),
+        description="Capacity fallback: instance types in order of preference (the first is the job's; "
+                    "instance_type, if set, must be one of them). Each is planned and advised on its own; when "
+                    "SageMaker has no capacity for one, submit moves to the next that fits.")
     instance_count: Count = Field(1, le=1024)
     volume_size_gb: Count = Field(400, le=16384)
     max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days).")
@@ -296,12 +301,31 @@ class ClusterSpec(_Section):
                                 "predicted cost (instances x predicted hours x the hourly price) is above it; "
                                 "`--max-cost` sets it from the command line.")
 
-    @field_serializer("subnets", "security_group_ids")
+    @field_serializer("subnets", "security_group_ids", "instance_types")
     def _as_list(self, value: Any) -> list[str]:
         return list(value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_preference(cls, data: Any) -> Any:
+        """With instance_types, the job's instance type is the first of them: instance_type (a base spec's,
+        say) may name any of them and gives way; one that names none of them is refused after validation."""
+        if isinstance(data, dict) and isinstance(data.get("instance_types"), (list, tuple)) and data["instance_types"]:
+            first, given = data["instance_types"][0], data.get("instance_type")
+            if given is None or given in data["instance_types"]:
+                data = {**data, "instance_type": first}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self):
+        if self.instance_types:
+            if len(set(self.instance_types)) != len(self.instance_types):
+                raise ValueError("instance_types names an instance type twice; give each once, in order of "
+                                 "preference")
+            if self.instance_type != self.instance_types[0]:
+                raise ValueError(f"instance_type {self.instance_type} is not one of instance_types "
+                                 f"{list(self.instance_types)}; drop instance_type (the first of instance_types "
+                                 "is the job's) or add it to the list")
         if self.max_wait is not None and not self.spot:
             raise ValueError("max_wait only applies to spot training; set spot: true or drop max_wait")
         if self.max_wait is not None and self.max_wait < self.max_run:

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.core.aws import AwsError, Clients, explain, recording
+from launcher.core.aws import AwsError, Clients, QuotaError, explain, recording
 from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import clean
 from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
+from launcher.submission.pricing import Fetched, fetch_prices
+from launcher.submission.quotas import QuotaCheck, check_quota, from_refusal, require
 from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
 
 
@@ -51,6 +53,8 @@ class Submission:
     request: Mapping[str, Any]  # read-only; `to_dict()` gives a plain copy
     remembered: bool = False  # recorded as `latest` in the state folder
     notes: tuple[str, ...] = ()  # said after the job's name (e.g. `latest` not saved)
+    quota: QuotaCheck | None = None  # the training-instance quota against what runs now
+    prices: Fetched | None = None  # what the Price List API said (cached for later plans)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request", freeze(self.request))
@@ -67,7 +71,9 @@ class Submission:
                 "aws_calls": list(self.aws_calls),
                 "role": self.role_check.as_dict() if self.role_check else None,
                 "warnings": list(self.warnings), "request": thaw(self.request),
-                "remembered": self.remembered, "notes": list(self.notes)}
+                "remembered": self.remembered, "notes": list(self.notes),
+                "quota": self.quota.to_dict() if self.quota else None,
+                "prices": self.prices.to_dict() if self.prices else None}
 
 
 class JobExistence(Enum):
@@ -174,6 +180,10 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
             start: Callable[..., str] | None) -> Submission:
     try:
         account = check_account(plan, clients, skip_role_check=skip_role_check)
+        quota = require(check_quota(clients, plan.instance_type, plan.instance_count, plan.region or "",
+                                    spot=plan.estimator.use_spot_instances))
+        prices = fetch_prices(clients, [plan.instance_type, *(a.instance_type for a in plan.alternatives)],
+                              plan.region or "", env=clients.env)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: {plan.job_name} was not started; nothing is running", plan.job_name,
                           JobExistence.ABSENT.value) from None
@@ -192,15 +202,19 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
             from launcher.submission import estimator as start_module
 
             start = start_module.start
-        lost = _start(start, plan, account.role_arn, clients)
+        try:
+            lost = _start(start, plan, account.role_arn, clients)
+        except QuotaError as err:  # SageMaker counted another job first: a queue may wait for it
+            raise from_refusal(err, plan.region or "") from None
         remembered, not_remembered = _remember(plan, clients)
         notes += [n for n in (lost, not_remembered) if n]
     region = plan.region or ""
     return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
                       source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
                       role_check=account.role_check,
-                      warnings=account.warnings, request=plan.request_for(account.role_arn),
-                      remembered=remembered, notes=tuple(notes))
+                      warnings=(*account.warnings, *([quota.note] if quota.note else []), *prices.notes),
+                      request=plan.request_for(account.role_arn), remembered=remembered, notes=tuple(notes),
+                      quota=quota, prices=prices)
 
 
 def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Clients) -> str | None:
