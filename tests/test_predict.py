@@ -196,3 +196,15 @@ def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
     assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
     assert "1,000 steps (training.max_steps)" in lines["time to train"]
     assert "cannot tell: no on-demand price" in lines["cost"]
+
+
+def test_an_instance_type_without_hardware_figures_is_not_predicted(write_spec, monkeypatch):
+    monkeypatch.delitem(hardware.NODE_NETWORK_GBPS, "ml.p5.48xlarge")
+    plan = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge")
+    assert plan.performance is None and plan.cost is None and plan.memory is not None
+    assert plan.to_dict()["performance"] is None
+    from launcher.cli.present import prediction_rows
+
+    assert prediction_rows(plan.to_dict()) == [("speed", "not predicted: no hardware figures for ml.p5.48xlarge")]
+    invalid = _plan(write_spec, "smp.tensor_parallel_degree=3")
+    assert invalid.performance is None and prediction_rows(invalid.to_dict())[0][1].startswith("- (the layout")
