@@ -161,3 +161,34 @@ def test_the_plan_table_says_where_a_capacity_failure_moves_the_job(run_cli):
     assert r.code == 0, r.err
     line = " ".join(next(x for x in r.out.splitlines() if "capacity fallback" in x).split())
     assert "ml.p4de.24xlarge (fits), then ml.p4d.24xlarge (skipped, SMP060)" in line
+
+
+def test_a_plan_with_alternatives_is_frozen_all_the_way_down():
+    from tests.test_frozen import assert_frozen
+
+    plan = plan_of()
+    assert assert_frozen(plan.alternatives, "alternatives") > 100
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_type_over_quota_or_not_offered_moves_on_to_the_next(moto_world, clock, quick_jobs, dry_run):
+    """p5's quota is 0 (the default in many accounts) and p4de is not offered here: the job goes to... nothing
+    that fits; with p4de offered it goes to p4de, in a dry run as in a submit."""
+    fake_quotas.set_quota("ml.p5.48xlarge", 0)
+    plan = plan_of()
+    events = []
+    (run,) = run_queue([plan], clients=Clients(region="us-west-2"), interval=1.0, sleep=clock.sleep,
+                       dry_run=dry_run, on_event=events.append)
+    assert run.error is None and [s.job_name for s in run.submissions] == [f"{plan.job_name}-r2"]
+    assert run.submissions[0].request["ResourceConfig"]["InstanceType"] == "ml.p4de.24xlarge"
+    (moved,) = [e.message for e in events if e.kind is EventKind.RESUBMIT]
+    assert moved.startswith("ml.p5.48xlarge is over its quota ('ml.p5.48xlarge for training job usage' is 0, 0 in "
+                            "use, the job needs 4); trying 4 x ml.p4de.24xlarge as ")
+    tags = {t["Key"]: t["Value"] for t in run.submissions[0].request["Tags"]}
+    assert tags[FALLBACK_TAG] == "ml.p5.48xlarge" and RETRY_OF_TAG not in tags  # no job was created before it
+
+    fake_quotas.not_offered("ml.p4de.24xlarge", "us-west-2")
+    (run,) = run_queue([plan_of()], clients=Clients(region="us-west-2"), interval=1.0, sleep=clock.sleep,
+                       dry_run=dry_run)
+    assert run.state is PlanState.ERROR and run.exit_code == 3  # p4d is left, and the layout does not fit it
+    assert "does not offer ml.p4de.24xlarge" in str(run.error)

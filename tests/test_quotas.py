@@ -124,7 +124,7 @@ def test_submit_json_carries_the_quota_and_the_prices(moto_world):
     assert data["quota"]["verdict"] == "ok" and data["quota"]["needed"] == 1 and data["quota"]["in_use"] == 0
     assert data["prices"]["prices"]["ml.p4d.24xlarge|us-west-2|on-demand"]["usd_per_hour"] == 37.688
     assert data["prices"]["missing"] == ["ml.p4d.24xlarge|us-west-2|spot"] and not result.warnings
-    assert {"service-quotas.ListServiceQuotas", "sagemaker.ListTrainingJobs", "pricing.GetProducts"} \
+    assert {"service-quotas.ListServiceQuotas", "sagemaker.Search", "pricing.GetProducts"} \
         <= set(result.aws_calls)
 
 

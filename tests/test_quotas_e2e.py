@@ -129,3 +129,52 @@ def test_a_capacity_failure_falls_back_to_the_next_type_and_status_and_wait_say_
         assert f"{started}: Completed (4 x ml.p4de.24xlarge)" in lines.stdout
     finally:
         emulator.set_default(None)
+
+
+def test_against_a_plain_moto_server_process_quotas_and_prices_are_one_note_each(tmp_path, monkeypatch):
+    """moto's own server (its console script, none of the emulator's patches): Service Quotas has no sagemaker
+    quota and no ListServiceQuotas, pricing has no backend at all."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    import boto3
+
+    from tests.aws_setup import create_world
+    from tests.conftest import REPO
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):  # up to 30 s for it to listen; a server that died ends the wait at once
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                assert server.poll() is None, "moto_server exited"
+                time.sleep(0.1)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SMP_LAUNCH_")},
+               **emulator.server_env(url), "XDG_STATE_HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true"}
+        for k, v in emulator.server_env(url).items():
+            monkeypatch.setenv(k, v)
+        create_world(boto3.Session(region_name="us-west-2"))
+        out = subprocess.run([str(Path(sys.executable).parent / "smp-launch"), "submit", "jobs/llama7b.yaml",
+                              "--set", "role=Good", "--dry-run"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert out.returncode == 0, out.stderr
+    print("plain moto server:", out.stderr)
+    lines = out.stderr.splitlines()
+    assert len([x for x in lines if x.startswith("warning: quota: cannot tell")]) == 1, out.stderr
+    assert len([x for x in lines if x.startswith("warning: prices: cannot tell")]) == 1, out.stderr
+    assert "<html" not in out.stderr.lower() and "Traceback" not in out.stderr

@@ -40,9 +40,10 @@ def settled(status: JobStatus) -> bool:
     return status.terminal or (status.secondary_status or "") in PROVISIONED
 
 
-def next_instance(plan: Plan, attempt: int, failed_job: str) -> tuple[Plan | None, list[str]]:
+def next_instance(plan: Plan, attempt: int, failed_job: str | None) -> tuple[Plan | None, list[str]]:
     """The plan of the next attempt on the next alternative that fits, and a line for each one skipped
-    (this layout does not fit it); (None, skipped) when none is left."""
+    (this layout does not fit it); (None, skipped) when none is left. `failed_job` is the job that failed
+    (tagged as the one this retries), None when the last type was refused before a job was created."""
     from launcher.orchestrate.retry import ATTEMPT_TAG, RETRY_OF_TAG, attempt_name, first_name
 
     skipped = []
@@ -53,7 +54,8 @@ def next_instance(plan: Plan, attempt: int, failed_job: str) -> tuple[Plan | Non
             continue
         name = attempt_name(first_name(plan, attempt), attempt + 1)
         keep = [t for t in alternative.estimator.tags if t["Key"] not in (RETRY_OF_TAG, ATTEMPT_TAG, FALLBACK_TAG)]
-        tags = [*keep, {"Key": RETRY_OF_TAG, "Value": failed_job}, {"Key": ATTEMPT_TAG, "Value": str(attempt + 1)},
+        retried = [{"Key": RETRY_OF_TAG, "Value": failed_job}] if failed_job else []
+        tags = [*keep, *retried, {"Key": ATTEMPT_TAG, "Value": str(attempt + 1)},
                 {"Key": FALLBACK_TAG, "Value": plan.instance_type}]
         estimator = dataclasses.replace(alternative.estimator, tags=tags,
                                         checkpoint_s3_uri=plan.estimator.checkpoint_s3_uri)
@@ -82,7 +84,26 @@ def refused_for_capacity(message: str) -> bool:
     return any(word.lower() in message.lower() for word in CAPACITY_WORDS)
 
 
-def describe(before: Plan, after: Plan, failed_job: str) -> str:
+def refusal(err: Exception, *, can_wait: bool) -> str | None:
+    """Why a submit refused on the plan's instance type is a reason to try the next one (the words of
+    `describe`), or None: no capacity; a type SageMaker does not offer in the region; a quota that cannot hold
+    the job (unless `can_wait`, a queue, and it will once running jobs end)."""
+    from launcher.submission.quotas import NotOffered, OverQuota
+
+    if isinstance(err, OverQuota):
+        check = err.check
+        if can_wait and check.waitable:
+            return None
+        return (f"is over its quota ({check.name!r} is {check.quota:g}, {check.in_use or 0} in use, "
+                f"the job needs {check.needed})" if check.quota is not None else "is over its quota")
+    if isinstance(err, NotOffered):
+        return "is not offered for training in this region"
+    if refused_for_capacity(str(err)):
+        return "had no capacity (CreateTrainingJob refused it)"
+    return None
+
+
+def describe(before: Plan, after: Plan, failed_job: str, why: str = "") -> str:
     """The line that says a job moves to another instance type, and why (and which types it passed over)."""
     if getattr(before, "instance_type", None) == getattr(after, "instance_type", None):
         return ""
@@ -93,5 +114,5 @@ def describe(before: Plan, after: Plan, failed_job: str) -> str:
         passed.append(f"{alternative.instance_type} skipped: this layout does not fit it "
                       f"({alternative.errors[0].rule})" if alternative.errors else alternative.instance_type)
     skipped = f" ({'; '.join(passed)})" if passed else ""
-    return (f"{before.instance_type} had no capacity ({failed_job}); trying {after.instance_count} x "
+    return (f"{before.instance_type} {why or f'had no capacity ({failed_job})'}; trying {after.instance_count} x "
             f"{after.instance_type} as {after.job_name}{skipped}")

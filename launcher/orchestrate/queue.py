@@ -264,12 +264,13 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                     waiting.add(i)
                     emit(Event(EventKind.WAITING, i, plan.job_name, message=str(err), running=len(running)))
                 return None
-            if not dry_run and fallback.has_alternatives(plan) and fallback.refused_for_capacity(str(err)):
-                following, _ = fallback.next_instance(plan, len(run.attempts) + 1, plan.job_name)
-                if following is not None:  # CreateTrainingJob said no capacity: the next type, at once
+            why = fallback.refusal(err, can_wait=queued) if fallback.has_alternatives(plan) else None
+            if why is not None:  # no capacity, no such type here, or a quota that cannot hold it: the next type
+                following, _ = fallback.next_instance(plan, len(run.attempts) + 1, None)
+                if following is not None:
                     current[i] = following
                     emit(Event(EventKind.RESUBMIT, i, following.job_name, running=len(running),
-                               message=fallback.describe(plan, following, plan.job_name)))
+                               message=fallback.describe(plan, following, plan.job_name, why)))
                     return start(i)  # bounded: each call drops an alternative
             if isinstance(err, Interrupted) and err.started:
                 update(i, error=err, state=PlanState.STARTED)  # the job exists: the error says so and names it

@@ -21,7 +21,7 @@ from launcher.core.errors import EXIT_PREFLIGHT, LauncherError
 from launcher.core.sanitize import clean
 
 SERVICE_CODE = "sagemaker"
-MAX_RUNNING = 500  # InProgress jobs described at most; beyond that the count is a floor and says so
+MAX_RUNNING = 500  # InProgress jobs read at most (5 Search pages); beyond that the count is a floor
 
 
 class QuotaVerdict(StrEnum):
@@ -53,6 +53,8 @@ def quota_name(instance_type: str, *, spot: bool) -> str:
 
 @dataclass(frozen=True)
 class QuotaCheck:
+    """The quota that limits a job's instance type in its region, what already holds it, what the job needs."""
+
     instance_type: str
     region: str
     spot: bool
@@ -204,33 +206,23 @@ def _code(quota: dict[str, Any]) -> str | None:
 
 def _in_use(clients: Clients, instance_type: str, spot: bool) -> tuple[int, tuple[str, ...]]:
     """Instances of `instance_type` that this account's InProgress training jobs hold (spot or on-demand, as
-    asked: each has its own quota), and those jobs' names."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from launcher.core.aws import explain
-
-    sm = clients.sagemaker
-    names: list[str] = []
-    for page in pages(sm, "list_training_jobs", "listing running training jobs", StatusEquals="InProgress"):
-        names += [s["TrainingJobName"] for s in page.get("TrainingJobSummaries") or [] if s.get("TrainingJobName")]
-        if len(names) >= MAX_RUNNING:
+    asked: each has its own quota), and those jobs' names. One SageMaker Search page holds 100 jobs with their
+    ResourceConfig (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Search.html)."""
+    query = {"Filters": [{"Name": "TrainingJobStatus", "Operator": "Equals", "Value": "InProgress"}]}
+    total, holding, seen = 0, [], 0
+    for page in pages(clients.sagemaker, "search", "listing running training jobs", Resource="TrainingJob",
+                      SearchExpression=query, PaginationConfig={"PageSize": 100}):
+        for result in page.get("Results") or []:
+            job = result.get("TrainingJob") or {}
+            seen += 1
+            if job.get("TrainingJobStatus") != "InProgress" or bool(job.get("EnableManagedSpotTraining")) != spot:
+                continue
+            count = _count(job.get("ResourceConfig") or {}, instance_type)
+            if count:
+                total += count
+                holding.append(clean(job.get("TrainingJobName", "?"), 63))
+        if seen >= MAX_RUNNING:
             break
-    total, holding = 0, []
-    for name in names[:MAX_RUNNING]:
-        try:
-            desc = sm.describe_training_job(TrainingJobName=name)
-        except ClientError as exc:
-            if "ValidationException" in str(exc.response.get("Error", {}).get("Code", "")):
-                continue  # ended and gone between the list and the describe
-            raise explain(exc, f"describing {name}") from None
-        except BotoCoreError as exc:
-            raise explain(exc, f"describing {name}") from None
-        if desc.get("TrainingJobStatus") != "InProgress" or bool(desc.get("EnableManagedSpotTraining")) != spot:
-            continue
-        count = _count(desc.get("ResourceConfig") or {}, instance_type)
-        if count:
-            total += count
-            holding.append(clean(name, 63))
     return total, tuple(holding)
 
 
