@@ -208,3 +208,10 @@ def test_an_instance_type_without_hardware_figures_is_not_predicted(write_spec, 
     assert prediction_rows(plan.to_dict()) == [("speed", "not predicted: no hardware figures for ml.p5.48xlarge")]
     invalid = _plan(write_spec, "smp.tensor_parallel_degree=3")
     assert invalid.performance is None and prediction_rows(invalid.to_dict())[0][1].startswith("- (the layout")
+
+
+def test_submit_refuses_a_plan_predicted_above_max_cost_before_anything_is_created(moto_world, run_cli, write_spec):
+    spec = write_spec(MINIMAL.replace("us-west-2", "us-east-1") + "role: Good\n")
+    r = run_cli("submit", str(spec), "--max-cost", "1", "--dry-run")
+    assert r.code == 2 and "SMP070" in r.err
+    assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
