@@ -215,3 +215,27 @@ def test_submit_refuses_a_plan_predicted_above_max_cost_before_anything_is_creat
     r = run_cli("submit", str(spec), "--max-cost", "1", "--dry-run")
     assert r.code == 2 and "SMP070" in r.err
     assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(moto_world, write_spec, tmp_path):
+    """The emulated Price List answers GetProducts; once `prices --refresh` (or a submit) cached its figures,
+    plans in us-west-2 have a cost, on demand and spot, naming the cache as their source."""
+    import emulator.pricing
+    from launcher import api
+    from launcher.core.aws import Clients
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SMP_LAUNCH_BUCKET": "b"}
+    before = _plan(write_spec, env=env).cost
+    assert before.usd is None
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 40.0)
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 12.0, spot=True)
+    try:
+        api.prices(["ml.p4d.24xlarge"], region="us-west-2", refresh=True, env=env, clients=Clients(region="us-west-2"))
+    finally:
+        emulator.pricing.reset()
+    plan = _plan(write_spec, env=env)
+    hours = plan.training_time.total_seconds / 3600
+    assert plan.cost.usd == pytest.approx(40.0 * hours) and plan.cost.usd_per_hour == 40.0
+    assert "Price List" in plan.cost.price_source and plan.cost.price_date
+    spot = _plan(write_spec, "cluster.spot=true", env=env)
+    assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
