@@ -136,13 +136,13 @@ def test_by_cost_uses_the_price_and_falls_back_to_time_without_one():
 
 
 def test_advise_json_and_table_show_speed_time_and_cost(run_cli):
-    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--region", "us-east-1", "--tokens", "100B",
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--price-region", "us-east-1", "--tokens", "100B",
                 "--output", "json")
     assert r.code == 0, r.err
     best = json.loads(r.out)[0]
     assert {"tokens_per_second_per_gpu", "mfu", "bound", "band", "time_to_train_seconds"} <= set(best["performance"])
     assert best["cost"]["usd"] > 0 and best["cost"]["price_source"]
-    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--by", "cost", "--region", "us-east-1")
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--by", "cost", "--price-region", "us-east-1")
     assert r.code == 0 and "cheapest predicted first" in r.out and "tok/s/GPU" in r.out and "price: " in r.out
     r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--tokens", "lots")
     assert r.code == 2 and "--tokens" in r.err and len(r.err.strip().splitlines()) == 1

@@ -1,4 +1,5 @@
 """`calibrate`: finished emulated jobs whose progress lines carry a known speed set this account's factor."""
+import dataclasses
 import json
 import time
 
@@ -81,11 +82,12 @@ def test_two_jobs_make_one_factor_their_geometric_mean(moto_world, monkeypatch, 
 
 def test_a_running_job_and_a_job_without_progress_lines_store_nothing(moto_world, monkeypatch, tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    # the job that ended an hour ago first: the emulator's clock may not go back past a job it has started
+    quiet, clients = launch_finished(moto_world, monkeypatch, 1000.0, "training.batch_size=2")
+    emulator.scenario.get(quiet.job_name).training = 3.0  # three lines: all warm-up
     running, clients = launch_finished(moto_world, monkeypatch, 1000.0, ago=5.0)
     with pytest.raises(UsageError, match="calibrate reads finished jobs"):
         api.calibrate([running.job_name], clients=clients, env=env)
-    quiet, clients = launch_finished(moto_world, monkeypatch, 1000.0, "training.batch_size=2")
-    emulator.scenario.get(quiet.job_name).training = 3.0  # three lines: all warm-up
     with pytest.raises(UsageError, match="steady progress lines"):
         api.calibrate([quiet.job_name], clients=clients, env=env)
     assert not account.path(env).exists()
@@ -103,3 +105,21 @@ def test_the_cli_prints_the_table_and_json(moto_world, monkeypatch, tmp_path, ru
     assert r.code == 0 and "later plans multiply the published prediction by 1.000" in r.out
     r = run_cli("calibrate", "no-such-job", env=state)
     assert r.code != 0 and len(r.err.strip().splitlines()) == 1
+
+
+def test_a_job_a_fallback_moved_is_predicted_on_the_instance_type_it_ran_on(moto_world, monkeypatch, tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    plan, clients = launch_finished(moto_world, monkeypatch, 0.0, "cluster.instance_type=ml.p4de.24xlarge")
+    emulator.scenario.get(plan.job_name).tokens_per_s = plan.performance.tokens_per_second_per_gpu * plan.world_size
+    from launcher.orchestrate import provenance
+
+    read = provenance.stored_job
+
+    def as_if_the_spec_preferred_p4d(clients, job):  # the spec's first choice; SageMaker ran p4de
+        stored = read(clients, job)
+        spec = {**stored.spec, "cluster": {**stored.spec["cluster"], "instance_type": "ml.p4d.24xlarge"}}
+        return dataclasses.replace(stored, spec=spec)
+
+    monkeypatch.setattr(provenance, "stored_job", as_if_the_spec_preferred_p4d)
+    (job,) = api.calibrate([plan.job_name], clients=clients, env=env).jobs
+    assert job.instance_type == "ml.p4de.24xlarge" and job.ratio == pytest.approx(1.0, rel=1e-3)

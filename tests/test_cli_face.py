@@ -44,12 +44,18 @@ def test_a_job_command_without_a_region_names_the_flag_not_a_spec_key(run_cli, m
 
 # -- advise: the note column says what sets each row apart ------------------------------------------------
 
+# A row: #, shard, tp, ckpt, offload, batch, GB/GPU, tokens/step, tok/s/GPU, MFU, bound, time (`6h 55m`), cost, note.
+ADVICE_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\d+\s+(?:yes|no)\s+(?:yes|no)\s+\d+\s+[\d.]+\s+[\d,]+\s+[\d,]+\s+"
+                        r"[\d.]+%\s+(?:compute|communication)\s+(?:[\d,]+d \d+h|\d+h \d+m|\d+m \d+s|\d+ s|-)\s+"
+                        r"(?:\$[\d,]+|-)(.*)$")
+
+
 def test_the_advise_note_column_is_filled(run_cli):
-    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--top", "12")
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--top", "12", "--by", "practices")
     assert r.code == 0, r.err
-    rows = [ln for ln in r.out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d+\s+(yes|no)", ln)]
+    rows = [m for m in map(ADVICE_ROW.match, r.out.splitlines()) if m]
     assert len(rows) == 12
-    notes = {int(ln.split()[0]): ln.split(None, 8)[8] if len(ln.split()) > 8 else "" for ln in rows}
+    notes = {int(m.group(1)): m.group(2).strip() for m in rows}
     assert notes[1] == ""  # the best has nothing against it
     assert all(notes[i] for i in range(2, 13)), notes
     assert "AWS reference" in notes[9] and "shards over 8 GPUs, not 4" in notes[9]

@@ -280,9 +280,11 @@ def endpoint(moto_server):
 # Two seconds of training: ten progress lines a host, enough for `calibrate` to find a steady state.
 QUICK_JOB = {"starting": 0.3, "downloading": 0.2, "training": 2.0, "uploading": 0.2, "line_interval": 0.2,
              "decoy": False}
-# `submit --retry` and `submit --wait` wait for their job's end (polling every 5 s, the default): a job already
-# Completed when it is created ends that wait at its first poll.
-ENDED_JOB = {"starting": 0, "downloading": 0, "training": 0, "uploading": 0, "decoy": False}
+# `submit --retry` and `submit --wait` wait for their job's end (polling every 5 s, the default): a job that ends
+# two seconds after it is created ends that wait by the second poll, and has logged the ten progress lines
+# `calibrate latest` reads (the retried submit is the last one the pages run).
+ENDED_JOB = {"starting": 0, "downloading": 0, "training": 2.0, "uploading": 0, "line_interval": 0.2,
+             "decoy": False}
 
 
 def aws_order(commands: list[str]) -> list[str]:

@@ -196,3 +196,46 @@ def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
     assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
     assert "1,000 steps (training.max_steps)" in lines["time to train"]
     assert "cannot tell: no on-demand price" in lines["cost"]
+
+
+def test_an_instance_type_without_hardware_figures_is_not_predicted(write_spec, monkeypatch):
+    monkeypatch.delitem(hardware.NODE_NETWORK_GBPS, "ml.p5.48xlarge")
+    plan = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge")
+    assert plan.performance is None and plan.cost is None and plan.memory is not None
+    assert plan.to_dict()["performance"] is None
+    from launcher.cli.present import prediction_rows
+
+    assert prediction_rows(plan.to_dict()) == [("speed", "not predicted: no hardware figures for ml.p5.48xlarge")]
+    invalid = _plan(write_spec, "smp.tensor_parallel_degree=3")
+    assert invalid.performance is None and prediction_rows(invalid.to_dict())[0][1].startswith("- (the layout")
+
+
+def test_submit_refuses_a_plan_predicted_above_max_cost_before_anything_is_created(moto_world, run_cli, write_spec):
+    spec = write_spec(MINIMAL.replace("us-west-2", "us-east-1") + "role: Good\n")
+    r = run_cli("submit", str(spec), "--max-cost", "1", "--dry-run")
+    assert r.code == 2 and "SMP070" in r.err
+    assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(moto_world, write_spec, tmp_path):
+    """The emulated Price List answers GetProducts; once `prices --refresh` (or a submit) cached its figures,
+    plans in us-west-2 have a cost, on demand and spot, naming the cache as their source."""
+    import emulator.pricing
+    from launcher import api
+    from launcher.core.aws import Clients
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SMP_LAUNCH_BUCKET": "b"}
+    before = _plan(write_spec, env=env).cost
+    assert before.usd is None
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 40.0)
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 12.0, spot=True)
+    try:
+        api.prices(["ml.p4d.24xlarge"], region="us-west-2", refresh=True, env=env, clients=Clients(region="us-west-2"))
+    finally:
+        emulator.pricing.reset()
+    plan = _plan(write_spec, env=env)
+    hours = plan.training_time.total_seconds / 3600
+    assert plan.cost.usd == pytest.approx(40.0 * hours) and plan.cost.usd_per_hour == 40.0
+    assert "Price List" in plan.cost.price_source and plan.cost.price_date
+    spot = _plan(write_spec, "cluster.spot=true", env=env)
+    assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot

@@ -135,3 +135,32 @@ def test_nothing_is_submitted_when_every_plan_is_refused_or_strict_and_one_is(mo
 def test_local_refuses_sweep_options(run_cli):
     r = run_cli("submit", SPEC, "--local", "--sweep", "training.batch_size=2,4")
     assert r.code == 2 and "--local runs one spec here" in r.err
+
+
+def test_plans_rank_by_predicted_time_per_token_by_default():
+    """The default order: those that fit, then the least predicted time to train a token (batch 4 trains twice
+    the tokens of batch 2 in fewer than twice the seconds), so plans of different batches compare fairly."""
+    cands = plan_sweep([SPEC], SETS, GRID)
+    ranked = [c for c in cands if c.ok]
+    per_token = [c.per_token("time") for c in ranked]
+    assert per_token == sorted(per_token) and all(t < float("inf") for t in per_token)
+    assert [c.rank for c in ranked] == [1, 2, 3, 4]
+    best = ranked[0].to_dict()
+    assert best["time_to_train_seconds"] == round(ranked[0].plan.training_time.total_seconds, 1)
+    assert best["performance"]["tokens_per_second_per_gpu"] > 0 and "usd" in best
+    by_tokens = [c for c in plan_sweep([SPEC], SETS, GRID, by="tokens") if c.ok]
+    assert {c.index for c in by_tokens} == {c.index for c in ranked}
+    with pytest.raises(UsageError, match="not one of time, cost, tokens"):
+        plan_sweep([SPEC], SETS, GRID, by="speed")
+
+
+def test_by_cost_falls_back_to_time_without_a_price():
+    from launcher.plan.sweep import ranked_by
+
+    cands = plan_sweep([SPEC], SETS + ["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge"],
+                       ["training.batch_size=2,4"], by="cost")
+    assert ranked_by(cands, "cost") == "time" and all(c.usd is None for c in cands)
+    priced = plan_sweep([SPEC], SETS + ["cluster.region=us-east-1"], ["training.batch_size=2,4"], by="cost")
+    assert ranked_by(priced, "cost") == "cost"
+    costs = [c.per_token("cost") for c in priced]
+    assert costs == sorted(costs)

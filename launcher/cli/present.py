@@ -177,7 +177,9 @@ def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
     """`speed`, `time to train` and `cost`: one line each, with where each figure comes from."""
     perf, cost = plan.get("performance"), plan.get("cost")
     if not perf:
-        return [("speed", INVALID_LAYOUT)]
+        if plan.get("memory") is None:
+            return [("speed", INVALID_LAYOUT)]
+        return [("speed", f"not predicted: no hardware figures for {plan['instance_type']}")]
     low, high = perf["band"]
     speed = (f"{perf['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU (band {low:,.0f}-{high:,.0f}), "
              f"MFU {perf['mfu'] * 100:.1f}%, {perf['step_seconds']:.2f} s a step, {perf['bound']}-bound "

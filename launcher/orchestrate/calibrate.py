@@ -1,7 +1,8 @@
 """`smp-launch calibrate JOB...`: this account's own speed, measured from finished jobs' progress lines.
 
 Each job is read back as `rerun` reads it (its stored spec, launcher.orchestrate.provenance) and predicted
-with the published calibration, exactly as `plan` predicted it. Its speed is what the entry script logged:
+with the published calibration, exactly as `plan` predicted it, on the instance type it ran on (a capacity
+fallback may have moved it to another of `cluster.instance_types`). Its speed is what the entry script logged:
 rank 0 prints `SMP_PROGRESS ... tokens_per_s=` (all GPUs together) every `log_every` steps
 (launcher.render.progress). Steady state leaves out the first WARMUP_LINES progress lines (compilation,
 the first allocations, the data loader filling) and the line after each checkpoint save, then takes the
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from launcher.catalog.smp import INSTANCES
 from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
 from launcher.core.sanitize import clean
@@ -116,6 +118,10 @@ def measure(clients: Clients, job: str) -> Calibration:
     except ValidationError as exc:
         raise UsageError(f"{name}'s stored spec does not validate with this smp-launch: "
                          f"{clean(exc.errors()[0].get('msg', exc), 200)}") from None
+    ran_on = str((stored.description.get("ResourceConfig") or {}).get("InstanceType") or "")
+    if ran_on in INSTANCES and ran_on != spec.cluster.instance_type:  # a capacity fallback ran it on another type
+        cluster = spec.cluster.model_copy(update={"instance_type": ran_on, "instance_types": ()})
+        spec = spec.model_copy(update={"cluster": cluster})
     _, ctx = run_rules(spec, clients.region or stored.plan.get("region"))
     if not ctx.topology_ok:
         raise UsageError(f"{name}'s layout does not divide its GPUs: there is nothing to compare its speed with")

@@ -255,7 +255,7 @@ class Plan:
         return [{"instance_type": a.instance_type, "fits": not a.errors,
                  "errors": [f"{e.rule} {e.message}" for e in a.errors],
                  "memory_per_gpu_gb": round(a.memory.per_gpu_gb, 2) if a.memory else None,
-                 "image_uri": a.framework.image_uri} for a in self.alternatives]
+                 "image_uri": a.framework.image_uri, **a.prediction_dict()} for a in self.alternatives]
 
     def with_source(self, bundle: SourceBundle) -> Plan:
         """This plan running `bundle` instead of the source it renders: a new Plan whose `source`,

@@ -141,10 +141,12 @@ class Context:
     @cached_property
     def performance(self) -> Performance | None:
         """Predicted speed (this account's factor applied where `calibrate` stored one); None for a layout
-        whose degrees do not divide the world."""
-        if not self.topology_ok:
-            return None
+        whose degrees do not divide the world, or an instance type launcher.predict.hardware has no figures for."""
         from launcher.predict import account_factors, predict
+        from launcher.predict.hardware import GPUS, NODE_NETWORK_GBPS
+
+        if not self.topology_ok or self.instance.name not in NODE_NETWORK_GBPS or self.instance.gpu not in GPUS:
+            return None  # no figure means anything, or no hardware figures to predict with
 
         found = predict(self.workload())
         mine = account_factors(self.env).get(self.instance.name)
