@@ -294,7 +294,7 @@ def test_the_memory_fix_up_bisects_a_huge_batch(write_spec, monkeypatch):
     assert len(calls) < 100  # a bisection: one estimate per batch size would be a million (tens of seconds)
 
 
-@pytest.mark.parametrize("batch", [7, 12, 33])
+@pytest.mark.parametrize("batch", [9, 12, 33])
 def test_the_bisected_fix_is_the_largest_batch_that_fits(write_spec, batch):
     from launcher.plan.build import build_plan
 
