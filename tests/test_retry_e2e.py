@@ -79,14 +79,16 @@ def test_an_out_of_memory_remedy_comes_from_the_jobs_own_plan(server_world):
 
     cli = server_world.cli
     scenario.expect_attempts("llama2-7b-", [scenarios.out_of_memory(**QUICK)])
-    started = api.submit(api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"])))
+    plan = api.build_plan(api.load_spec(str(JOBS / "llama7b.yaml"), ["role=Good"]))
+    started = api.submit(plan)
     assert started.job_name and started.remembered
     out = cli("wait", "latest", "--interval", "0.1", "--output", "json",
               extra_env={"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]})
     assert out.returncode == 1, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["failure_class"] == "out_of_memory"
-    assert "smp.tensor_parallel_degree: 2" in row["remedy"] and "29.7 of 40 GB" in row["remedy"], row["remedy"]
+    modelled = f"{plan.memory.per_gpu_gb:.1f} of 40 GB"  # the figure comes from the job's own stored plan
+    assert "smp.tensor_parallel_degree: 2" in row["remedy"] and modelled in row["remedy"], row["remedy"]
 
 
 def test_the_default_classes_and_an_exit_code_are_retried_and_others_are_not(server_world):
