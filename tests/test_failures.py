@@ -523,3 +523,66 @@ def test_log_tail_asks_for_the_last_hundred_lines_by_default():
     failures.log_tail(type("C", (), {"logs": logs})(), "j")
     failures.log_tail(type("C", (), {"logs": logs})(), "j", 20_000)
     assert asked == [100, 10_000]
+
+
+def test_hybrid_sharding_is_proposed_when_it_can_grow():
+    assert failures.oom_remedy(_plan_with("smp.hybrid_shard_degree=2")) == (
+        "a GPU ran out of memory (the memory model put this layout at 67.3 of 40 GB per GPU): set "
+        "smp.hybrid_shard_degree: 8 in the spec (modelled 29.7 GB); check with `smp-launch plan SPEC`.")
+    assert "also possible: smp.hybrid_shard_degree: 8" in failures.oom_remedy(_plan_with("smp.hybrid_shard_degree=4"))
+    assert "smp.hybrid_shard_degree: 8" not in failures.oom_remedy(_plan_with())  # already 8: nothing to grow
+
+
+def test_the_loading_horizon_defaults_to_two():
+    plan = _plan_with("smp.activation_offloading=true")
+    del plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]["activation_loading_horizon"]
+    assert "at 25.6 of 40 GB" in failures.oom_remedy(plan)
+
+
+def test_the_memory_model_remedy_is_for_a_gpu_oom_only():
+    plan = _plan_json()
+    nccl = classify("Failed", "AlgorithmError: ExitCode 1", plan=plan,
+                    log_tail=["[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout"])
+    assert nccl.remedy.startswith(failures.REMEDIES[failures.FailureClass.NCCL_TIMEOUT])
+    host = classify("Failed", "AlgorithmError: ExitCode 1", plan=plan, log_tail=["OSError: [Errno 12] Cannot "
+                                                                                 "allocate memory"])
+    assert host.remedy.startswith(failures.REMEDIES[failures.FailureClass.HOST_OUT_OF_MEMORY])
+
+
+def test_a_spot_stop_shows_sagemakers_reason_when_it_gave_one():
+    steps = [("Training", "x"), ("Interrupted", "The job stopped because the managed spot training instances were "
+                                               "interrupted.")]
+    given = classify("Stopped", "spot capacity gone", steps, secondary_status="MaxWaitTimeExceeded")
+    assert given.reason == "spot capacity gone"
+    assert classify("Stopped", None, steps, secondary_status="MaxWaitTimeExceeded").reason.startswith(
+        "managed spot training ran out of wait time")
+
+
+def test_a_log_line_is_searched_up_to_its_limit():
+    keyword = "CUDA out of memory"
+    inside = "x" * (failures.LINE_LIMIT - len(keyword)) + keyword
+    beyond = "x" + inside
+    assert classify("Failed", "", log_tail=[inside]).failure_class == "out_of_memory"
+    assert classify("Failed", "", log_tail=[beyond]).failure_class == "unknown"
+    assert failures.LINE_LIMIT == failures.LOG_LINE_LIMIT == 4096
+
+
+def test_failures_are_frozen():
+    import dataclasses
+
+    found = classify("Failed", "CapacityError")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.remedy = "x"
+
+
+def test_log_tail_reads_backwards_and_cuts_long_lines():
+    asked = []
+
+    class Logs(_Logs):
+        def get_log_events(self, **kw):
+            asked.append(kw)
+            return super().get_log_events(**kw)
+
+    logs = Logs([{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}], {"j/algo-1-1": [{"message": "y" * 5000}]})
+    (line,) = failures.log_tail(type("C", (), {"logs": logs})(), "j")
+    assert len(line) == failures.LOG_LINE_LIMIT and asked[0]["startFromHead"] is False
