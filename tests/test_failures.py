@@ -586,3 +586,37 @@ def test_log_tail_reads_backwards_and_cuts_long_lines():
     logs = Logs([{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}], {"j/algo-1-1": [{"message": "y" * 5000}]})
     (line,) = failures.log_tail(type("C", (), {"logs": logs})(), "j")
     assert len(line) == failures.LOG_LINE_LIMIT and asked[0]["startFromHead"] is False
+
+
+def test_user_error_quotes_the_last_three_lines_of_the_last_traceback_cut_to_300():
+    tail = ["Traceback (most recent call last):", '  File "a.py", line 1', '  File "b.py", line 2',
+            '  File "c.py", line 3', "    raise ValueError(x)", "ValueError: " + "v" * 400]
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail)
+    assert 'File "c.py", line 3; raise ValueError(x); ValueError: vvv' in found.remedy
+    assert 'b.py' not in found.remedy and "…)" in found.remedy
+    quoted = found.remedy.split("exit code 1 (", 1)[1].rsplit("): read the traceback", 1)[0]
+    assert len(quoted) == 300
+
+
+def test_evidence_keeps_the_last_two_user_and_capacity_lines():
+    tail = [f"sagemaker-containers ERROR ExecuteUserScriptError: try {i}" for i in range(3)]
+    found = classify("Failed", "", log_tail=tail)
+    assert [e[-5:] for e in found.evidence] == ["try 1", "try 2"]
+    steps = [("Starting", f"Insufficient capacity error from EC2 while launching instances, retrying! ({i})")
+             for i in range(3)]
+    found = classify("Failed", "", steps)
+    assert found.failure_class == "capacity" and [e[-3:] for e in found.evidence] == ["(1)", "(2)"]
+
+
+def test_missing_parallel_degrees_default_to_one():
+    plan = _plan_with()
+    params = plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]
+    del params["tensor_parallel_degree"], params["expert_parallel_degree"], params["context_parallel_degree"]
+    assert "at 29.7 of 40 GB" in failures.oom_remedy(plan)
+
+
+def test_a_host_memory_kill_is_not_told_the_gpu_remedy():
+    found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 137", plan=_plan_json())
+    assert found.failure_class == "host_out_of_memory"
+    assert "smp.delayed_param_init: true" in found.remedy and "instance type with more memory" in found.remedy
+    assert "memory model" not in found.remedy and "training.batch_size" not in found.remedy

@@ -242,3 +242,11 @@ def test_no_class_in_the_text_quotes_it_cut_to_eighty_characters():
     with pytest.raises(UsageError) as err:
         RetryPolicy.parse(text)
     assert repr(text[:80]) in str(err.value) and repr(text[:81]) not in str(err.value)
+
+
+def test_a_queue_may_be_told_never_to_wait_a_refusal_out():
+    from launcher.orchestrate.retry import RefusalWait
+
+    assert RefusalWait(max_refusals=0).max_refusals == 0
+    with pytest.raises(UsageError, match="max_refusals -1"):
+        RefusalWait(max_refusals=-1)
