@@ -523,3 +523,100 @@ def test_log_tail_asks_for_the_last_hundred_lines_by_default():
     failures.log_tail(type("C", (), {"logs": logs})(), "j")
     failures.log_tail(type("C", (), {"logs": logs})(), "j", 20_000)
     assert asked == [100, 10_000]
+
+
+def test_hybrid_sharding_is_proposed_when_it_can_grow():
+    assert failures.oom_remedy(_plan_with("smp.hybrid_shard_degree=2")) == (
+        "a GPU ran out of memory (the memory model put this layout at 67.3 of 40 GB per GPU): set "
+        "smp.hybrid_shard_degree: 8 in the spec (modelled 29.7 GB); check with `smp-launch plan SPEC`.")
+    assert "also possible: smp.hybrid_shard_degree: 8" in failures.oom_remedy(_plan_with("smp.hybrid_shard_degree=4"))
+    assert "smp.hybrid_shard_degree: 8" not in failures.oom_remedy(_plan_with())  # already 8: nothing to grow
+
+
+def test_the_loading_horizon_defaults_to_two():
+    plan = _plan_with("smp.activation_offloading=true")
+    del plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]["activation_loading_horizon"]
+    assert "at 25.6 of 40 GB" in failures.oom_remedy(plan)
+
+
+def test_the_memory_model_remedy_is_for_a_gpu_oom_only():
+    plan = _plan_json()
+    nccl = classify("Failed", "AlgorithmError: ExitCode 1", plan=plan,
+                    log_tail=["[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout"])
+    assert nccl.remedy.startswith(failures.REMEDIES[failures.FailureClass.NCCL_TIMEOUT])
+    host = classify("Failed", "AlgorithmError: ExitCode 1", plan=plan, log_tail=["OSError: [Errno 12] Cannot "
+                                                                                 "allocate memory"])
+    assert host.remedy.startswith(failures.REMEDIES[failures.FailureClass.HOST_OUT_OF_MEMORY])
+
+
+def test_a_spot_stop_shows_sagemakers_reason_when_it_gave_one():
+    steps = [("Training", "x"), ("Interrupted", "The job stopped because the managed spot training instances were "
+                                               "interrupted.")]
+    given = classify("Stopped", "spot capacity gone", steps, secondary_status="MaxWaitTimeExceeded")
+    assert given.reason == "spot capacity gone"
+    assert classify("Stopped", None, steps, secondary_status="MaxWaitTimeExceeded").reason.startswith(
+        "managed spot training ran out of wait time")
+
+
+def test_a_log_line_is_searched_up_to_its_limit():
+    keyword = "CUDA out of memory"
+    inside = "x" * (failures.LINE_LIMIT - len(keyword)) + keyword
+    beyond = "x" + inside
+    assert classify("Failed", "", log_tail=[inside]).failure_class == "out_of_memory"
+    assert classify("Failed", "", log_tail=[beyond]).failure_class == "unknown"
+    assert failures.LINE_LIMIT == failures.LOG_LINE_LIMIT == 4096
+
+
+def test_failures_are_frozen():
+    import dataclasses
+
+    found = classify("Failed", "CapacityError")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.remedy = "x"
+
+
+def test_log_tail_reads_backwards_and_cuts_long_lines():
+    asked = []
+
+    class Logs(_Logs):
+        def get_log_events(self, **kw):
+            asked.append(kw)
+            return super().get_log_events(**kw)
+
+    logs = Logs([{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}], {"j/algo-1-1": [{"message": "y" * 5000}]})
+    (line,) = failures.log_tail(type("C", (), {"logs": logs})(), "j")
+    assert len(line) == failures.LOG_LINE_LIMIT and asked[0]["startFromHead"] is False
+
+
+def test_user_error_quotes_the_last_three_lines_of_the_last_traceback_cut_to_300():
+    tail = ["Traceback (most recent call last):", '  File "a.py", line 1', '  File "b.py", line 2',
+            '  File "c.py", line 3', "    raise ValueError(x)", "ValueError: " + "v" * 400]
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail)
+    assert 'File "c.py", line 3; raise ValueError(x); ValueError: vvv' in found.remedy
+    assert 'b.py' not in found.remedy and "…)" in found.remedy
+    quoted = found.remedy.split("exit code 1 (", 1)[1].rsplit("): read the traceback", 1)[0]
+    assert len(quoted) == 300
+
+
+def test_evidence_keeps_the_last_two_user_and_capacity_lines():
+    tail = [f"sagemaker-containers ERROR ExecuteUserScriptError: try {i}" for i in range(3)]
+    found = classify("Failed", "", log_tail=tail)
+    assert [e[-5:] for e in found.evidence] == ["try 1", "try 2"]
+    steps = [("Starting", f"Insufficient capacity error from EC2 while launching instances, retrying! ({i})")
+             for i in range(3)]
+    found = classify("Failed", "", steps)
+    assert found.failure_class == "capacity" and [e[-3:] for e in found.evidence] == ["(1)", "(2)"]
+
+
+def test_missing_parallel_degrees_default_to_one():
+    plan = _plan_with()
+    params = plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]
+    del params["tensor_parallel_degree"], params["expert_parallel_degree"], params["context_parallel_degree"]
+    assert "at 29.7 of 40 GB" in failures.oom_remedy(plan)
+
+
+def test_a_host_memory_kill_is_not_told_the_gpu_remedy():
+    found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 137", plan=_plan_json())
+    assert found.failure_class == "host_out_of_memory"
+    assert "smp.delayed_param_init: true" in found.remedy and "instance type with more memory" in found.remedy
+    assert "memory model" not in found.remedy and "training.batch_size" not in found.remedy

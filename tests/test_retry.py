@@ -212,3 +212,41 @@ def test_defaults_are_not_taken_for_flags_given(run_cli, monkeypatch):
 
     monkeypatch.setattr(submit_cli, "run_here", lambda *a, **k: 0)
     assert run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "2").code == 0
+
+
+def test_policy_defaults_and_bounds():
+    import dataclasses
+
+    from launcher.orchestrate.retry import RefusalWait, first_name
+
+    assert RetryPolicy().max_attempts == 3 and RetryPolicy(max_attempts=1).max_attempts == 1
+    with pytest.raises(UsageError, match="'aaa'"):
+        RetryPolicy(classes=frozenset({"zzz", "aaa"}))  # the first unknown class, sorted, is named
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RefusalWait().max_refusals = 1
+    assert RetryPolicy.parse("exit:-255,exit:255").exit_codes == {-255, 255}
+    named = SimpleNamespace(job_name="job-r1")
+    assert first_name(named, 1) == "job-r1" and first_name(SimpleNamespace(job_name="job"), 2) == "job"
+    assert first_name(SimpleNamespace(job_name="job-r2"), 2) == "job"
+
+
+@pytest.mark.parametrize("text,cut", [("c" * 100, 40), ("exit:" + "9" * 100, 40), ("exit:x" + "y" * 100, 40)])
+def test_a_bad_token_is_quoted_cut_to_forty_characters(text, cut):
+    with pytest.raises(UsageError) as err:
+        RetryPolicy.parse(text)
+    assert repr(text[:cut]) in str(err.value) and text[:cut + 1] not in str(err.value)
+
+
+def test_no_class_in_the_text_quotes_it_cut_to_eighty_characters():
+    text = " ," * 60
+    with pytest.raises(UsageError) as err:
+        RetryPolicy.parse(text)
+    assert repr(text[:80]) in str(err.value) and repr(text[:81]) not in str(err.value)
+
+
+def test_a_queue_may_be_told_never_to_wait_a_refusal_out():
+    from launcher.orchestrate.retry import RefusalWait
+
+    assert RefusalWait(max_refusals=0).max_refusals == 0
+    with pytest.raises(UsageError, match="max_refusals -1"):
+        RefusalWait(max_refusals=-1)

@@ -116,10 +116,11 @@ REMEDIES = {
         "or smp.hybrid_shard_degree, turn on smp.activation_offloading, or lower training.batch_size; "
         "`smp-launch plan SPEC` shows the memory model for each change."),
     FailureClass.HOST_OUT_OF_MEMORY: (
-        "the instance ran out of its own memory (RAM, not a GPU's) and the kernel killed the process: raise "
-        "smp.tensor_parallel_degree so each process holds a smaller share of the model, turn off "
-        "smp.activation_offloading (it keeps activations in host memory), use fewer data loader workers, "
-        "or choose an instance type with more memory."),
+        "the instance ran out of its own memory (RAM, not a GPU's) and the kernel killed the process: set "
+        "smp.delayed_param_init: true (without it each of the instance's ranks builds the whole model in fp32 in "
+        "host memory before it is sharded, whatever the GPU-side parallelism), turn off smp.activation_offloading "
+        "(it keeps activations in host memory), use fewer data loader workers, or choose an instance type with "
+        "more memory."),
     FailureClass.NCCL_TIMEOUT: (
         "a collective timed out (NCCL watchdog): one rank stalled or died first; read every host's log "
         "(`smp-launch logs JOB`) for the first error, and check the data loader and "

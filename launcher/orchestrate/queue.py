@@ -268,7 +268,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     runs = [PlanRun(i, p) for i, p in enumerate(plans)]
     current = dict(enumerate(plans))  # the plan each run submits next (a resubmission replaces it)
     backoff: dict[int, float] = {}  # seconds a resubmission still waits, counted down by the queue's sleeps
-    waited: dict[int, float] = {}  # the backoff a resubmission waits in all
+    waited: dict[int, float] = {}  # seconds a plan has waited out its backoffs so far (counted as slept)
     pending = deque(range(len(runs)))
     running: dict[str, int] = {}
     in_flight: list[int] = []  # the plan being submitted now: a Ctrl-C there leaves its fate unknown
@@ -343,7 +343,6 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         refused[i] = count
         delay = waits.delay(count)
         backoff[i] = delay
-        waited[i] = waited.get(i, 0.0) + delay
         if why == "quota" and running:
             quota_held.add(i)
         pending.appendleft(i)
@@ -375,7 +374,6 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             decided = decide(before, status, len(runs[i].attempts))
             if decided is not None:
                 current[i], backoff[i] = decided
-                waited[i] = decided[1]
                 pending.appendleft(i)
                 emit(Event(EventKind.RESUBMIT, i, decided[0].job_name, status=status, running=len(running),
                            backoff_s=decided[1], message=fallback.describe(before, decided[0], name)))
@@ -391,7 +389,9 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
             seconds = min(seconds, head) if running else head
         nap(seconds)
         for i in backoff:
-            backoff[i] = max(0.0, backoff[i] - seconds)
+            used = min(seconds, backoff[i])
+            waited[i] = waited.get(i, 0.0) + used
+            backoff[i] -= used
 
     if not dry_run and len(plans) > 1:  # one plan's submit (and a dry run's) makes exactly these checks
         checked: set[tuple[Any, ...]] = set()
