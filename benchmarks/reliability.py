@@ -341,7 +341,7 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
                 f"undocumented exit code. {fuzzed['invalid']} inputs were invalid; they made "
                 f"{fuzzed['aws_calls_on_invalid']} AWS calls (counted at the proxy).", ""]
         if fuzzed.get("leaks"):
-            out[-2] += f" {len(fuzzed['leaks'])} echoed the content of a file that is not a spec."
+            out[-2] += f" {len(fuzzed['leaks'])} echoed a secret or the content of a file that is not a spec."
         for kind in ("tracebacks", "slow", "bad_exit", "calls", "leaks"):
             for item in fuzzed.get(kind, [])[:25]:
                 out.append(f"- {kind}: `{' '.join(item.replace('`', chr(39)).split())}`")
