@@ -15,10 +15,10 @@ LONG_TOKEN = "hf_" + "Ab1" * 199  # 600 characters
 CREDENTIALS = {
     "an AWS access key id": ACCESS_KEY,
     "an AWS session token": SESSION,
-    "a Hugging Face token": "hf_" + "q" * 34,
+    "a Hugging Face token": "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",
     "a GitHub token": "ghp_" + "Z9" * 18,
     "a Slack token": "xoxb-123456789012-abcdefABCDEF",
-    "an API key": "sk-" + "k" * 48,
+    "an API key": "sk-proj-" + "Ab3xY9" * 8,
 }
 
 
@@ -40,6 +40,7 @@ def test_each_credential_shape_is_known(kind, value):
 
 
 @pytest.mark.parametrize("text", ["hf_llama_7b_finetune", "sk-learn", "scikit-learn-toolkit-1234567890123",
+                                  "sk-learn-model-version-2024-01-and-more-words", "hf_modelcheckpoint2024abcdefghijkl",
                                   "TOKENIZERS_PARALLELISM", "AKIAIOSFODNN7EXAMPLEX", "llama2-7b-20261201-150930-067",
                                   "s3://bucket/ASIA/prefix"])
 def test_ordinary_text_is_not_a_credential(text):

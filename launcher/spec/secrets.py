@@ -45,14 +45,21 @@ SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "P
 SECRET_ARN_PATTERN = (r"^arn:aws(-cn|-us-gov|-iso|-iso-b)?:secretsmanager:[a-z]{2}(-[a-z]+)+-\d:\d{12}:"
                       r"secret:[A-Za-z0-9/_+=.@-]{1,512}$")
 _WORDS = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
+# (what it is, its shape, the kinds of character its random part must mix: U upper case, L lower case, D
+# digits): a real key is random text, so words that happen to share a prefix ("sk-learn-...") are not one.
 _CREDENTIALS = (
-    ("an AWS access key id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
-    ("an AWS session token", re.compile(r"(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9/+=]{40,}")),
-    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}")),
-    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("an API key", re.compile(r"(?<![A-Za-z0-9])sk(?:-ant)?[-_](?:live_|test_|proj-)?[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), ""),
+    ("an AWS session token", re.compile(r"(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9/+=]{40,}"), ""),
+    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), "UL"),
+    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), ""),
+    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), ""),
+    ("an API key", re.compile(r"(?<![A-Za-z0-9])sk(?:-ant)?[-_](?:live_|test_|proj-)?[A-Za-z0-9_-]{32,}"), "ULD"),
 )
+_KINDS = {"U": str.isupper, "L": str.islower, "D": str.isdigit}
+
+
+def _mixes(text: str, kinds: str) -> bool:
+    return all(any(_KINDS[k](c) for c in text) for k in kinds)
 
 
 def looks_secret(name: str) -> bool:
@@ -68,8 +75,8 @@ def credential_kind(value: object) -> str | None:
     longer text (`Bearer hf_...`)."""
     if not isinstance(value, str) or len(value) < 20:
         return None
-    for kind, shape in _CREDENTIALS:
-        if shape.search(value):
+    for kind, shape, mixed in _CREDENTIALS:
+        if any(_mixes(m.group()[3:], mixed) for m in shape.finditer(value)):
             return kind
     return None
 
