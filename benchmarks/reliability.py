@@ -92,6 +92,9 @@ def scenarios() -> list[Scenario]:
                  [Rule(logs, filt, "throttle", 6, after=1)]),
         Scenario("submit --wait, DescribeTrainingJob 500 twice", "submit --wait",
                  [Rule(sm, describe, "5xx", 2)]),
+        Scenario("submit --retry, a status poll meets 500s (every try of one call)", "submit --retry capacity "
+                 "--interval 0.5", [Rule(sm, describe, "5xx", 3)], expect_exit=0,
+                 note="the queue asks again, as logs does, instead of ending"),
         Scenario("logs, no fault", "logs"),
         Scenario("logs, FilterLogEvents throttled 5 times", "logs", [Rule(logs, filt, "throttle", 5)], short=True),
         Scenario("logs, FilterLogEvents 500 three times", "logs", [Rule(logs, filt, "5xx", 3)]),
@@ -199,7 +202,7 @@ def run_scenario(world: World, sc: Scenario) -> Row:
             emulator.set_clock(None)
         args = [sc.command, "rel-job"]
     else:
-        emulator.set_default(QUICK_JOB if "--wait" in sc.command else None)
+        emulator.set_default(QUICK_JOB if "--wait" in sc.command or "--retry" in sc.command else None)
         args = ["submit", "jobs/llama7b.yaml", "--set", "role=Good", *sc.command.split()[1:]]
     if sc.command == "logs":
         args += ["--interval", "0.2"]
@@ -289,6 +292,37 @@ def fuzz(examples: int, seed: int = 0, time_limit_s: float = 2.0, with_corpus: b
 
 # -- the report ---------------------------------------------------------------------------------
 
+# Cases held by tests rather than (or as well as) a scenario above: what breaks, and the test file that holds it.
+CASES = [
+    ("a name SageMaker already holds is another's job unless one of this submit's own tries may have made it "
+     "(exit 4, never `started`); the emulator refuses a name in use as SageMaker does", "tests/test_name_ownership.py"),
+    ("retry names stay unique at every length of the first name (41-43 characters collided)",
+     "tests/test_name_ownership.py"),
+    ("SIGTERM while CreateTrainingJob is in flight: says whether the job exists, records it, exit 143",
+     "tests/test_name_ownership.py"),
+    ("a --set path of 1,000 or 20,000 parts: one line, exit 2, in bounded memory", "tests/test_bounds.py"),
+    ("a job's stored tarball: a gzip bomb, too many members, a deep plan.json, each one line (one bounded reader "
+     "for rerun, diff, status and wait)", "tests/test_bounds.py"),
+    ("a total deadline on every AWS call (an endpoint trickling a byte every 10 s), naming the endpoint; the S3 "
+     "body read too", "tests/test_bounds.py"),
+    ("the state file: a link to /dev/zero, a FIFO, a huge file, a relative XDG_STATE_HOME", "tests/test_bounds.py"),
+    ("answers that are not UTF-8 (FilterLogEvents, DescribeTrainingJob): no traceback", "tests/test_bounds.py"),
+    ("`render -o DIR` replaces a planted DIR/train.py link, never writes through it", "tests/test_bounds.py"),
+    ("secrets by value: a value from a secret-looking variable or shaped like a credential is refused in "
+     "hyperparameters, tags and plainly named environment entries; no error echoes a secret",
+     "tests/test_secret_values.py"),
+    ("an IAM simulation that times out is `cannot tell` and the job goes on", "tests/test_smaller_faults.py"),
+    ("a job name SageMaker would refuse: exit 2, no AWS call; names with escapes printed safely",
+     "tests/test_smaller_faults.py"),
+    ("the sanitiser: LRM/RLM/ALM, U+2028/2029, tag characters, zero-width spaces; an escape in a log line "
+     "cannot be forged from literal text", "tests/test_smaller_faults.py"),
+    ("a queue's status poll that meets a 500 is asked again", "tests/test_smaller_faults.py"),
+    ("pipeline step names never repeat; an SDK ValueError is one line; the SDK's rich traceback hook is undone",
+     "tests/test_smaller_faults.py"),
+    ("two threads through one Clients keep separate aws_calls", "tests/test_smaller_faults.py"),
+    ("click usage errors are one line", "tests/test_smaller_faults.py"),
+]
+
 def mutation_line() -> str:
     if not MUTATION.exists():
         return "Mutation score: not measured yet (run `make mutation`)."
@@ -319,9 +353,11 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
            "are what the server holds afterwards; jobs reported are the `started NAME` lines the CLI printed. "
            "Lines lost and duplicated compare the printed log lines with the emulated job's own lines. "
            f"FAIL marks a broken invariant: a traceback, an undocumented exit code, a started job that was not "
-           f"reported (or the reverse) without saying it cannot tell, a lost or repeated line after exit 0, "
-           f"no exit 130 after Ctrl-C, or no answer within {GIVE_UP_S:.0f} s from an endpoint that never answers "
-           f"(runs are killed after {KILL_AFTER_S:.0f} s).", "",
+           f"reported (or the reverse) without saying it cannot tell, a job another process made (the `taken` "
+           f"fault sends CreateTrainingJob twice, the first standing for that process) reported as started, "
+           f"a lost or repeated line after exit 0, no exit 130 after Ctrl-C (143 after SIGTERM), an exit code "
+           f"other than the one a scenario must end with, or no answer within {GIVE_UP_S:.0f} s from an endpoint "
+           f"that never answers or trickles one byte every 10 s (runs are killed after {KILL_AFTER_S:.0f} s).", "",
            "| scenario | faults injected (fired) | exit | jobs created | jobs reported | lines lost | "
            "lines duplicated | wall s | verdict |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -341,12 +377,16 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
                 f"undocumented exit code. {fuzzed['invalid']} inputs were invalid; they made "
                 f"{fuzzed['aws_calls_on_invalid']} AWS calls (counted at the proxy).", ""]
         if fuzzed.get("leaks"):
-            out[-2] += f" {len(fuzzed['leaks'])} echoed the content of a file that is not a spec."
+            out[-2] += f" {len(fuzzed['leaks'])} echoed a secret or the content of a file that is not a spec."
         for kind in ("tracebacks", "slow", "bad_exit", "calls", "leaks"):
             for item in fuzzed.get(kind, [])[:25]:
                 out.append(f"- {kind}: `{' '.join(item.replace('`', chr(39)).split())}`")
         out.append("")
-    out += ["## Mutation testing", "", mutation_line(), ""]
+    out += ["## Cases the tests hold", "",
+            "Each fails on the code before its fix and passes after; the scenarios above that cover one run it "
+            "end to end as well.", ""]
+    out += [f"- {case} (`{where}`)" for case, where in CASES]
+    out += ["", "## Mutation testing", "", mutation_line(), ""]
     return "\n".join(out)
 
 

@@ -30,6 +30,11 @@ SET_VALUES = ["010", "0x1F", "1e400", "-0", ".inf", ".nan", "&a [*a, *a]", "*x",
 
 
 SECRET_MARK = "$6$saltsalt$hashhashhash"  # the content of a non-spec file that must never be echoed
+# Secrets the hand-written inputs hand the loader (by variable, or as literal credentials): never echoed either.
+SECRET_VARS = {"FUZZ_DB_PASSWORD": "31337421", "FUZZ_HF_TOKEN": "hf_" + "Zq7" * 199,
+               "FUZZ_SESSION": "IQoJb3JpZ2luX2VjEJr" + "Kx9/" * 60}
+ACCESS_KEY = "AKIA" + "QX7Z" * 4
+LEAK_MARKS = (SECRET_MARK, ACCESS_KEY, *(v[:16] for v in SECRET_VARS.values()))
 
 
 class TooSlow(Exception):
@@ -137,6 +142,12 @@ def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
         ("seed beyond 2**32", ok, ["training.seed=" + str(2 ** 40)]),
         ("--set path of 1,000 parts", ok, [".".join(["a"] * 1000) + "=1"]),
         ("--set path of 20,000 parts", ok, [".".join(["a"] * 20000) + "=1"]),
+        ("numeric secret in a number field", ok, ["cluster.instance_count=${FUZZ_DB_PASSWORD}"]),
+        ("600-character token in environment", ok, ["environment.FUZZ_HF_TOKEN=${FUZZ_HF_TOKEN}"]),
+        ("session token under a plain name", ok, ["environment.SESSION=${FUZZ_SESSION}"]),
+        ("session token in a hyperparameter", ok, ["hyperparameters.token=${FUZZ_SESSION}"]),
+        ("access key id in a tag", ok, [f"tags.team={ACCESS_KEY}"]),
+        ("access key id in a hyperparameter", ok + f"hyperparameters: {{key: {ACCESS_KEY}}}\n".encode(), []),
     ]
 
 
@@ -213,8 +224,8 @@ class Runner:
         path.unlink()
 
     def _judge(self, shown: str, command: str, code, text: str) -> None:
-        if SECRET_MARK in text:
-            self._add(self.leaks, f"{command} echoed another file's content", shown)
+        if any(mark in text for mark in LEAK_MARKS):
+            self._add(self.leaks, f"{command} echoed another file's content or a secret", shown)
         if code == "slow":
             self._add(self.slow, f"{command} > {self.limit:.0f} s", shown)
         elif isinstance(code, str) or "Traceback" in text:
@@ -239,7 +250,7 @@ def _environment(proxy, folder: Path):
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-west-2",
                        "AWS_REGION": "us-west-2", "XDG_STATE_HOME": str(folder / "state"), "NO_COLOR": "1",
                        "AWS_MAX_ATTEMPTS": "1", "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
-                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
+                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, **SECRET_VARS})
     for k in ("SMP_LAUNCH_ROLE", "SMP_LAUNCH_BUCKET", "AWS_PROFILE"):
         os.environ.pop(k, None)
     cwd = os.getcwd()

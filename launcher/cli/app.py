@@ -104,8 +104,11 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as err:
+    except click.exceptions.NoArgsIsHelpError as err:  # `smp-launch` alone: the help, as before
         err.show()
+        sys.exit(err.exit_code)
+    except click.ClickException as err:
+        click.echo(_one_line(err), err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
@@ -120,6 +123,17 @@ def _run(argv: list[str] | None) -> None:
         raise done
     _flush_or_quiet()
     sys.exit(0)
+
+
+def _one_line(err: click.ClickException) -> str:
+    """A usage error as every other error is said: one line (the command, what is wrong, where help is), not
+    click's four (usage, a hint, a blank line, the error)."""
+    from launcher.core.sanitize import clean
+
+    ctx = getattr(err, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and isinstance(err, click.UsageError) else ""
+    return f"{clean(where)}{clean(' '.join(err.format_message().split()), 500)}{clean(hint)}"
 
 
 def _flush_or_quiet() -> None:

@@ -281,11 +281,14 @@ def recording(clients: Clients) -> Iterator[list[str]]:
 
     The hook goes on the session (clients made later copy its handlers) and on every client made
     already; on the way out it is taken off all of them, those made inside included, so a shared
-    Clients records nothing after the block and no hook piles up. Injected doubles record nothing."""
+    Clients records nothing after the block and no hook piles up. Injected doubles record nothing.
+    Only this thread's calls are recorded: two threads submitting through one Clients each see their own."""
     calls: list[str] = []
+    me = threading.get_ident()
 
     def note(model: Any, **_: Any) -> None:
-        calls.append(f"{model.service_model.service_name}.{model.name}")
+        if threading.get_ident() == me:
+            calls.append(f"{model.service_model.service_name}.{model.name}")
 
     session_events = clients.session.events
     for events in [session_events, *(c.meta.events for c in clients._cache.values())]:
@@ -369,7 +372,7 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
     """Turn a botocore exception into a one-line LauncherError that says what to do."""
     from botocore import exceptions as bx
 
-    where = f"{action}: " if action else ""
+    where = f"{clean(action, 300)}: " if action else ""  # an action may name a job, which may hold escapes
     if isinstance(exc, LauncherError):
         return exc
     ran_out = _EXPIRED.pop(threading.get_ident(), None)

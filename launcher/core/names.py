@@ -9,6 +9,11 @@ checkpoint path SageMaker syncs (https://docs.aws.amazon.com/sagemaker/latest/dg
 """
 from __future__ import annotations
 
+import re
+
+from launcher.core.errors import UsageError
+from launcher.core.sanitize import clean
+
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 
@@ -25,3 +30,17 @@ RUNNING = ("InProgress", "Stopping")
 
 ENTRY_POINT = "train.py"
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+
+# TrainingJobName as CreateTrainingJob and DescribeTrainingJob take it: 1-63 letters, digits and hyphens,
+# starting and ending with a letter or digit
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html).
+JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+
+
+def check_job_name(name: str) -> str:
+    """`name` when SageMaker would take it as a training job name; else UsageError (exit 2), before any AWS
+    call: SageMaker would only refuse it with a ValidationException."""
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise UsageError(f"'{clean(name, 100)}' is not a training job name: SageMaker's are 1-63 letters, "
+                         "digits and hyphens, starting and ending with a letter or digit")
+    return name

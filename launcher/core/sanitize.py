@@ -11,24 +11,39 @@ import re
 from collections.abc import Mapping
 from typing import Any, overload
 
-# C0 controls but tab, DEL, C1 controls, bidi embeddings/overrides/isolates, and lone surrogates.
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# C0 controls but tab, DEL, C1 controls, the Arabic letter mark, zero-width spaces and joiners, LRM and RLM,
+# bidi embeddings/overrides/isolates, the line and paragraph separators, invisible word joiners and
+# operators, the zero-width no-break space (BOM), the tag characters (invisible, they spell hidden text), and
+# lone surrogates.
+_UNSAFE_CLASS = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064"
+                 "\u2066-\u2069\ufeff\ud800-\udfff\U000e0000-\U000e007f")
+_UNSAFE = re.compile(f"[{_UNSAFE_CLASS}]")
+# For text read as lines (a job's log): a backslash is also doubled where it could pass for the start of an
+# escape (before x, u, U, another backslash, or an unsafe character), so the text `\x1b` shows as `\\x1b`
+# and only a real ESC shows as `\x1b`. Not the default: text cleaned twice (a message quoting a cleaned
+# value) would double its backslashes twice.
+_UNSAFE_OR_AMBIGUOUS = re.compile(f"\\\\(?=[\\\\xuU{_UNSAFE_CLASS}])|[{_UNSAFE_CLASS}]")
 
 
 def _escape(match: re.Match[str]) -> str:
     ch = match.group()
     code = ord(ch)
+    if ch == "\\":
+        return "\\\\"
     if 0xD800 <= code <= 0xDFFF:
         return "\ufffd"
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
-def clean(text: object, limit: int | None = None) -> str:
-    """`text` as one printable line: unsafe characters shown as escapes, cut to `limit` characters."""
+def clean(text: object, limit: int | None = None, *, unambiguous: bool = False) -> str:
+    """`text` as one printable line: unsafe characters shown as escapes, cut to `limit` characters. With
+    `unambiguous`, a backslash that could be read as an escape's is doubled, so an escape cannot be forged."""
     s = text if isinstance(text, str) else str(text)
-    s = _UNSAFE.sub(_escape, s)
+    s = (_UNSAFE_OR_AMBIGUOUS if unambiguous else _UNSAFE).sub(_escape, s)
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"
     return s

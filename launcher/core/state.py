@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.errors import UsageError
+from launcher.core.names import JOB_NAME, check_job_name
 
 LATEST = "latest"
 _FILE = "last-submitted.json"
@@ -87,8 +88,9 @@ def last_submitted(env: Mapping[str, str] | None = None) -> dict[str, Any] | Non
     if not isinstance(record, dict):
         raise _unusable(path, "does not hold a job record")
     name, region = record.get("job_name"), record.get("region")
-    if not isinstance(name, str) or not name.strip():
-        raise _unusable(path, "has no job name")
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise _unusable(path, "has no job name" if not isinstance(name, str) or not name.strip()
+                        else "holds a name that is not a training job name")
     if region is not None and not isinstance(region, str):
         raise _unusable(path, "has a region that is not text")
     return record
@@ -100,9 +102,10 @@ def _unusable(path: Path, why: str) -> UsageError:
 
 
 def resolve_job(job: str, region: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """(job name, region): `latest` becomes the last submitted job, in its region unless one is given."""
+    """(job name, region): `latest` becomes the last submitted job, in its region unless one is given. A name
+    SageMaker would refuse is a UsageError (exit 2), with no AWS call."""
     if job != LATEST:
-        return job, region
+        return check_job_name(job), region
     record = last_submitted(env)
     if record is None:
         raise UsageError(f"no job has been submitted from this machine yet (looked in {state_dir(env)}); "

@@ -36,8 +36,10 @@ class Shaper:
             return
         if self._grep is not None and not self._grep.search(raw):
             return
-        # isprintable() holds for no string `clean` would change (controls, bidi marks, surrogates): skip it
-        out.append(LogLine(ts, host, name, raw if raw.isprintable() else clean(raw),
+        # isprintable() holds for no string `clean` would change (controls, bidi marks, surrogates), and a line
+        # without a backslash cannot pass for an escape: skip both
+        plain = raw.isprintable() and "\\" not in raw
+        out.append(LogLine(ts, host, name, raw if plain else clean(raw, unambiguous=True),
                            event_id if event_id.isprintable() else clean(event_id)))
 
     def order(self, lines: list[LogLine]) -> list[LogLine]:

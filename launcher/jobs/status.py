@@ -20,7 +20,7 @@ from launcher.core.errors import (
     LauncherError,
     UsageError,
 )
-from launcher.core.names import MANAGED_TAG
+from launcher.core.names import MANAGED_TAG, check_job_name
 from launcher.core.sanitize import clean
 from launcher.core.timeutil import epoch
 
@@ -104,6 +104,7 @@ def describe(clients: Clients, job: str) -> dict[str, Any]:
     """DescribeTrainingJob, with "no such job" said plainly (exit 2) rather than as a ValidationException."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    check_job_name(job)
     try:
         return clients.sagemaker.describe_training_job(TrainingJobName=job)
     except ClientError as exc:

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import LauncherError, UsageError
+from launcher.core.sanitize import clean
 from launcher.orchestrate.pipeline_params import (
     MAX_STEPS_ENV,
     StepParameter,
@@ -67,11 +68,15 @@ class PipelineResult:
 
 
 def step_names(plans: Sequence[Plan]) -> list[str]:
-    """One name per step: the spec's name (a repeated one gets its position), in the order given."""
+    """One name per step, never two alike (the SDK refuses that): the spec's name (a repeated one gets its
+    position, or the next number free), in the order given."""
     names: list[str] = []
     for i, plan in enumerate(plans, 1):
-        base = STEP_NAME.sub("-", plan.base_job_name)[:60] or "train"
-        names.append(base if base not in names else f"{base}-{i}")
+        base = STEP_NAME.sub("-", plan.base_job_name)[:58] or "train"
+        name, n = base, i
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
     return names
 
 
@@ -261,8 +266,11 @@ def definition(pipeline: Any) -> dict[str, Any]:
     """The pipeline's definition as the service receives it (parsed JSON)."""
     from launcher.submission.estimator import sdk_silent
 
-    with sdk_silent():
-        return json.loads(pipeline.definition())
+    try:
+        with sdk_silent():
+            return json.loads(pipeline.definition())
+    except ValueError as exc:  # the SDK's own checks of the steps (their names, their order)
+        raise UsageError(f"the SageMaker SDK refused the pipeline: {clean(exc, 300)}") from None
 
 
 def untracked_create(pipeline: Any) -> Callable[..., Any]:

@@ -13,6 +13,7 @@ stops the queue: what started is reported, what did not is `not_started`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -161,6 +162,24 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], 
         return polling[region]
 
     return factory, for_polls
+
+
+POLL_RETRIES = 3  # a failed status poll is asked again after 1, 2 and 4 s (as `logs` does) before the queue gives up
+
+
+def _polled(read: Callable[[], Any], nap: Callable[[float], None]) -> Any:
+    """`read()`, asked again after a short wait when AWS failed to answer it (a 500, a dropped connection, a
+    throttle outlasting botocore's own tries): one bad moment of the endpoint does not end the queue."""
+    from launcher.core.aws import AwsError
+
+    for attempt in range(POLL_RETRIES + 1):
+        try:
+            return read()
+        except AwsError:
+            if attempt == POLL_RETRIES:
+                raise
+            nap(2.0 ** attempt)
+    raise AssertionError("unreachable")
 
 
 def account_key(plan: Plan) -> tuple[Any, ...]:
@@ -356,7 +375,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         for name, i in list(running.items()):
             # A failed job that may be resubmitted is classified (algo-1's log tail, its plan) so the
             # policy or hook sees why.
-            status = jobs.job_status(poll_client(current[i].region or ""), name, diagnose=again_after is not None)
+            status = _polled(functools.partial(jobs.job_status, poll_client(current[i].region or ""), name,
+                                               diagnose=again_after is not None), nap)
             run = runs[i]
             update(i, attempts=(*run.attempts[:-1], dataclasses.replace(run.attempts[-1], status=status)))
             if not status.terminal:

@@ -9,7 +9,7 @@ import os
 import re
 import stat
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from launcher.core.errors import OVERRIDES, Mark, Problem, SpecError
 from launcher.core.sanitize import clean
 from launcher.spec.models import PATTERN_WORDS, JobSpec, did_you_mean
+from launcher.spec.secrets import credential_kind, looks_secret, may_hold_secret
 from launcher.spec.yaml12 import MAX_DEPTH, Loader, Refused, scalar
 
 Path_ = tuple[str, ...]
@@ -73,6 +74,9 @@ _NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD
 def shown(value: Any, limit: int = SHOWN) -> str:
     """A value as an error echoes it: repr, escaped for a terminal, cut to `limit` characters."""
     return clean(repr(value), limit=limit)
+
+
+_shown = shown  # for `_problems`, whose own `shown` leaves secrets out
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:
@@ -343,19 +347,25 @@ _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _WHOLE_VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 
-def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems: list[Problem]) -> Any:
+def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems: list[Problem],
+            secret_from: dict[Path_, str]) -> Any:
+    """`${VAR}` expanded in every value; the paths whose value took a secret-looking variable's value are
+    noted in `secret_from` (path -> `${NAME}`), and such a value stays text (a secret is never typed)."""
     if isinstance(value, dict):
-        return {k: _expand(v, path + (str(k),), env, doc, problems) for k, v in value.items()}
+        return {k: _expand(v, path + (str(k),), env, doc, problems, secret_from) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, path + (str(i),), env, doc, problems) for i, v in enumerate(value)]
+        return [_expand(v, path + (str(i),), env, doc, problems, secret_from) for i, v in enumerate(value)]
     if not isinstance(value, str) or "$" not in value:
         return value
+    secret_names: list[str] = []
 
     def sub(m: re.Match) -> str:
         if m.group(0) == "$$":
             return "$"
         name, default = m.group(1), m.group(2)
         if name in env:
+            if looks_secret(name) or credential_kind(env[name]):
+                secret_names.append(name)
             return env[name]
         if default is not None:
             return default
@@ -364,6 +374,9 @@ def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems
         return ""
 
     text = _VAR.sub(sub, value)
+    if secret_names:
+        secret_from[path] = f"${{{secret_names[0]}}}"
+        return text
     if path in doc.plain and _WHOLE_VAR.fullmatch(value):
         try:  # `count: ${COUNT:-1}` is the number 1, as `count: 1` would be; `"${COUNT}"` stays text
             return scalar(text)
@@ -371,6 +384,49 @@ def _expand(value: Any, path: Path_, env: Mapping[str, str], doc: _Doc, problems
             problems.append(Problem(nearest_mark(doc.marks, path, ""), ".".join(path),
                                     f"{shown(text)} from {value}: {clean(getattr(exc, 'problem', exc), limit=200)}"))
     return text
+
+
+def _misplaced_secrets(data: Any, secret_from: Mapping[Path_, str], doc: _Doc) -> tuple[list[Problem], set[Path_]]:
+    """Every secret value where it would be stored in clear, and every path that holds one (no error may echo
+    what is there). A secret is a value from a secret-looking variable or one shaped like a credential
+    (launcher.spec.secrets); it may stand only where it is redacted."""
+    problems: list[Problem] = []
+    holding: set[Path_] = set(secret_from)
+    stack: list[tuple[Path_, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key_kind = credential_kind(k)
+                if key_kind:
+                    holding.add(path + (str(k),))
+                    problems.append(Problem(nearest_mark(doc.key_marks, path + (str(k),), ""), ".".join(path),
+                                            f"a key here holds {key_kind}; a secret is never a key"))
+                    continue
+                stack.append((path + (str(k),), v))
+            continue
+        if isinstance(value, list):
+            stack.extend((path + (str(i),), v) for i, v in enumerate(value))
+            continue
+        origin = secret_from.get(path)
+        kind = credential_kind(value)
+        if origin is None and kind is None:
+            continue
+        holding.add(path)
+        if may_hold_secret(path):
+            continue
+        what = f"the value of {origin}, a secret" if origin else kind
+        dotted = clean(".".join(path), limit=200)
+        if path[:1] == ("environment",) and len(path) == 2:
+            advice = (f"its name is not one that is redacted, so it would be in clear in the plan and the job's "
+                      f"files: move it to `secrets:` as a Secrets Manager ARN (or give it a secret-looking name, "
+                      f"e.g. {clean(path[1], limit=60)}_TOKEN)")
+        else:
+            where = {"hyperparameters": "a hyperparameter", "tags": "a tag"}.get(path[0], "this field")
+            advice = (f"{where} is stored in clear (the job's description, its tags, plan.json): pass secrets to "
+                      "the job through `secrets:` (a Secrets Manager ARN) or a secret-named `environment` entry")
+        problems.append(Problem(nearest_mark(doc.marks, path, ""), dotted, f"holds {what}; {advice}"))
+    return problems, holding
 
 
 def _fields_at(loc: Path_) -> list[str]:
@@ -407,7 +463,8 @@ def _data_path(data: Any, loc: Path_) -> Path_:
     return tuple(out)
 
 
-def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
+def _problems(exc: ValidationError, doc: _Doc, file: str, hidden: Set[Path_] = frozenset()) -> list[Problem]:
+    """One Problem per path; at a path that holds a secret (`hidden`, or one inside it) no value is echoed."""
     grouped: dict[Path_, list[dict]] = {}
     for detail in exc.errors(include_url=False):
         loc = tuple(str(x) for x in detail["loc"] if x != "[key]")
@@ -422,9 +479,14 @@ def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
         union = len(errs) > 1 and len(set(kinds)) == len(errs)
         dotted = clean(".".join(path), limit=200)
         mark = nearest_mark(doc.marks, path, file)
+        secret = any(h[:len(path)] == path or path[:len(h)] == h for h in hidden)
+
+        def shown(value: Any, secret: bool = secret) -> str:
+            return "<redacted>" if secret else _shown(value)
+
         if err["type"] == "extra_forbidden":
             allowed = _fields_at(path[:-1])
-            msg = f"unknown key {shown(path[-1])}{did_you_mean(path[-1][:200], allowed)}"
+            msg = f"unknown key {_shown(path[-1])}{did_you_mean(path[-1][:200], allowed)}"
             mark = doc.key_marks.get(path, mark)
         elif err["type"] == "missing":
             msg = "required key is missing"
@@ -433,9 +495,12 @@ def _problems(exc: ValidationError, doc: _Doc, file: str) -> list[Problem]:
         elif err["type"] == "literal_error":
             expected = err["ctx"]["expected"]
             options = re.findall(r"'([^']*)'", expected)
-            msg = f"{shown(err['input'])} is not one of {expected}{did_you_mean(str(err['input'])[:200], options)}"
+            close = "" if secret else did_you_mean(str(err["input"])[:200], options)
+            msg = f"{shown(err['input'])} is not one of {expected}{close}"
         elif err["type"] == "value_error":
             msg = clean(err["ctx"]["error"], limit=400)
+            if secret:  # a validator's message may quote the value
+                msg = re.sub(r"'[^']*'|\"[^\"]*\"", "<redacted>", msg)
         elif err["type"] == "string_pattern_mismatch":
             pattern = err["ctx"]["pattern"]
             words = PATTERN_WORDS.get(pattern)
@@ -457,13 +522,16 @@ def load_spec(path: str | os.PathLike, overrides: Sequence[str] = (),
     file = files[0]
     _apply_set(doc, overrides)
     problems: list[Problem] = []
-    doc.data = _expand(doc.data, (), env, doc, problems)
+    secret_from: dict[Path_, str] = {}
+    doc.data = _expand(doc.data, (), env, doc, problems, secret_from)
+    misplaced, hidden = _misplaced_secrets(doc.data, secret_from, doc)
+    problems += misplaced
     if problems:
-        raise SpecError(problems)
+        raise SpecError(sorted(problems, key=lambda p: (p.mark.file != file, p.mark.line, p.mark.col)))
     try:
         spec = JobSpec.model_validate(doc.data)
     except ValidationError as exc:
-        raise SpecError(_problems(exc, doc, file)) from None
+        raise SpecError(_problems(exc, doc, file, hidden)) from None
     return LoadedSpec(spec=spec, file=file, marks=dict(doc.marks), files=tuple(files),
                       templates_dir=_templates_dir(spec.templates, nearest_mark(doc.marks, ("templates",), file)))
 

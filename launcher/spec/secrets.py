@@ -14,6 +14,21 @@ SECRET_WORDS, or when the last word is KEY and the word before it is not KMS (KM
 name key ids, not secrets; *_KEY_ID and *_KEY_ARN end in ID/ARN and are not secret either).
 So HF_TOKEN, WANDB_API_KEY, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, hfToken are secret; NCCL_DEBUG,
 TOKENIZERS_PARALLELISM (TOKENIZERS is not TOKEN), KMS_KEY_ID, SSE_KMS_KEY, KEY_PREFIX are not.
+
+A name is not the only sign: the loader also follows VALUES. A value that came from a secret-looking
+variable (`${AWS_SESSION_TOKEN}`) or that has a credential's shape (`credential_kind`) may stand only
+where it is redacted, an `environment` entry of a secret-looking name; anywhere else (another
+environment name, a hyperparameter, a tag, any field) the spec is refused, naming the field and never
+the value. The shapes (prefixes their issuers document):
+
+* AWS access key ids begin AKIA (long-term) or ASIA (temporary), 20 characters in all
+  (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids);
+  STS session tokens are long base64 text beginning IQoJb3JpZ2lu or FwoGZXIvYXdz / FQoGZXIvYXdz;
+* Hugging Face user access tokens begin hf_ (https://huggingface.co/docs/hub/security-tokens);
+* GitHub tokens begin ghp_, gho_, ghu_, ghs_, ghr_ or github_pat_
+  (https://github.blog/2021-04-05-behind-githubs-new-authentication-token-formats/);
+* Slack tokens begin xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxo- (https://api.slack.com/authentication/token-types);
+* API keys of the sk- family (OpenAI's, Anthropic's sk-ant-, Stripe's sk_live_).
 """
 from __future__ import annotations
 
@@ -30,6 +45,21 @@ SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "P
 SECRET_ARN_PATTERN = (r"^arn:aws(-cn|-us-gov|-iso|-iso-b)?:secretsmanager:[a-z]{2}(-[a-z]+)+-\d:\d{12}:"
                       r"secret:[A-Za-z0-9/_+=.@-]{1,512}$")
 _WORDS = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
+# (what it is, its shape, the kinds of character its random part must mix: U upper case, L lower case, D
+# digits): a real key is random text, so words that happen to share a prefix ("sk-learn-...") are not one.
+_CREDENTIALS = (
+    ("an AWS access key id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), ""),
+    ("an AWS session token", re.compile(r"(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9/+=]{40,}"), ""),
+    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), "UL"),
+    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), ""),
+    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), ""),
+    ("an API key", re.compile(r"(?<![A-Za-z0-9])sk(?:-ant)?[-_](?:live_|test_|proj-)?[A-Za-z0-9_-]{32,}"), "ULD"),
+)
+_KINDS = {"U": str.isupper, "L": str.islower, "D": str.isdigit}
+
+
+def _mixes(text: str, kinds: str) -> bool:
+    return all(any(_KINDS[k](c) for c in text) for k in kinds)
 
 
 def looks_secret(name: str) -> bool:
@@ -38,6 +68,23 @@ def looks_secret(name: str) -> bool:
     if any(w in SECRET_WORDS for w in words):
         return True
     return bool(words) and words[-1] == "KEY" and (len(words) < 2 or words[-2] != "KMS")
+
+
+def credential_kind(value: object) -> str | None:
+    """What credential `value` holds by its shape ("an AWS access key id", ...), or None; it may be part of a
+    longer text (`Bearer hf_...`)."""
+    if not isinstance(value, str) or len(value) < 20:
+        return None
+    for kind, shape, mixed in _CREDENTIALS:
+        if any(_mixes(m.group()[3:], mixed) for m in shape.finditer(value)):
+            return kind
+    return None
+
+
+def may_hold_secret(path: tuple[str, ...]) -> bool:
+    """Whether a secret value may stand at this spec path: only an environment entry of a secret-looking
+    name, which every plan, output and file shows redacted."""
+    return len(path) == 2 and path[0] == "environment" and looks_secret(path[1])
 
 
 def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:

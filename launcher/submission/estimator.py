@@ -25,6 +25,7 @@ import functools
 import gc
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -97,15 +98,21 @@ def import_sdk():
     The import builds a JumpStart Session, which reads the SDK defaults files: without them it
     cannot fetch a config from S3 or print a page of schema errors for a malformed one.
     `sagemaker.experiments` is imported here too: `fit` imports it lazily, and its import
-    configures the root logger (INFO, to stderr).
+    configures the root logger (INFO, to stderr). The SDK's sagemaker_core installs rich's traceback
+    handler as sys.excepthook on import (its `enable_rich_logging`); the hook in place before is put back,
+    so an error is never a screen of boxed source on stdout.
     """
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
-    with _root_logger_kept(), _no_sdk_defaults(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import sagemaker
-        import sagemaker.experiments  # noqa: F401
-        from sagemaker.pytorch import PyTorch
+    hook = sys.excepthook
+    try:
+        with _root_logger_kept(), _no_sdk_defaults(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import sagemaker
+            import sagemaker.experiments  # noqa: F401
+            from sagemaker.pytorch import PyTorch
+    finally:
+        sys.excepthook = hook
     for name in SDK_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     _skip_the_exit_collection()

@@ -199,14 +199,25 @@ def _definite(exc: BaseException) -> bool:
     """True when `exc` says AWS refused these credentials or cannot be reached at all.
 
     Everything else (a 5xx, an answer that does not parse, an endpoint without the operation, a
-    throttle that outlived the retries, AccessDenied) leaves the role check unable to tell.
+    throttle that outlived the retries, AccessDenied, a call that timed out) leaves the role check
+    unable to tell.
     """
     from botocore import exceptions as bx
 
+    if _timed_out(exc):
+        return False
     if isinstance(exc, bx.ClientError):
         return str(exc.response.get("Error", {}).get("Code", "")) in CREDENTIAL_ERRORS
-    return isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.EndpointConnectionError,
-                            bx.ConnectTimeoutError, bx.ReadTimeoutError))
+    return isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.EndpointConnectionError))
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A call that got no answer in time: no answer at all, so never a definite one."""
+    from botocore import exceptions as bx
+
+    from launcher.core.aws import deadline_error
+
+    return isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError, deadline_error()))
 
 
 def check_role(plan: Plan, iam: Any, sts: Any) -> RoleCheck:
@@ -256,6 +267,9 @@ def _check_read_role(plan: Plan, role: dict[str, Any], check: _Findings, iam: An
             if _definite(exc):
                 raise
             check.unknowns.append(f"IAM did not simulate the role's permissions ({_why(exc)})")
+            if _timed_out(exc):  # IAM is not answering: asking it again would only wait as long again
+                check.unknowns.append("the caller's iam:PassRole was not simulated (IAM did not answer in time)")
+                return
             break
         check.checked += len(actions)
         for r in results:
