@@ -153,12 +153,15 @@ class LateCheck:
         """A poll's share of the check, within `budget` calls: queries started now are read in the same poll
         when the budget and the poll's time allow (the wait counts against the poll's interval)."""
         spent = yield from self._run(now_ms, fresh_from, budget, final=False)
-        until = now_ms / 1000 + 0.6 * self._poll_ms / 1000
-        while self._insights and (budget is None or spent < budget):
-            running = [w.started for w in self._windows if w.query_id and not w.done and not w.sweep]
-            if not running or min(running) + QUERY_WAIT_S > until:
-                return
-            self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
+        until = now_ms / 1000 + 0.8 * self._poll_ms / 1000
+        while self._insights is not False and (budget is None or spent < budget) and self._clock() < until:
+            pending = [w for w in self._windows if not w.done]
+            running = [w.started for w in pending if w.query_id and not w.sweep]
+            startable = len(running) < MAX_RUNNING and any(w.query_id is None for w in pending)
+            if not startable:  # wait for the oldest query, if that fits in the poll
+                if not running or min(running) + QUERY_WAIT_S > until:
+                    return
+                self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
             more = yield from self._run(now_ms, fresh_from, None if budget is None else budget - spent, final=False,
                                         upper=self._cut)
             if not more:
