@@ -289,6 +289,14 @@ def run_volume_child(hosts: int, per_host: float, minutes: float, rate: float, *
     return _child(cfg)
 
 
+def run_multi_child(jobs: int, hosts: int, minutes: float, rate: float) -> dict:
+    cmd = [sys.executable, __file__, "--multi", json.dumps([jobs, hosts, minutes, rate])]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"multi-job run failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _child(cfg: dict) -> dict:
     cmd = [sys.executable, __file__, "--volume", json.dumps(cfg)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -403,6 +411,112 @@ def print_volume(rows: list[dict]) -> None:
                   f"lines/s: {curve}")
         for note in r["notes"]:
             print(f"  note ({r['scenario']}, {r['hosts']} hosts): {note}")
+
+
+# -- part 1b: several jobs followed together ----------------------------------------------------------
+
+MULTI_JOBS = int(os.environ.get("BENCH_MULTI_JOBS", "10"))
+MULTI_HOSTS = int(os.environ.get("BENCH_MULTI_HOSTS", "64"))
+MULTI_MINUTES = float(os.environ.get("BENCH_MULTI_MINUTES", "4"))
+
+
+class RoutedLogs:
+    """One account's Logs for several synthetic jobs: each read goes to the job its prefix or query names."""
+
+    def __init__(self, per_job: dict):
+        self.per_job = per_job
+
+    def filter_log_events(self, **params):
+        return self.per_job[params["logStreamNamePrefix"].rstrip("/")].filter_log_events(**params)
+
+    def start_query(self, **params):
+        job = params["queryString"].split("like /^", 1)[1].split("\\/", 1)[0]
+        return {"queryId": f"{job}:{self.per_job[job].start_query(**params)['queryId']}"}
+
+    def get_query_results(self, queryId):  # noqa: N803
+        job, query_id = queryId.split(":", 1)
+        return self.per_job[job].get_query_results(queryId=query_id)
+
+
+def multi_run(jobs: int, hosts: int, minutes: float, rate: float) -> dict:
+    """`jobs` jobs of `hosts` hosts at PER_HOST lines/s followed together (launcher.jobs.logs.follow_many) on a
+    virtual clock shared by their threads; the figures (runs in a child process)."""
+    import boto3  # noqa: F401  (loaded before the baseline RSS, as in the CLI)
+
+    from emulator.logs import SyntheticLogs
+    from launcher.cli.logprint import Printer
+    from launcher.jobs.logs import Polling, follow_many
+    from launcher.jobs.ratelimit import RateLimiter
+    from tests.emulation import ThreadedVirtualClock
+
+    clock = ThreadedVirtualClock(START, threads=jobs)
+    names = [f"sweep-{i}" for i in range(jobs)]
+    duration = minutes * 60
+    per_job = {name: SyntheticLogs(name, hosts, PER_HOST, START + 5, duration, clock, seed=i)
+               for i, name in enumerate(names)}
+
+    class SageMaker:
+        def describe_training_job(self, TrainingJobName):  # noqa: N803
+            return FakeSageMaker(TrainingJobName, hosts, START + 5 + duration, clock).describe_training_job(
+                TrainingJobName)
+
+    counts = {name: bytearray(logs.expected()) for name, logs in per_job.items()}
+    behind = [0.0]
+
+    class Sink(io.TextIOBase):
+        LINE = re.compile(r"^\[(sweep-\d+)/algo-(\d+)\] \S*\[smp-progress\] step=(\d+) ", re.M)
+
+        def write(self, text):
+            for m in self.LINE.finditer(text):
+                job, host, step = m.group(1), int(m.group(2)), int(m.group(3))
+                logs = per_job[job]
+                i = (host - 1) * logs.count + step
+                counts[job][i] = min(255, counts[job][i] + 1)
+                behind[0] = max(behind[0], min(clock(), logs.end_ms / 1000) - logs.times(host, step)[1] / 1000)
+            return len(text)
+
+    printer = Printer(Sink(), io.StringIO(), with_job=True)
+    hooks = printer.hooks()
+    limiter = RateLimiter(rate, clock=clock, sleep=clock.sleep)
+    results = follow_many(names, types.SimpleNamespace(logs=RoutedLogs(per_job), sagemaker=SageMaker()),
+                          polling=Polling(interval=POLL_S, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                          limiter=limiter),
+                          on_line=hooks["on_line"], on_note=hooks["on_note"], on_idle=hooks["on_idle"])
+    elapsed = clock() - START
+    tallies = Counter()
+    for c in counts.values():
+        tallies.update(Counter(c))
+    calls = sum(logs.calls for logs in per_job.values())
+    polls = sum(r.stats.polls for r in results)
+    return {"jobs": jobs, "hosts": hosts, "minutes": minutes, "rate": rate, "lines": sum(map(len, counts.values())),
+            "lost": tallies[0], "dup": sum((n - 1) * c for n, c in tallies.items() if n > 1),
+            "calls": calls, "calls_per_s": calls / elapsed, "polls_per_job": polls / jobs,
+            "poll_s": elapsed / (polls / jobs), "queries": sum(r.stats.queries for r in results),
+            "fetched_per_line": sum(logs.served for logs in per_job.values()) / sum(map(len, counts.values())),
+            "behind_s": behind[0], "exit_after_end_s": clock() - (START + 5 + duration + 10),
+            "status": sorted({r.status or "?" for r in results}),
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def print_multi(rows: list[dict]) -> None:
+    print(f"\nPart 1b: several jobs followed together (logs JOB1 JOB2 ...), {PER_HOST:g} lines/s per host, default "
+          "lag, one --rate bucket for all")
+    head = (f"{'jobs':>4} {'hosts':>5} {'lines/s':>7} {'min':>3} {'rate':>4} {'calls/s':>7} {'polls/job':>9} "
+            f"{'poll s':>6} {'queries':>7} {'fetch/line':>10} {'lost':>5} {'dup':>4} {'delay s':>8} {'RSS MB':>6} "
+            f"{'exit s':>6}  goals")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ok = r["lost"] == 0 and r["dup"] == 0 and r["calls_per_s"] <= r["rate"] and r["status"] == ["Completed"]
+        print(f"{r['jobs']:>4} {r['hosts']:>5} {r['jobs'] * r['hosts'] * PER_HOST:>7,.0f} {r['minutes']:>3g} "
+              f"{r['rate']:>4g} {r['calls_per_s']:>7.2f} {r['polls_per_job']:>9.1f} {r['poll_s']:>6.1f} "
+              f"{r['queries']:>7} {r['fetched_per_line']:>10.2f} {r['lost']:>5} {r['dup']:>4} {r['behind_s']:>8.1f} "
+              f"{r['rss_mb']:>6.0f} {r['exit_after_end_s']:>6.1f}  {'met' if ok else 'MISSED'}")
+    print("calls grow with the jobs: each job reads its own prefix every poll (1 FilterLogEvents a poll and a page per "
+          "~6,000 lines) plus a late-line query pair every 30 s (every poll while late lines flow); past --rate x "
+          "interval the shared bucket spaces every job's polls out (poll s), so printing falls behind but nothing "
+          "is lost; delay = the most seconds from a line reaching CloudWatch to its printing. goals: lost 0, dup 0, "
+          "calls/s <= --rate")
 
 
 # -- part 2: through a moto server, against the SDK ------------------------------------------------
@@ -596,6 +710,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--volume"]:
         print(json.dumps(volume_run(json.loads(sys.argv[2]))))
         return
+    if sys.argv[1:2] == ["--multi"]:
+        print(json.dumps(multi_run(*json.loads(sys.argv[2]))))
+        return
     rows = []
     plans = [(h, PER_HOST, VOLUME_MINUTES, 2.0, {}) for h in HOSTS]
     plans.append((256, HIGH_RATE / 256, HIGH_MINUTES, HIGH_RATE_BUDGET, {}))
@@ -610,6 +727,8 @@ def main() -> None:
               f"{time.perf_counter() - t0:.1f}s wall", file=sys.stderr)
     if rows:
         print_volume(rows)
+    if not os.environ.get("BENCH_SKIP_MULTI"):
+        print_multi([run_multi_child(MULTI_JOBS, MULTI_HOSTS, MULTI_MINUTES, 2.0)])
     if os.environ.get("BENCH_SKIP_SERVER"):
         return
     print_server(server_rows())

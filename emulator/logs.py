@@ -330,7 +330,7 @@ class SyntheticLogs:
                     bucket.append(k * hosts + h - 1)
         self._indexed = max(self._indexed, top)
 
-    def start_query(self, startTime: int, endTime: int, queryString: str, limit: int = 10_000,  # noqa: N803
+    def start_query(self, startTime: int, endTime: int, queryString: str, limit: int | None = None,  # noqa: N803
                     **_ignored: Any) -> dict:
         """Logs Insights over [startTime, endTime] (whole seconds of timestamps, inclusive), as of the start; the
         rows are made when the results are read (CloudWatch keeps them, not the caller)."""

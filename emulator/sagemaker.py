@@ -30,8 +30,10 @@ def _refreshing(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with core.lock():
-            for job in list(self.training_jobs.values()):
-                refresh(job)
+            named = self.training_jobs.get(kwargs.get("training_job_name", args[0] if args else None))
+            for job in [named] if named is not None and method.__name__ == "describe_training_job" else list(
+                    self.training_jobs.values()):
+                refresh(job)  # a describe refreshes its own job only: waits on hundreds of jobs stay linear
         return method(self, *args, **kwargs)
 
     return wrapper

@@ -125,7 +125,8 @@ __all__ = [
     "Submission", "LocalRunResult", "prices", "check_quota", "Price", "PriceRow", "PriceReport", "QuotaCheck",
     "QuotaVerdict", "QueuedSubmission",
     # jobs
-    "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "stop", "list_jobs", "metrics",
+    "resolve_job", "status", "wait", "worst_exit_code", "logs", "follow", "follow_many", "stop", "list_jobs",
+    "metrics",
     "JobStatus", "JobState", "JobSummary", "JobMetrics", "LogLine", "LogLines", "LogNote", "NoteKind",
     "StatusChange", "FollowResult", "Failure", "FailureClass", "QueueState",
     # many plans
@@ -486,6 +487,28 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
         note = on_note or (lambda _note: None)
         return queued.follow(name, clients, desc, follow_job, lambda text: note(LogNote(NoteKind.QUEUED, text)),
                              until_end=until_end, interval=interval)
+
+
+def follow_many(names: Iterable[str], *, until_end: bool = True, hosts: Iterable[int] | None = None,
+                since: float | None = None, grep: str | None = None, rate: float = 2.0, interval: float = 5.0,
+                late_horizon: float = 300.0, drain_timeout: float | None = None, clients: Clients | None = None,
+                on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
+                on_status: Callable[[str, StatusChange], None] | None = None,
+                on_idle: Callable[[], None] | None = None) -> list[FollowResult]:
+    """`follow` for several jobs at once (a sweep's): one FollowResult each, in order. Every Logs call of every
+    job shares one bucket at `rate`; each job has its own reads, so the calls a poll grow with the number of
+    jobs, and past `rate x interval` the polls are spaced out (nothing is lost). A line's job is the first
+    part of its `stream`; `on_status` gets (job, change). Callbacks run one at a time, from several threads."""
+    from launcher.jobs.logs import Polling, waiting_notes
+    from launcher.jobs.logs import follow_many as _many
+
+    if clients is None:
+        clients = connect()
+        if on_note is not None:
+            clients.notify = waiting_notes(on_note)
+    return _many(names, clients, until_end=until_end, since=since, hosts=hosts, grep=grep,
+                 polling=Polling(rate=rate, interval=interval, horizon=late_horizon, drain_timeout=drain_timeout),
+                 on_line=on_line, on_note=on_note, on_status=on_status, on_idle=on_idle)
 
 
 def stop(name: str, *, clients: Clients | None = None) -> JobStatus:

@@ -21,6 +21,51 @@ class VirtualClock:
         self.slept += max(0.0, seconds)
 
 
+class ThreadedVirtualClock:
+    """A virtual clock for `threads` threads (`launcher.jobs.logs.follow_many`): time moves only when every
+    one still running sleeps, to the earliest wake-up, and wakes that thread alone, so runs are repeatable."""
+
+    def __init__(self, start: float = 1_800_000_000.0, threads: int = 1):
+        import threading
+
+        self.t = start
+        self.slept = 0.0
+        self.threads = threads
+        self._cond = threading.Condition()
+        self._asleep: list[tuple[float, int]] = []
+        self._woken: set[int] = set()
+        self._seen: set[threading.Thread] = set()
+        self._seq = 0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        import heapq
+        import threading
+
+        with self._cond:
+            self._seen.add(threading.current_thread())
+            self._seq += 1
+            me = self._seq
+            heapq.heappush(self._asleep, (self.t + max(0.0, seconds), me))
+            while me not in self._woken:
+                self._advance()
+                self._cond.wait(0.01)  # a thread that ended does not say so: look again
+            self._woken.discard(me)
+
+    def _advance(self) -> None:
+        import heapq
+
+        running = self.threads - sum(1 for t in self._seen if not t.is_alive())
+        if self._asleep and len(self._asleep) >= running and not self._woken:
+            wake, who = heapq.heappop(self._asleep)
+            self.slept += max(0.0, wake - self.t)
+            self.t = max(self.t, wake)
+            self._woken.add(who)
+            self._cond.notify_all()
+
+
 def body_of(printed: str) -> list[str]:
     """The messages in `[algo-N] message` output (the label dropped)."""
     return [line.split("] ", 1)[1] for line in printed.splitlines() if line.startswith("[algo-")]

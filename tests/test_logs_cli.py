@@ -115,6 +115,19 @@ def test_logs_cli_no_follow_and_follow(sm_now, run_cli):
     assert [x["message"] for x in records] == [job.line(2, i, False) for i in range(10, 20)]
 
 
+def test_logs_of_several_jobs_labels_each_line_by_job_and_host_and_exits_with_the_worst(sm_now, run_cli):
+    done = started_ago(sm_now, AGO, emulator.EmulatedJob("pair-a", hosts=2, training=20))
+    failed = started_ago(sm_now, AGO, emulator.EmulatedJob("pair-b", hosts=2, training=10, outcome="Failed"))
+    r = run_cli("logs", "pair-a", "pair-b", "--interval", "0.05")
+    assert r.code == 1 and "pair-b Failed: AlgorithmError" in r.err and "pair-a Completed" in r.err
+    for job in (done, failed):
+        mine = [ln.split("] ", 1)[1] for ln in r.out.splitlines() if ln.startswith(f"[{job.name}/algo-")]
+        assert sorted(mine) == sorted(job.expected_messages())
+    records = [json.loads(x) for x in run_cli("logs", "pair-a", "pair-b", "--no-follow", "--output", "json").out.split(
+        "\n") if x]
+    assert {x["job"] for x in records if x["type"] == "log"} == {"pair-a", "pair-b"}
+
+
 @pytest.mark.parametrize("args,message", [
     (["--host", "x"], "--host 'x'"), (["--since", "soon"], "--since 'soon'"), (["--grep", "("], "--grep '('"),
 ])

@@ -333,3 +333,50 @@ def test_a_drain_timeout_says_how_many_slices_were_left_unchecked():
     (note,) = [n for n in notes if n.kind is NoteKind.FINAL_UNCHECKED]
     assert note.args["slices"] == lines.stats.unchecked_slices > 0 and tally[0] > 0
     assert f"({note.args['slices']} slice(s), " in note.message and clock.t - end <= 15.0
+
+
+def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled_by_job_and_host():
+    from emulator.logs import SyntheticLogs
+    from launcher.cli.logprint import Printer
+    from launcher.jobs.logs import follow_many
+    from tests.emulation import ThreadedVirtualClock
+
+    jobs = [f"sweep-{i}" for i in range(4)]
+    clock = ThreadedVirtualClock(threads=len(jobs))
+    start = clock.t + 5
+    per_job = {job: SyntheticLogs(job, 4, 20.0, start, 120, clock, seed=i) for i, job in enumerate(jobs)}
+
+    class Logs:  # one account's Logs: each job's reads go to its own synthetic streams
+        def __getattr__(self, op):
+            def call(**params):
+                if op == "filter_log_events":
+                    return per_job[params["logStreamNamePrefix"].rstrip("/")].filter_log_events(**params)
+                if op == "start_query":
+                    job = params["queryString"].split("like /^", 1)[1].split("\\/", 1)[0]
+                    reply = per_job[job].start_query(**params)
+                    return {"queryId": f"{job}:{reply['queryId']}"}
+                job, query_id = params["queryId"].split(":", 1)
+                return per_job[job].get_query_results(queryId=query_id)
+
+            return call
+
+    class SageMaker:
+        def describe_training_job(self, TrainingJobName):  # noqa: N803
+            return _FakeSageMaker(TrainingJobName, 4, start + 130, clock).describe_training_job(TrainingJobName)
+
+    out, err = io.StringIO(), io.StringIO()
+    printer = Printer(out, err, with_job=True)
+    hooks = printer.hooks()
+    limiter = RateLimiter(2.0, clock=clock, sleep=clock.sleep)
+    results = follow_many(jobs, types.SimpleNamespace(logs=Logs(), sagemaker=SageMaker()),
+                          polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                          limiter=limiter),
+                          on_line=hooks["on_line"], on_note=hooks["on_note"], on_idle=hooks["on_idle"])
+    assert [r.status for r in results] == ["Completed"] * 4 and {r.exit_code for r in results} == {0}
+    lines = out.getvalue().splitlines()
+    for job, logs in per_job.items():
+        mine = [ln for ln in lines if ln.startswith(f"[{job}/algo-")]
+        assert len(mine) == len(set(mine)) == logs.expected()  # every line of every job, once, labelled
+    calls = sum(logs.calls for logs in per_job.values())
+    assert calls / (clock.t - start + 5) <= 2.0  # all jobs within one --rate
+    assert clock.t - (start + 130) <= 30.0

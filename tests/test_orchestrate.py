@@ -25,6 +25,7 @@ class FakeJobs:
             raise LauncherError(f"the role check refused {plan.job_name}")
 
     def submit(self, plan, **kw):
+        self.role_checked = getattr(self, "role_checked", []) + [not kw.get("skip_role_check")]
         if plan.job_name in self.outcome and self.outcome[plan.job_name] == "refuse":
             raise LauncherError(f"AWS refused {plan.job_name}")
         self.started.append(plan.job_name)
@@ -195,3 +196,38 @@ def test_the_public_api_has_one_submit_path_and_its_typed_states():
     with pytest.raises(AttributeError):
         launcher.submit_with_retries  # noqa: B018
     assert launcher.EventKind("resubmit") is launcher.EventKind.RESUBMIT and launcher.PlanState.ERROR == "error"
+
+
+def test_a_plan_whose_account_was_checked_before_the_start_is_not_role_checked_again(fake):
+    # the queue's own check ran the role check for each distinct account key; a submit would run it again
+    runs = run_queue(plans(3), max_concurrent=3, clients=object(), submit=fake.submit, check=fake.check,
+                     sleep=lambda s: None)
+    assert fake.checked == ["job-0", "job-1", "job-2"] and fake.role_checked == [False, False, False]
+    assert [r.state for r in runs] == ["started"] * 3
+    fake.role_checked = []
+    run_queue(plans(1), clients=object(), submit=fake.submit, check=fake.check, sleep=lambda s: None)
+    assert fake.role_checked == [True]  # a queue of one: its submit makes the checks
+
+
+def test_a_sweep_runs_the_role_check_once_per_role_and_resource_set_not_per_job(moto_world):
+    from collections import Counter
+
+    from launcher.core.aws import Clients
+    from launcher.submission import create
+
+    sweep = [c.plan for c in plan_sweep([str(JOBS / "llama7b.yaml")], ["role=Good"],
+                                        ["training.batch_size=1,2,4", "training.learning_rate=1e-4,3e-4"])]
+    clients = Clients(region="us-west-2")
+    calls = Counter()
+    clients.session.events.register("before-call.iam", lambda model, **_kw: calls.update([model.name]))
+
+    def submit(plan, **kw):
+        return create.submit(plan, kw["clients"], dry_run=kw["dry_run"], skip_role_check=kw["skip_role_check"],
+                             start=lambda *_a, **_k: plan.job_name)
+
+    runs = run_queue(sweep, clients=clients, submit=submit, sleep=lambda s: None)
+    assert [r.state for r in runs] == ["started"] * 6
+    simulated = calls["SimulatePrincipalPolicy"]
+    calls.clear()
+    create.check_account(sweep[0], clients)  # what one plan's check costs
+    assert simulated == calls["SimulatePrincipalPolicy"] > 0  # once for all six jobs (each submit repeated it)

@@ -217,6 +217,8 @@ def test_smddp_on_a_tensor_parallel_only_p4d_job_is_refused(write_spec, monkeypa
     (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.3.1", True),
     (["model.preset=mistral-7b", "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"], "2.4.1", False),
 ])
+
+
 def test_feature_versions_fire_below_the_first_release_and_not_at_it(write_spec, monkeypatch, overrides, version,
                                                                       fires):
     """Kills checks: a minimum PyTorch version in SMP053 moved (each boundary is tested at the version itself)."""
@@ -232,6 +234,8 @@ def test_feature_versions_fire_below_the_first_release_and_not_at_it(write_spec,
     (["model.preset=mixtral-8x7b", "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4"], True),
     (["training.precision=fp8", "cluster.instance_type=ml.p5.48xlarge"], True),
 ])
+
+
 def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec, overrides, transform):
     """Kills decisions: a degree threshold off by one (degree 2 is the smallest that needs tsm.transform).
 
@@ -245,6 +249,8 @@ def test_the_smallest_degree_of_each_parallelism_needs_the_transform(write_spec,
     ["model.preset=mixtral-8x7b", "smp.hybrid_shard_degree=2", "smp.tensor_parallel_degree=2",
      "smp.expert_parallel_degree=4"],
 ])
+
+
 def test_no_memory_estimate_when_the_degrees_multiply_past_the_world(write_spec, monkeypatch, overrides):
     """Kills engine: the shard x TP x EP product computed with a wrong operator (each degree alone divides 8)."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
@@ -303,6 +309,8 @@ def test_auto_sharding_divides_by_tensor_times_expert_parallelism(write_spec):
 
 @pytest.mark.parametrize("overrides", [["smp.context_parallel_degree=16", "smp.hybrid_shard_degree=1"],
                                        ["smp.context_parallel_degree=3"]])
+
+
 def test_context_parallelism_past_the_world_gives_no_memory_estimate(write_spec, monkeypatch, overrides):
     """Kills engine: a degree that exceeds or does not divide the world tolerated when the others' product fits."""
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/smp-launch-test")
@@ -311,6 +319,8 @@ def test_context_parallelism_past_the_world_gives_no_memory_estimate(write_spec,
 
 @pytest.mark.parametrize("shard, suffix", [(["smp.hybrid_shard_degree=2048"], " with hybrid_shard_degree 1024"),
                                           (["smp.hybrid_shard_degree=8"], "")])
+
+
 def test_the_tp_fix_names_a_new_sharding_degree_only_when_the_current_one_no_longer_fits(write_spec, monkeypatch,
                                                                                          shard, suffix):
     """Kills checks: `world % product` (does it divide?) read as `world // product` (is it non-zero?)."""
@@ -466,6 +476,8 @@ def test_delayed_init_turns_on_where_8_fp32_copies_exceed_host_memory(no_aws_con
     (["model.pretrained=meta-llama/Llama-2-7b-hf", "smp.backend=smddp"], "smddp", "backend smddp as set"),
     (["cluster.instance_type=ml.p5.48xlarge"], "nccl", "SMDDP does not support ml.p5.48xlarge"),
 ])
+
+
 def test_fine_tuning_resolves_backend_auto_to_nccl_and_the_plan_says_why(write_spec, overrides, backend, why):
     """AWS's fine-tuning notebooks run on NCCL: SMDDP keeps extra memory after sync_module_states' broadcast
     (train_lib.py). backend auto follows them; an explicit smddp stays, with SMP030's warning."""
@@ -527,9 +539,13 @@ def test_a_full_export_that_cannot_fit_rank_0_is_refused(no_aws_config, write_sp
     assert "SMP063" not in _rules_in(full) and round(full.memory.host.breakdown["final_export"]) == 257
     off = _model_plan(write_spec, "model.preset=llama2-70b")
     assert off.memory.host.breakdown["final_export"] == 0
+
+
 @pytest.mark.parametrize("setting, field", [("smp.allow_empty_shards=true", "smp.allow_empty_shards"),
                                             ("smp.fsdp_cache_flush_warnings=false", "smp.fsdp_cache_flush_warnings"),
                                             ("smp.random_seed=7", "smp.random_seed")])
+
+
 def test_a_parameter_the_images_smp_release_lacks_is_refused_naming_its_field(run_cli, write_spec, setting, field):
     """PyTorch 2.2.0's image carries SMP 2.3.1, which the plan holds to the four parameters of SMP 2.0.0 and
     expert_parallel_degree: a spec setting another one away from SMP's default is exit 2 at its field."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from types import SimpleNamespace
 
 import boto3
@@ -144,3 +145,76 @@ def test_a_job_stopped_at_its_max_runtime_says_so_and_how_to_go_on(sm, run_cli):
     emulator.add_job(emulator.EmulatedJob("hm", **scenarios.host_out_of_memory(**QUICK)), sm)
     r = run_cli("wait", "hm", "--interval", "0.05")
     assert r.code == 1 and r.out.splitlines()[-1].startswith("hm: Failed [host_out_of_memory] the instance ran out")
+
+
+def _two_hundred(sm, prefix):
+    """200 jobs with long names (many `In` filters): most run on, every 25th ends (some fail), at staggered times."""
+    names = []
+    for i in range(200):
+        name = f"{prefix}-{i:03d}-{'x' * 40}"
+        if i % 25:
+            script = {**QUICK, "training": 600}
+        elif i % 50:
+            script = scenarios.out_of_memory(**{**QUICK, "training": 0.5 + i / 400})
+        else:
+            script = {**QUICK, "training": 0.5 + i / 400}
+        emulator.add_job(emulator.EmulatedJob(name, **script), sm)
+        names.append(name)
+    return names
+
+
+def _counted_wait(clock, names, use_search):
+    from launcher.core.aws import Clients
+    from launcher.jobs import status as jobs
+
+    clients = Clients(region="us-west-2")
+    calls, polls, changes = Counter(), [], []
+    clients.sagemaker.meta.events.register("before-call.sagemaker", lambda model, **_kw: calls.update([model.name]))
+
+    def sleep(seconds):
+        polls.append(dict(calls))
+        calls.clear()
+        clock.sleep(seconds)
+
+    done = jobs.wait(clients, names, timeout=3.0, interval=0.5, sleep=sleep, clock=clock, use_search=use_search,
+                     on_change=lambda s: changes.append((s.job_name.split("-", 1)[1], s.status, s.secondary_status,
+                                                         s.failure.failure_class if s.failure else None)))
+    polls.append(dict(calls))
+    return done, polls, changes
+
+
+def test_wait_on_200_jobs_takes_at_most_3_sagemaker_calls_a_poll_with_the_same_output(sm, clock):
+    from emulator import search
+
+    start = clock.t
+    names = _two_hundred(sm, "srch")
+    plain = _two_hundred(sm, "desc")
+    done, polls, changes = _counted_wait(clock, names, use_search=True)
+    clock.t = start  # the same jobs, from the same moment, the old way: one describe a job a poll
+    done_d, polls_d, changes_d = _counted_wait(clock, plain, use_search=False)
+    assert changes == changes_d and len(changes) > 200  # the same changes seen, in the same order
+    def strip(status):  # the same job but for its name
+        return json.dumps(status.to_dict()).replace("srch-", "").replace("desc-", "")
+
+    assert [strip(s) for s in done] == [strip(s) for s in done_d]
+    assert all(p.get("DescribeTrainingJob", 0) == 200 for p in polls_d[:2])  # 200 calls a poll before
+    # Search pages of 100, and a describe only for the few jobs whose status changed in that poll
+    quiet = [p for p in polls[1:] if not p.get("DescribeTrainingJob")]
+    assert len(quiet) >= 3 and all(sum(p.values()) <= 3 for p in quiet), polls
+    assert all(p.get("Search", 0) <= 2 for p in polls) and polls[0].get("DescribeTrainingJob", 0) == 0
+    assert search.calls["Search"] >= len(polls)
+
+
+def test_list_running_filters_in_the_search_expression_one_call(sm, clock):
+    from launcher.core.aws import Clients
+    from launcher.jobs import status as jobs
+
+    for i in range(150):
+        emulator.add_job(emulator.EmulatedJob(f"done-{i:03d}", **QUICK), sm)
+    emulator.add_job(emulator.EmulatedJob("live-1", **{**QUICK, "training": 600}), sm)
+    clock.t += 5  # all but one ended
+    clients = Clients(region="us-west-2")
+    calls = Counter()
+    clients.sagemaker.meta.events.register("before-call.sagemaker", lambda model, **_kw: calls.update([model.name]))
+    rows = jobs.list_jobs(clients, running=True)
+    assert [r.job_name for r in rows] == ["live-1"] and calls == {"Search": 1}

@@ -5,6 +5,7 @@ None of these may import the SageMaker SDK (tests/test_logs_e2e.py checks it).
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -50,7 +51,7 @@ def require_hosts(clients, job: str, hosts: list[int]) -> None:
 
 
 @click.command("logs")
-@JOB
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @click.option("--follow/--no-follow", default=True, show_default=True,
               help="Keep printing until the job ends, or print what exists and exit.")
 @click.option("--host", "hosts", default=None, metavar="N[,N]", help="Only these hosts (algo-N): 1,3 or 2-4.")
@@ -68,13 +69,14 @@ def require_hosts(clients, job: str, hosts: list[int]) -> None:
                    "how many slices were left unchecked.")
 @OUTPUT
 @aws_options
-def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, grep: str | None, rate: float,
-               interval: float, late_horizon: str, drain_timeout: str | None, output: str, profile: str | None,
-               region: str | None) -> None:
-    """Print a job's logs from all hosts, labelled [algo-N]; JOB may be `latest`.
+def print_logs(jobs: tuple[str, ...], follow: bool, hosts: str | None, since: str | None, grep: str | None,
+               rate: float, interval: float, late_horizon: str, drain_timeout: str | None, output: str,
+               profile: str | None, region: str | None) -> None:
+    """Print a job's logs from all hosts, labelled [algo-N]; JOB may be `latest`. With several jobs, each line
+    is labelled [JOB/algo-N] and every read shares --rate.
 
-    Follows until the job ends: exit 0 Completed, 1 Failed, 5 Stopped. Ctrl-C stops following
-    (exit 130) and leaves the job running. `--output json` prints JSON lines.
+    Follows until the job ends (every job): exit 0 Completed, 1 Failed, 5 Stopped (the worst). Ctrl-C
+    stops following (exit 130) and leaves the jobs running. `--output json` prints JSON lines.
     """
     import re
 
@@ -95,7 +97,11 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
     if horizon_s < 10:
         raise UsageError(f"--late-horizon {late_horizon!r}: give at least 10s (lines up to 2s late print anyway)")
     drain_s = parse_since(drain_timeout, "--drain-timeout") if drain_timeout else None
-    name, region = resolve_job(job, region)
+    if len(jobs) > 1:
+        _print_many(jobs, follow, host_list, since_s, grep, rate, interval, horizon_s, drain_s, output, profile,
+                    region)
+        return
+    name, region = resolve_job(jobs[0], region)
     printer = Printer(as_json=output == "json")
     clients = job_clients(profile, region)
     clients.notify = printer.note  # "waiting for ..." notices of slow AWS calls print with the follower's notes
@@ -106,6 +112,32 @@ def print_logs(job: str, follow: bool, hosts: str | None, since: str | None, gre
                         **printer.hooks())
     printer.finish(result)
     sys.exit(result.exit_code)
+
+
+def _print_many(jobs: tuple[str, ...], follow: bool, hosts: list[int] | None, since: float | None, grep: str | None,
+                rate: float, interval: float, horizon: float, drain: float | None, output: str, profile: str | None,
+                region: str | None) -> None:
+    """`logs JOB1 JOB2 ...`: every job followed at once, lines labelled [JOB/algo-N], the worst exit code."""
+    from launcher.api import follow_many, resolve_job, worst_exit_code
+    from launcher.cli.logprint import Printer
+    from launcher.core.errors import UsageError
+
+    resolved = [resolve_job(job, region) for job in jobs]
+    regions = {r for _, r in resolved if r}
+    if len(regions) > 1:
+        raise UsageError(f"logs follows jobs of one region; these are in {', '.join(sorted(regions))}")
+    names = list(dict.fromkeys(name for name, _ in resolved))
+    printer = Printer(as_json=output == "json", with_job=True)
+    clients = job_clients(profile, next(iter(regions), None) or region)
+    clients.notify = printer.note
+    hooks = printer.hooks()
+    results = follow_many(names, until_end=follow, since=since, hosts=hosts, grep=grep, rate=rate, interval=interval,
+                          late_horizon=horizon, drain_timeout=drain, clients=clients, on_line=hooks["on_line"],
+                          on_note=hooks["on_note"], on_status=printer.job_status, on_idle=hooks["on_idle"])
+    for result in results:
+        printer.finish(result)
+    sys.exit(130 if any(r.interrupted for r in results) else worst_exit_code(
+        [SimpleNamespace(exit_code=r.exit_code) for r in results]))
 
 
 @click.command("status")

@@ -52,18 +52,27 @@ def worded(note: LogNote | str) -> str:
     return template.format(**note.args) if template else note.message
 
 
-def label(line: LogLine, color: bool = False) -> str:
-    """`[algo-N]`, coloured by N on a terminal (by host number, so a host keeps its colour)."""
-    text = f"[{line.label}]"
+def job_of(line: LogLine) -> str:
+    """The job a line came from: its stream's first part (`JOB/algo-N-...`)."""
+    return line.stream.split("/", 1)[0]
+
+
+def label(line: LogLine, color: bool = False, with_job: bool = False) -> str:
+    """`[algo-N]` (`[JOB/algo-N]` with several jobs), coloured by N on a terminal (by host number, so a host
+    keeps its colour)."""
+    text = f"[{job_of(line)}/{line.label}]" if with_job else f"[{line.label}]"
     if color and line.host is not None:
         return f"\x1b[{host_colour(line.host)}m{text}\x1b[0m"
     return text
 
 
-def record(line: LogLine) -> dict[str, Any]:
-    """The JSON-lines record of a log line (`late` only when it printed out of timestamp order)."""
+def record(line: LogLine, with_job: bool = False) -> dict[str, Any]:
+    """The JSON-lines record of a log line (`late` only when it printed out of timestamp order; `job` when
+    several jobs are followed)."""
     out: dict[str, Any] = {"type": "log", "timestamp": iso(line.timestamp / 1000), "host": line.label,
                            "stream": line.stream, "message": line.message, "event_id": line.event_id}
+    if with_job:
+        out["job"] = job_of(line)
     if line.late:
         out["late"] = True
     return out
@@ -78,10 +87,11 @@ class Printer:
     """Log lines to `out` (text or JSON lines), notes and status changes to `err`, one write per line."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None, as_json: bool = False,
-                 color: bool | None = None):
+                 color: bool | None = None, with_job: bool = False):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.as_json = as_json
+        self.with_job = with_job  # several jobs: each line labelled [JOB/algo-N]
         self.color = wants_colour(self.out, as_json) if color is None else color
         self._labels: dict[tuple[int | None, str], str] = {}
 
@@ -91,12 +101,12 @@ class Printer:
 
     def line(self, line: LogLine) -> None:
         if self.as_json:
-            self.out.write(json.dumps(record(line)) + "\n")
+            self.out.write(json.dumps(record(line, self.with_job)) + "\n")
             return
         key = (line.host, line.stream)
         text = self._labels.get(key)
         if text is None:
-            text = self._labels[key] = label(line, self.color)
+            text = self._labels[key] = label(line, self.color, self.with_job)
         self.out.write(f"{text} {line.message}\n")
 
     def flush(self) -> None:
@@ -109,6 +119,15 @@ class Printer:
             self.out.flush()
         else:
             self.note(f"{clock_time(change.time)} {change.status} - {change.message}".rstrip(" -"))
+
+    def job_status(self, job: str, change: StatusChange) -> None:
+        """A status change of one of several jobs followed together."""
+        if self.as_json:
+            self.out.write(json.dumps({"type": "status", "job": job, "status": change.status,
+                                       "time": iso(change.time or 0), "message": change.message}) + "\n")
+            self.out.flush()
+        else:
+            self.note(f"{clock_time(change.time)} {job} {change.status} - {change.message}".rstrip(" -"))
 
     def note(self, note: LogNote | str) -> None:
         self.err.write(worded(note) + "\n")

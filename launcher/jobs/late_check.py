@@ -47,7 +47,8 @@ LATE_LIMIT_FINAL = 20_000  # the same at the job's end
 FILL = 0.7  # a window is sized for this share of its row limit, so a query is rarely cut
 QUERY_WAIT_S = 1.0  # between two GetQueryResults of one query
 QUERY_GIVE_UP_S = 300.0  # a query still running after this is read the slow way instead
-WINDOW_S = 30.0  # while no late line is arriving, a window spans at least this much arrival time
+WINDOW_S = 30.0  # a window spans at least this much arrival time, unless late lines flow fast
+FLOWING_ROWS = 1_000  # late lines a poll that make each poll a window of its own (a burst is seen in a poll)
 QUIET_S = 10.0  # after the job's end, the check stops once this long has passed with no late arrival
 MARGIN_MS = 1_000  # a window ends this far below CloudWatch's clock (a line becomes queryable after it lands)
 MAX_RUNNING = 10  # queries of one follow running at once (the account allows 30)
@@ -116,7 +117,7 @@ class LateCheck:
         self._first_cut: int | None = None  # arrivals before it were all seen by the first fresh read
         self._windows: list[Window] = []
         self._rate = 0.0  # late rows per millisecond of arrivals, from the windows read so far
-        self._flowing = False  # the latest whole window held late lines
+        self._flowing = False  # late lines arrive at FLOWING_ROWS a poll or more
         self._last_arrival = 0  # the newest arrival among the late lines found
         self._done: list[tuple[int, int]] = []  # arrival ranges read by Insights before it was given up
         # sweeps: slices of timestamps
@@ -153,12 +154,15 @@ class LateCheck:
         """A poll's share of the check, within `budget` calls: queries started now are read in the same poll
         when the budget and the poll's time allow (the wait counts against the poll's interval)."""
         spent = yield from self._run(now_ms, fresh_from, budget, final=False)
-        until = now_ms / 1000 + 0.6 * self._poll_ms / 1000
-        while self._insights and (budget is None or spent < budget):
-            running = [w.started for w in self._windows if w.query_id and not w.done and not w.sweep]
-            if not running or min(running) + QUERY_WAIT_S > until:
-                return
-            self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
+        until = now_ms / 1000 + 0.8 * self._poll_ms / 1000
+        while self._insights is not False and (budget is None or spent < budget) and self._clock() < until:
+            pending = [w for w in self._windows if not w.done]
+            running = [w.started for w in pending if w.query_id and not w.sweep]
+            startable = len(running) < MAX_RUNNING and any(w.query_id is None for w in pending)
+            if not startable:  # wait for the oldest query, if that fits in the poll
+                if not running or min(running) + QUERY_WAIT_S > until:
+                    return
+                self._sleep(max(0.0, min(running) + QUERY_WAIT_S - self._clock()))
             more = yield from self._run(now_ms, fresh_from, None if budget is None else budget - spent, final=False,
                                         upper=self._cut)
             if not more:
@@ -292,7 +296,7 @@ class LateCheck:
             span = max(1, w.hi - w.lo)
             sample = matched / span if not self._rate else min(matched / span, 4 * self._rate)
             self._rate = sample if not self._rate else (self._rate + sample) / 2
-            self._flowing = matched > 0
+            self._flowing = matched / span * self._poll_ms >= FLOWING_ROWS
         if len(rows) >= w.limit or matched > len(rows):  # cut at the row limit: ask again in parts
             self._split(w, matched)
             return 1

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.core.aws import Clients
@@ -27,7 +27,7 @@ _log = logging.getLogger("launcher.logs")
 _log.addHandler(logging.NullHandler())  # notes reach a handler the application set up, never stderr by default
 
 __all__ = ["FollowResult", "LogLine", "LogLines", "LogNote", "NoteKind", "Polling", "StatusChange", "follow",
-           "iter_lines", "waiting_notes"]
+           "follow_many", "iter_lines", "waiting_notes"]
 
 
 def _to_logger(note: LogNote) -> None:
@@ -251,3 +251,63 @@ def follow(job: str, clients: Clients, *, until_end: bool = True, since: float |
         return FollowResult(job, lines.status, EXIT_OK, stats=lines.stats)
     return FollowResult(job, lines.status, lines.exit_code, lines.failure_reason, lines.billable, to_end=True,
                         stats=lines.stats)
+
+
+def follow_many(jobs: Iterable[str], clients: Clients, *, until_end: bool = True, since: float | None = None,
+                hosts: Iterable[int] | None = None, grep: str | None = None, polling: Polling | None = None,
+                on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
+                on_status: Callable[[str, StatusChange], None] | None = None,
+                on_idle: Callable[[], None] | None = None) -> list[FollowResult]:
+    """Follow several jobs at once, one thread each, every Logs call through one bucket at `polling.rate`.
+
+    Each job has its own reads (a FilterLogEvents over its prefix each poll, its late-line windows), so
+    the calls a poll grow with the number of jobs; once they pass `rate x interval`, the bucket spaces
+    the polls out (printing falls behind, nothing is lost). Callbacks may run on any of the threads, one
+    at a time (a lock holds them). A line's job is the first part of `line.stream`. Ctrl-C ends every
+    follow (each result `interrupted`). Returns one FollowResult per job, in order.
+    """
+    import threading
+
+    p = polling or Polling()
+    p = replace(p, limiter=p.limiter or shared_limiter(p.rate))
+    lock = threading.Lock()
+
+    def locked(callback: Callable[..., None] | None) -> Callable[..., None] | None:
+        if callback is None:
+            return None
+
+        def call(*args: Any) -> None:
+            with lock:
+                callback(*args)
+
+        return call
+
+    names = list(dict.fromkeys(jobs))
+    results: dict[str, FollowResult] = {}
+    errors: list[BaseException] = []
+    status_cb = locked(on_status)
+
+    def run(job: str) -> None:
+        def status(change: StatusChange) -> None:
+            if status_cb is not None:
+                status_cb(job, change)
+
+        try:
+            results[job] = follow(job, clients, until_end=until_end, since=since, hosts=hosts, grep=grep, polling=p,
+                                  on_line=locked(on_line), on_note=locked(on_note), on_status=status,
+                                  on_idle=locked(on_idle))
+        except BaseException as exc:  # noqa: BLE001 (handed to the calling thread, which raises it)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(job,), name=f"follow {job}", daemon=True) for job in names]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        return [results.get(job) or FollowResult(job, None, EXIT_INTERRUPTED, interrupted=True) for job in names]
+    if errors:
+        raise errors[0]  # a job's follow failed (a LauncherError says why)
+    return [results[job] for job in names]

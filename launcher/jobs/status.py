@@ -60,6 +60,7 @@ class JobState(StrEnum):
 
 
 RUNNING_STATES = (JobState.IN_PROGRESS, JobState.STOPPING)
+TERMINAL_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.STOPPED)
 
 
 class JobNotFound(LauncherError):
@@ -282,27 +283,79 @@ def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
     return JobStatus.from_description(desc)
 
 
+SEARCH_PAGE = 100  # Search's most results a call
+_FILTER_CHARS = 1024  # the most characters of one filter's Value (API_Filter)
+_FILTERS = 20  # the most filters of one SearchExpression (API_SearchExpression)
+
+
+def name_expressions(names: Iterable[str]) -> list[dict[str, Any]]:
+    """SearchExpressions that together match exactly `names`: `TrainingJobName In a,b,...` filters of at most
+    1,024 characters, up to 20 of them or-ed in one expression (about 300 names of 63 characters each)."""
+    filters: list[dict[str, Any]] = []
+    chunk: list[str] = []
+    for name in names:
+        if chunk and len(",".join(chunk)) + 1 + len(name) > _FILTER_CHARS:
+            filters.append({"Name": "TrainingJobName", "Operator": "In", "Value": ",".join(chunk)})
+            chunk = []
+        chunk.append(name)
+    if chunk:
+        filters.append({"Name": "TrainingJobName", "Operator": "In", "Value": ",".join(chunk)})
+    return [{"Filters": filters[i:i + _FILTERS], "Operator": "Or"} for i in range(0, len(filters), _FILTERS)]
+
+
+def search_jobs(clients: Clients, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The named jobs as SageMaker Search returns them (each record has DescribeTrainingJob's fields): one call
+    per 100 jobs. A job missing here may be too new for Search's index, or not exist."""
+    found: dict[str, dict[str, Any]] = {}
+    wanted = set(names)
+    for expression in name_expressions(sorted(wanted)):
+        for page in pages(clients.sagemaker, "search", "searching training jobs", Resource="TrainingJob",
+                          SearchExpression=expression, PaginationConfig={"PageSize": SEARCH_PAGE}):
+            for record in page.get("Results", []):
+                job = record.get("TrainingJob") or {}
+                if job.get("TrainingJobName") in wanted:
+                    found[job["TrainingJobName"]] = job
+    return found
+
+
 def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
          sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
          on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True,
-         lookup: Callable[[Clients, str, bool], JobStatus] | None = None) -> list[JobStatus]:
+         lookup: Callable[[Clients, str, bool], JobStatus] | None = None, use_search: bool = True) -> list[JobStatus]:
     """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
 
-    Each poll describes only the jobs still running; a job that is not found raises JobNotFound. A job that
-    ends Failed (or stopped by managed spot) is diagnosed once (its failure class from its log tail too).
-    `on_change` gets each status whose (status, secondary status) differs from the last one seen.
-    `sleep` and `clock` default to the time module's, looked up per call so tests can patch them; `lookup`
-    replaces job_status (launcher.jobs.queued.job_status also knows jobs waiting in a Batch queue)."""
+    Each poll asks SageMaker Search for the jobs still running (one call per 100 jobs) and describes only
+    those whose status changed since the poll before (or that Search does not return yet, a job created
+    moments ago, or one waiting in a Batch queue; a job that is not found raises JobNotFound); where Search
+    is refused, every running job is described. A job that ends Failed (or stopped by managed spot) is
+    diagnosed once (its failure class from its log tail too). `on_change` gets each status whose (status,
+    secondary status) differs from the last one seen. `sleep` and `clock` default to the time module's,
+    looked up per call so tests can patch them; `lookup` replaces job_status for the describes
+    (launcher.jobs.queued.job_status also knows jobs waiting in a Batch queue)."""
     sleep = sleep or time.sleep
     lookup = lookup or job_status
     clock = clock or time.monotonic
     pending = list(dict.fromkeys(names))
     last: dict[str, JobStatus] = {}
     deadline = None if timeout is None else clock() + timeout
+    use_search = use_search and hasattr(clients.sagemaker, "search")  # a stand-in client may describe only
     while True:
+        records: dict[str, dict[str, Any]] = {}
+        if use_search:
+            try:
+                records = search_jobs(clients, pending)
+            except LauncherError:
+                use_search = False  # no sagemaker:Search (or no such operation): describe each job instead
         for name in pending:
             seen = last.get(name)
-            now = lookup(clients, name, diagnose)
+            record = records.get(name)
+            if record is not None and (record.get("TrainingJobStatus"), record.get("SecondaryStatus")) == (
+                    None if seen is None else (seen.status, seen.secondary_status)):
+                continue  # unchanged
+            if record is not None and seen is None and record.get("TrainingJobStatus") not in TERMINAL_STATES:
+                now = JobStatus.from_description(record)  # first seen, still running: Search's record will do
+            else:
+                now = lookup(clients, name, diagnose)
             last[name] = now
             if on_change is not None and (seen is None or (seen.status, seen.secondary_status) !=
                                           (now.status, now.secondary_status)):
@@ -317,23 +370,27 @@ def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None
         if left <= 0:
             break
         sleep(min(interval, left))
-    return list(last.values())
+    return [last[name] for name in dict.fromkeys(names)]
 
 
 def list_jobs(clients: Clients, running: bool = False, name_contains: str | None = None,
               limit: int = 50) -> list[JobSummary]:
     """The newest jobs carrying the tool's tag, via SageMaker Search's paginator (one call per 100 jobs, tags
-    included; at most 2,000 jobs looked at).
+    included; at most 2,000 jobs looked at). `running` and `name_contains` are filters in the search
+    expression, so the first page already holds the newest matching jobs.
 
-    Filters are re-checked here: Search may apply only some of them (moto stops at the tag filter).
+    Filters are re-checked here too, should Search apply only some of them.
     """
     filters = []
     if name_contains:
         filters.append({"Name": "TrainingJobName", "Operator": "Contains", "Value": name_contains})
+    if running:
+        filters.append({"Name": "TrainingJobStatus", "Operator": "In",
+                        "Value": ",".join(state.value for state in RUNNING_STATES)})
     filters.append({"Name": f"Tags.{MANAGED_TAG}", "Operator": "Equals", "Value": "true"})
     params: dict[str, Any] = {"Resource": "TrainingJob", "SearchExpression": {"Filters": filters},
                               "SortBy": "CreationTime", "SortOrder": "Descending",
-                              "PaginationConfig": {"PageSize": 100, "MaxItems": 2000}}
+                              "PaginationConfig": {"PageSize": min(SEARCH_PAGE, limit), "MaxItems": 2000}}
     rows: list[JobSummary] = []
     for page in pages(clients.sagemaker, "search", "listing training jobs", **params):
         for record in page.get("Results", []):

@@ -306,13 +306,15 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     def update(i: int, **changes: Any) -> None:
         runs[i] = dataclasses.replace(runs[i], **changes)
 
+    passed: set[tuple[Any, ...]] = set()  # account keys checked before the first start: their role check is done
+
     def start(i: int) -> bool | None:
         """True: submitted; False: failed (the queue stops); None: over quota for now, to be tried again."""
         run, plan = runs[i], current[i]
         backoff.pop(i, None)
         in_flight.append(i)
         try:
-            result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check,
+            result = submit_plan(plan, dry_run=dry_run, skip_role_check=skip_role_check or account_key(plan) in passed,
                                  clients=client_of(plan.region or ""))
         except LauncherError as err:
             if queued and getattr(getattr(err, "check", None), "waitable", False):
@@ -426,6 +428,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
                 update(i, error=err, state=PlanState.ERROR)
                 emit(Event(EventKind.ERROR, i, plan.job_name, message=str(err)))
                 return _finish(runs)
+            passed.add(key)
 
     try:
         while True:

@@ -79,6 +79,8 @@ def degrees_divide_world(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP002", Severity.ERROR, "hybrid_shard x tensor x expert divides the world size",
       f"{REF}; {ADAPTER} (validate_distributed_degrees)")
+
+
 def product_divides_world(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     product = ctx.shard * s.tensor_parallel_degree * s.expert_parallel_degree
@@ -131,6 +133,8 @@ def cp_model(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP008", Severity.ERROR, "Sequence length divisible for context parallelism",
       f"{CP}; {EXAMPLES} (train_lib.get_batch_for_cp_rank)")
+
+
 def cp_seq(ctx: Context) -> Iterator[Finding]:
     cp = ctx.smp.context_parallel_degree
     if cp > 1 and ctx.seq % (2 * cp):
@@ -140,6 +144,8 @@ def cp_seq(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP009", Severity.ERROR, "Attention heads divide by the tensor parallel degree",
       TP)
+
+
 def tp_heads(ctx: Context) -> Iterator[Finding]:
     tp = ctx.smp.tensor_parallel_degree
     if tp > 1 and (ctx.arch.num_heads % tp or ctx.arch.num_key_value_heads % tp):
@@ -170,6 +176,8 @@ def shard_auto(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP012", Severity.ERROR, "hybrid_shard_degree 0 with expert parallelism is undefined",
       f"{REF}; {EP}; {EXAMPLES}")
+
+
 def shard_auto_with_ep(ctx: Context) -> Iterator[Finding]:
     s = ctx.smp
     if s.hybrid_shard_degree == 0 and s.tensor_parallel_degree == 1 and s.expert_parallel_degree > 1:
@@ -386,6 +394,8 @@ def parameters_taken(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP054", Severity.ERROR, "The generated script needs PyTorch 2.2 or later",
       "https://pytorch.org/docs/stable/distributed.checkpoint.html; launcher/runtime/train_checkpoint.py")
+
+
 def script_pytorch(ctx: Context) -> Iterator[Finding]:
     if _v(ctx.framework.pytorch) < (2, 2, 0):
         yield Finding(f"the entry script's sharded checkpoints use torch.distributed.checkpoint save/load, "
@@ -480,6 +490,8 @@ def memory_fits(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP061", Severity.INFO, "A lower sharding degree would communicate less",
       f"{BEST}; {HSDP}")
+
+
 def shard_lower(ctx: Context) -> Iterator[Finding]:
     if not ctx.topology_ok or not ctx.memory.fits or ctx.memory.utilisation >= 0.5 or ctx.shard <= ctx.instance.gpus:
         return
@@ -507,6 +519,8 @@ def memory_tight(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP063", Severity.ERROR, "A full final export fits rank 0's host memory",
       f"{AWS_SCRIPTS}checkpoints.py (_save_full); {AWS_SCRIPTS}arguments.py (--save_final_model, default 0)")
+
+
 def export_fits_host(ctx: Context) -> Iterator[Finding]:
     if ctx.spec.output.final_export != "full":
         return
@@ -522,6 +536,8 @@ def export_fits_host(ctx: Context) -> Iterator[Finding]:
 
 @rule("SMP064", Severity.WARNING, "The model build fits host memory",
       f"{DELAYED}; {AWS_SCRIPTS}train_lib.py (delayed_param, transform)")
+
+
 def host_memory_fits(ctx: Context) -> Iterator[Finding]:
     host = ctx.memory.host if ctx.topology_ok else None
     if host is None or host.fits or host.peak_phase != "model build" or ctx.smp.delayed_param_init is False:
