@@ -378,15 +378,23 @@ def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests
 
 
 def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
-    """The tests that run the mutant's line and passed unmutated, the fastest first. A line that runs only when
-    its module is imported (a decorator's argument, a constant) belongs to no test: every test that runs any
-    line of the module covers it."""
+    """The tests that run the mutant's line and passed unmutated, the likeliest to notice first: those that
+    run the most of the module per second of their own time (pytest stops at the first failure, so the order
+    decides how soon a killed mutant is known, never whether it is). A line that runs only when its module is
+    imported (a decorator's argument, a constant) belongs to no test: every test that runs any line of the
+    module covers it."""
     tests = mapping["tests"]
     by_line = mapping["lines"].get(mutant.module, {})
     found = set(by_line.get(str(mutant.line), []))
     if not found and mutant.line in mapping.get("imported", {}).get(mutant.module, []):
         found = {t for ts in by_line.values() for t in ts}
-    return sorted((t for t in found if tests.get(t, [0, False])[1]), key=lambda t: (tests[t][0], t))
+    reach: dict[str, int] = {}
+    for ts in by_line.values():
+        for t in ts:
+            if t in found:
+                reach[t] = reach.get(t, 0) + 1
+    passing = [t for t in found if tests.get(t, [0, False])[1]]
+    return sorted(passing, key=lambda t: (-reach.get(t, 0) / (tests[t][0] + 0.05), t))
 
 
 def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], started: float, mapping: dict,
