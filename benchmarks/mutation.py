@@ -33,7 +33,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -397,15 +399,20 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     return sorted(passing, key=lambda t: (-reach.get(t, 0) / (tests[t][0] + 0.05), t))
 
 
-def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], started: float, mapping: dict,
-             results: list[Mutant], log) -> None:
-    for mutant in order:
-        if time.perf_counter() - started > budget_s:
+def _run_all(root: Path, worker: Worker, budget_s: float, order: Iterator[Mutant], started: float, mapping: dict,
+             results: list[Mutant], log, lock: threading.Lock) -> None:
+    """Run mutants taken from `order` (shared by the workers, each with its own copy of the tree at `root`)
+    until it is empty or the budget is spent."""
+    while time.perf_counter() - started <= budget_s:
+        with lock:
+            mutant = next(order, None)
+        if mutant is None:
             return
         tests = covering_tests(mapping, mutant)
         if not tests:
             mutant.status = "uncovered"
-            results.append(mutant)
+            with lock:
+                results.append(mutant)
             log(f"  {mutant.status:9} {mutant.module}:{mutant.line}: {mutant.change}")
             continue
         own_time = sum(mapping["tests"][t][0] for t in tests)
@@ -418,13 +425,14 @@ def _run_all(root: Path, worker: Worker, budget_s: float, order: list[Mutant], s
             target.write_text(original)
         mutant.tests = len(tests)
         mutant.status = "survived" if outcome == "passed" else ("timeout" if outcome == "timeout" else "killed")
-        results.append(mutant)
+        with lock:
+            results.append(mutant)
         log(f"  {mutant.status:9} {mutant.module}:{mutant.line}: {mutant.change} "
             f"({len(tests)} tests, {mutant.seconds:.1f} s)")
 
 
 def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[Mutant] | None = None,
-        map_file: Path | None = None, jobs: int = 2, tests: tuple[str, ...] = ("tests",)) -> dict:
+        map_file: Path | None = None, jobs: int = 2, tests: tuple[str, ...] = ("tests",), workers: int = 1) -> dict:
     """Map the suite (or read `map_file`), then run sampled mutants (or `order`) until the budget is spent;
     the score, per module, and the survivors (uncovered ones among them)."""
     order = _schedule(modules, seed) if order is None else order
@@ -442,11 +450,24 @@ def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[M
             if map_file is not None:
                 map_file.write_text(json.dumps(mapping))
         started = time.perf_counter()
-        worker = Worker(root)
+        roots = [root]
+        for n in range(1, workers):  # each worker mutates its own copy of the tree
+            roots.append(root / f".worker-{n}")
+            roots[-1].mkdir()
+            _copy_tree(roots[-1])
+        running = [Worker(r) for r in roots]
+        lock, queue = threading.Lock(), iter(order)
+        threads = [threading.Thread(target=_run_all, args=(r, w, budget_s, queue, started, mapping, results, log,
+                                                           lock)) for r, w in zip(roots, running, strict=True)]
         try:
-            _run_all(root, worker, budget_s, order, started, mapping, results, log)
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         finally:
-            worker.close()
+            for w in running:
+                w.close()
+        results.sort(key=lambda m: order.index(m))
     if _hashes(watched) != before:
         raise SystemExit("mutation: a file in the working tree changed while mutants ran; check `git status`")
     per_module = {}
@@ -458,7 +479,7 @@ def run(budget_s: float, seed: int, modules: list[str], log=print, order: list[M
     killed = sum(m.status in ("killed", "timeout") for m in results)
     failing = sorted(t for t, (_, passed) in mapping["tests"].items() if not passed)
     return {
-        "seed": seed, "budget_s": budget_s, "elapsed_s": round(time.perf_counter() - started, 1),
+        "seed": seed, "budget_s": budget_s, "workers": workers, "elapsed_s": round(time.perf_counter() - started, 1),
         "map_seconds": mapping.get("seconds"), "tests_mapped": len(mapping["tests"]),
         "tests_failing_unmutated": failing[:50],
         "modules": len(modules), "mutants": sum(r["total"] for r in per_module.values()),
@@ -512,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map", type=Path, default=None, metavar="FILE",
                         help="the test map: read it when FILE exists, else build it and write it there")
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers for the map (2)")
+    parser.add_argument("--workers", type=int, default=1, help="mutants run at once, each in its own copy (1)")
     parser.add_argument("--tests", action="append", default=[], metavar="PATH",
                         help="map only these test files (repeatable; default: the whole suite, as a score needs)")
     args = parser.parse_args(argv)
@@ -530,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation: {sum(len(mutants_of(m)) for m in modules)} mutants in {len(modules)} modules; "
               f"budget {args.budget_s:.0f} s, seed {args.seed}")
         report = run(args.budget_s, args.seed, modules, map_file=args.map, jobs=args.jobs,
-                     tests=tuple(args.tests) or ("tests",))
+                     tests=tuple(args.tests) or ("tests",), workers=args.workers)
     print("\nper module (killed/run of total; uncovered):")
     for module, r in report["per_module"].items():
         if not r["run"]:
