@@ -620,3 +620,69 @@ def test_a_host_memory_kill_is_not_told_the_gpu_remedy():
     assert found.failure_class == "host_out_of_memory"
     assert "smp.delayed_param_init: true" in found.remedy and "instance type with more memory" in found.remedy
     assert "memory model" not in found.remedy and "training.batch_size" not in found.remedy
+
+
+def test_the_bounds_are_exact():
+    long_reason = "CapacityError " + "r" * 20_000
+    found = classify("Failed", long_reason)
+    assert len(found.reason) == failures.REASON_LIMIT == 1000
+    assert len(found.evidence[0]) == failures.EVIDENCE_LIMIT == 300
+    quoted = found.remedy.split("(decided by ", 1)[1][:-1]
+    assert len(quoted) == failures.QUOTE_LIMIT == 200
+    keyword = "CapacityError"
+    assert classify("Failed", "x" * (failures.SCAN_LIMIT - len(keyword)) + keyword).failure_class == "capacity"
+    assert classify("Failed", "x" * (failures.SCAN_LIMIT - len(keyword) + 1) + keyword).failure_class == "unknown"
+    oom = ["torch.OutOfMemoryError: CUDA out of memory"]
+    assert classify("Failed", "", log_tail=oom + ["."] * 199).failure_class == "out_of_memory"
+    assert classify("Failed", "", log_tail=oom + ["."] * 200).failure_class == "unknown"  # 200 lines searched
+
+
+def test_a_short_traceback_is_quoted_from_its_first_frame():
+    found = classify("Failed", "AlgorithmError:", log_tail=["Traceback (most recent call last):",
+                                                              '  File "x.py", line 1', "KeyError: 'k'"])
+    assert '(File "x.py", line 1; KeyError: \'k\')' in found.remedy
+
+
+def test_stopped_and_interrupted_reasons_and_defaults():
+    trained = [("Training", "Training image download completed. Training in progress.")]
+    spot = classify("Stopped", None, trained, secondary_status="MaxWaitTimeExceeded")
+    assert spot.failure_class == "spot_interruption"  # it trained, then ran out of wait: an interruption
+    assert classify("Stopped", None, [("Starting", "x")], secondary_status="MaxWaitTimeExceeded").failure_class == \
+        "capacity"
+    assert classify("Stopped", "why", [], secondary_status="MaxWaitTimeExceeded").reason == "why"
+    assert classify("Stopped", "why", [], secondary_status="MaxRuntimeExceeded").reason == "why"
+    assert classify("Stopped", None, [], secondary_status="MaxRuntimeExceeded").reason.startswith(
+        "the job reached its MaxRuntimeInSeconds")
+    blank = classify("Stopped", None, [("Interrupted", "")], secondary_status="MaxWaitTimeExceeded")
+    assert blank.evidence[0] == "Interrupted: managed spot instances interrupted"
+    failed = classify("Failed", "", [("Interrupted", "The job stopped because the managed spot training instances "
+                                                     "were interrupted.")])
+    assert failed.failure_class == "spot_interruption"
+
+
+def test_diagnose_reads_no_log_for_a_stopped_job_and_passes_its_limit():
+    asked = []
+
+    class Clients:
+        class logs:  # noqa: N801 - a stand-in for the client attribute
+            @staticmethod
+            def describe_log_streams(**kw):
+                asked.append("streams")
+                return {"logStreams": [{"logStreamName": "j/algo-1-1", "lastEventTimestamp": 1}]}
+
+            @staticmethod
+            def get_log_events(**kw):
+                asked.append(kw["limit"])
+                return {"events": []}
+
+    stopped = {"TrainingJobName": "j", "TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}
+    assert failures.diagnose(Clients(), stopped) is None and asked == []
+    failures.diagnose(Clients(), {**stopped, "TrainingJobStatus": "Failed", "FailureReason": "x"})
+    assert asked == ["streams", 100]
+    asked.clear()
+    assert failures.log_tail(Clients(), "j", 0) == [] and asked == ["streams", 1]
+
+
+def test_log_tail_without_streams_is_empty():
+    logs = _Logs([], {})
+    assert failures.log_tail(type("C", (), {"logs": logs})(), "j") == []

@@ -250,3 +250,11 @@ def test_a_queue_may_be_told_never_to_wait_a_refusal_out():
     assert RefusalWait(max_refusals=0).max_refusals == 0
     with pytest.raises(UsageError, match="max_refusals -1"):
         RefusalWait(max_refusals=-1)
+
+
+def test_a_policy_is_frozen_and_parse_keeps_three_attempts():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RetryPolicy().max_attempts = 5
+    assert RetryPolicy.parse("capacity").max_attempts == 3 and RetryPolicy.parse("capacity").backoff == 60.0
