@@ -263,7 +263,9 @@ def volume_run(cfg: dict) -> dict:
             "minutes": minutes, "rate": rate, "horizon": horizon_ms / 1000,
             "past_horizon": len(past), "past_horizon_max_s": max((i - t for t, i in past), default=0) / 1000,
             "counted_past": stats.past_horizon, "counted_past_max_s": stats.past_horizon_max_s,
-            "arrived_after_exit": logs.arrived_after(end_ms - 1000), "unchecked_slices": stats.unchecked_slices,
+            "arrived_after_exit": logs.arrived_after(end_ms - 1000 if stats.checked_until is None
+                                                     else int(stats.checked_until * 1000)),
+            "unchecked_slices": stats.unchecked_slices,
             "delay_p99_s": sink.delay(0.99), "delay_max_s": sink.delay(1.0), "index_mb": logs.index_mb(),
             "reader_calls": stats.calls + stats.query_calls, "reader_query_calls": stats.query_calls,
             "reader_fetched": stats.fetched,
@@ -399,7 +401,8 @@ def print_volume(rows: list[dict]) -> None:
           "clock; delay = seconds from a line reaching CloudWatch to its printing (99th percentile / max); RSS = "
           "peak, (+) over the interpreter with boto3; exit = seconds from the job's end (TrainingEndTime) to "
           "returning; past horizon = lines later than --late-horizon / counted in the end note; after exit = "
-          "lines that reach CloudWatch after the follow returned (no flush at the end)")
+          "lines that reach CloudWatch after the end-of-job check's last window (stats.checked_until), about when "
+          "the follow returned (no flush at the end)")
     print("goals: lost = past horizon + after exit (nothing that arrived in time is lost), dup 0, calls/s <= --rate, "
           f"fetch/line <= {FETCH_GOAL}, every past-horizon line counted; default lag: behind <= 2 polls, exit <= 15 s,"
           " RSS less the bench's tally (1 byte a line) and the fake's arrival index < 100 MB; late lags: exit <= 30 s;"

@@ -530,7 +530,7 @@ class LateCheck:
                     target = max(first_upper, min(target, newest_ms + self._horizon))
                 if self._cut < target and upper < target and upper - self._cut < int(QUIET_S * 500):
                     upper = self._cut  # waiting for arrivals: plan a window once it spans half the quiet time
-                yield from self._run(end_ms, fresh_from, None, final=True, upper=min(upper, target))
+                yield from self._run(end_ms, fresh_from, None, final=True, upper=upper)
                 if self._insights is not False and not self._windows and self._cut >= target:
                     break
             if self._insights is False:
@@ -552,6 +552,7 @@ class LateCheck:
                     w.query_id is not None for w in self._windows if not w.done and not w.sweep) and self._windows:
                 self._sleep(QUERY_WAIT_S)  # queries are running, or arrivals are awaited: give them a moment
         if self._insights is not False and self._cut is not None:
+            self.stats.checked_until = self._cut / 1000
             self._count_past_horizon(job_start_ms, deadline)
 
     def _say_reread(self, end_ms: int) -> None:

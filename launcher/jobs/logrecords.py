@@ -151,6 +151,7 @@ class Stats:
     unchecked_slices: int = 0  # the slices of those it left unchecked (a drain timeout passed)
     past_horizon: int = 0  # lines that reached CloudWatch later than the horizon (counted, not printed)
     past_horizon_max_s: float = 0.0  # the latest of them
+    checked_until: float | None = None  # every late line that reached CloudWatch by then (its clock, epoch s) printed
     late_check: LateCheckMode = LateCheckMode.INSIGHTS  # SWEEP where Logs Insights is missing
 
     @property
