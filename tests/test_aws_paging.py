@@ -32,13 +32,13 @@ def test_list_reads_every_search_page_until_the_limit():
     with Stubber(sm) as stub:
         stub.add_response("search", {"Results": [_job("a-1"), _job("a-2")], "NextToken": "t1"},
                           {"Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
-                           "SortOrder": "Descending", "MaxResults": 100})
+                           "SortOrder": "Descending", "MaxResults": 50})
         stub.add_response("search", {"Results": [_job("a-3", "Completed")], "NextToken": "t2"},
                           {"Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
-                           "SortOrder": "Descending", "MaxResults": 100, "NextToken": "t1"})
+                           "SortOrder": "Descending", "MaxResults": 50, "NextToken": "t1"})
         stub.add_response("search", {"Results": [_job("a-4")]}, {
             "Resource": "TrainingJob", "SearchExpression": ANY, "SortBy": "CreationTime",
-            "SortOrder": "Descending", "MaxResults": 100, "NextToken": "t2"})
+            "SortOrder": "Descending", "MaxResults": 50, "NextToken": "t2"})
         rows = jobs.list_jobs(Clients(overrides={"sagemaker": sm}), running=True)
         stub.assert_no_pending_responses()
     assert sorted(r.job_name for r in rows) == ["a-1", "a-2", "a-4"]

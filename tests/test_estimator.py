@@ -83,7 +83,7 @@ def test_a_whole_submit_writes_only_the_tarball_and_the_job(moto_plan, egress):
     from launcher.submission.create import submit
 
     submit(moto_plan.plan, moto_plan.clients)
-    reads = ("Get", "Head", "List", "Describe", "Simulate")
+    reads = ("Get", "Head", "List", "Describe", "Simulate", "Search")  # Search: the instances the quota holds
     writes = [call for call in egress.api if not call.split(".")[1].startswith(reads)]
     assert writes == ["s3.PutObject", "sagemaker.CreateTrainingJob"], egress.api
     assert egress.telemetry == [] and egress.http == [] and egress.sockets == []

@@ -149,6 +149,9 @@ def test_a_job_stopped_at_its_max_runtime_says_so_and_how_to_go_on(sm, run_cli):
 
 def _two_hundred(sm, prefix):
     """200 jobs with long names (many `In` filters): most run on, every 25th ends (some fail), at staggered times."""
+    from emulator import quotas
+
+    quotas.set_quota("ml.p4d.24xlarge", 10_000)  # more jobs than the default quota's 256 instances hold
     names = []
     for i in range(200):
         name = f"{prefix}-{i:03d}-{'x' * 40}"
@@ -206,9 +209,11 @@ def test_wait_on_200_jobs_takes_at_most_3_sagemaker_calls_a_poll_with_the_same_o
 
 
 def test_list_running_filters_in_the_search_expression_one_call(sm, clock):
+    from emulator import quotas
     from launcher.core.aws import Clients
     from launcher.jobs import status as jobs
 
+    quotas.set_quota("ml.p4d.24xlarge", 10_000)  # 151 two-instance jobs starting together
     for i in range(150):
         emulator.add_job(emulator.EmulatedJob(f"done-{i:03d}", **QUICK), sm)
     emulator.add_job(emulator.EmulatedJob("live-1", **{**QUICK, "training": 600}), sm)
