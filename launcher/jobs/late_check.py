@@ -530,7 +530,7 @@ class LateCheck:
                     target = max(first_upper, min(target, newest_ms + self._horizon))
                 if self._cut < target and upper < target and upper - self._cut < int(QUIET_S * 500):
                     upper = self._cut  # waiting for arrivals: plan a window once it spans half the quiet time
-                yield from self._run(end_ms, fresh_from, None, final=True, upper=upper)
+                yield from self._run(end_ms, fresh_from, None, final=True, upper=min(upper, target))
                 if self._insights is not False and not self._windows and self._cut >= target:
                     break
             if self._insights is False:
