@@ -6,8 +6,10 @@ moto's Service Quotas knows only `vpc` (ListAWSDefaultServiceQuotas answers NoSu
 - ListAWSDefaultServiceQuotas(sagemaker) lists "<type> for training job usage" and "<type> for spot training
   job usage" for every offered type (DEFAULT instances each), ListServiceQuotas the values a test applied;
   both page (MaxResults, NextToken) as the real API does.
-- CreateTrainingJob refuses, with SageMaker's ResourceLimitExceeded, a job whose instances and those of the
-  InProgress jobs of its type (spot or not) exceed the quota.
+- CreateTrainingJob refuses, with SageMaker's ResourceLimitExceeded (the text the public issues quote:
+  tests/fixtures/failure_corpus.json, `quota-*`), a job whose instances and those of the InProgress jobs of its
+  type (spot or not) exceed the quota. With `plain(True)` only an applied value limits it: the service
+  enforces the quota whatever its quota API answers.
 - A type marked without capacity fails every job that asks for it while Starting, with SageMaker's
   CapacityError (emulator.failures.capacity_failure).
 
@@ -15,6 +17,7 @@ moto's Service Quotas knows only `vpc` (ListAWSDefaultServiceQuotas answers NoSu
     emulator.quotas.not_offered("ml.p5.48xlarge", "us-west-2")       # no such quota there
     emulator.quotas.no_capacity("ml.p5.48xlarge")                    # its jobs fail for capacity
     emulator.quotas.plain(True)                                      # answer as moto does
+    emulator.quotas.in_use("ml.p4d.24xlarge")                        # instances InProgress jobs hold
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ from emulator import core
 TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge",
          "ml.m5.xlarge", "ml.g5.xlarge")
 DEFAULT = 256.0  # generous: a test that wants a limit sets one
+REFUSAL = ("The account-level service limit '{name}' is {limit:g} Instances, with current utilization of {used} "
+           "Instances and a request delta of {count} Instances. Please contact AWS support to request an increase "
+           "for this limit.")
 _APPLIED: dict[tuple[str, str], float] = {}  # (region, quota name) -> value
 _HIDDEN: set[tuple[str | None, str]] = set()  # (region or None for all, instance type): not offered
 _NO_CAPACITY: set[str] = set()
@@ -107,6 +113,15 @@ def _page(quotas: list[dict[str, Any]], params: dict[str, Any]) -> str:
     return json.dumps(body)
 
 
+def in_use(instance_type: str, spot: bool = False, region: str = "us-west-2") -> int:
+    """Instances of `instance_type` that this process's emulated account holds in InProgress jobs now."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sagemaker.models import sagemaker_backends
+
+    with core.lock():
+        return _in_use(sagemaker_backends[DEFAULT_ACCOUNT_ID][region], instance_type, spot)
+
+
 def _in_use(backend: Any, instance_type: str, spot: bool) -> int:
     from emulator.sagemaker import refresh
 
@@ -163,15 +178,13 @@ def _apply() -> None:
         itype, count = rc.get("InstanceType", ""), int(rc.get("InstanceCount") or 0)
         spot = bool(bound.get("enable_managed_spot_training"))
         with core.lock():
-            if not _STATE["plain"] and itype:
-                limit = quota_value(itype, self.region_name, spot)
+            if itype:
+                limit = (_APPLIED.get((self.region_name, quota_name(itype, spot))) if _STATE["plain"]
+                         else quota_value(itype, self.region_name, spot))
                 used = _in_use(self, itype, spot)
                 if limit is not None and used + count > limit:
-                    raise JsonRESTError(
-                        "ResourceLimitExceeded",
-                        f"The account-level service limit '{quota_name(itype, spot)}' is {limit:g} Instances, "
-                        f"with current utilization of {used} Instances and a request delta of {count} Instances. "
-                        "Please use AWS Service Quotas to request an increase for this quota.")
+                    raise JsonRESTError("ResourceLimitExceeded", REFUSAL.format(
+                        name=quota_name(itype, spot), limit=limit, used=used, count=count))
             if itype in _NO_CAPACITY:
                 from emulator import failures, scenario
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import emulator
-from emulator.quota import in_use, set_quota
+from emulator.quotas import in_use, set_quota
 from launcher.core.aws import Clients
 from launcher.orchestrate.queue import EventKind, PlanState, run_queue
 from launcher.plan.sweep import plan_sweep
@@ -28,7 +28,6 @@ def quota_world(moto_world, clock):
     try:
         yield moto_world
     finally:
-        set_quota(None)
         emulator.set_default({})
 
 
