@@ -11,6 +11,9 @@ from launcher.catalog.prices import Price, hourly_price, price_key, write_cache
 from launcher.catalog.smp import INSTANCES
 from launcher.spec.loader import load_spec
 
+# The shipped figure for ml.p4d.24xlarge on demand in us-east-1 (launcher/catalog/prices_snapshot.json).
+P4D_EAST = 25.251
+
 
 def _env(tmp_path):
     return {"XDG_STATE_HOME": str(tmp_path)}
@@ -25,9 +28,10 @@ def _write(tmp_path, document):
 
 def test_the_snapshot_answers_with_its_page_and_date(tmp_path):
     price = hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path))
-    assert price == Price(37.688, price.source, prices.snapshot_date())
-    assert price.source.startswith("shipped snapshot") and "https://aws.amazon.com/sagemaker/pricing/" in price.source
-    assert len(price.date) == 10 and price.date[4] == "-"
+    assert price == Price(P4D_EAST, price.source, "2026-07-27")
+    assert price.source.startswith("shipped snapshot: AWS Price List API (Training, US East (N. Virginia))")
+    assert "https://github.com/spore-host/truffle/blob/" in price.source
+    assert price.date <= prices.snapshot_date()
 
 
 def test_every_snapshot_row_names_a_public_page_and_a_date():
@@ -82,7 +86,7 @@ def test_an_oversized_cache_is_not_read(tmp_path):
     row = {"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False, "usd_per_hour": 1.0,
            "date": "2026-11-30", "source": "x" * (prices.MAX_CACHE_BYTES + 10)}
     _write(tmp_path, {"version": 1, "prices": [row]})
-    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == P4D_EAST
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
@@ -90,7 +94,7 @@ def test_a_cache_that_is_not_a_regular_file_is_not_opened_for_reading(tmp_path):
     path = prices.cache_path(_env(tmp_path))
     path.parent.mkdir(parents=True)
     os.mkfifo(path)  # reading a FIFO with no writer would block forever
-    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == P4D_EAST
 
 
 def test_a_symlinked_cache_is_not_followed(tmp_path):
@@ -101,7 +105,7 @@ def test_a_symlinked_cache_is_not_followed(tmp_path):
     path = prices.cache_path(_env(tmp_path))
     path.parent.mkdir(parents=True)
     path.symlink_to(elsewhere)
-    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == 37.688
+    assert hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path)).usd_per_hour == P4D_EAST
 
 
 def test_a_cached_row_without_a_source_says_it_came_from_the_price_list(tmp_path):

@@ -131,7 +131,7 @@ def test_a_wheel_install_finds_the_templates(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "requirements.txt.j2" in out.stdout and "distribution.json.j2" in out.stdout
     assert "torch.sagemaker" in out.stdout
-    assert "usd_per_hour=37.688" in out.stdout, out.stdout
+    assert "usd_per_hour=25.251" in out.stdout, out.stdout
 
 
 def test_setup_cfg_lists_every_package():

@@ -17,6 +17,14 @@ Sources:
   GPU; the tensor- and context-parallel rows also use torch.compile and Float8).
   Selective activation checkpointing of ops recomputes little and counts as none; of every other layer
   (`selective layer`) as half.
+- IBM's and Meta's FSDP throughput table for Llama 2 (PyTorch FSDP, SDPA flash attention, bf16, sequence
+  4,096, 2 sequences per GPU): IBM_URL, on 128 A100 80GB with a 400 Gbps node-to-node network (the
+  p4d's EFA rate) and on 96 H100 80GB with 800 Gbps. The table does not name the sharding of each row;
+  the training code's guide (IBM_CONFIG_URL) prefers hybrid sharding within a node for 7B and 13B and
+  needs full sharding for 70B, and that is what the points use. Its 13B rows checkpoint every other
+  layer: their hardware over model FLOPs (0.59 / 0.51 on A100, 0.40 / 0.35 on H100) is the 1 + 1/6 of
+  half the layers recomputed. The 34B rows are left out: Llama 2 34B was never published, so its
+  dimensions have no source here.
 """
 from __future__ import annotations
 
@@ -33,6 +41,10 @@ TITAN_A100_URL = ("https://github.com/pytorch/torchtitan/blob/041336434916bdc0f8
                   "docs/performance.md")
 TITAN_H100_URL = ("https://github.com/pytorch/torchtitan/blob/eaea6f6a2fa940f03a10906be1df3489cf30af85/"
                   "docs/performance.md")
+IBM_URL = ("https://github.com/pytorch/pytorch.github.io/blob/2ad10059d3021d0f902f1204db98e5c930532be8/"
+           "_posts/2024-03-13-maximizing-training.md")
+IBM_CONFIG_URL = ("https://github.com/foundation-model-stack/fms-fsdp/blob/cc4b276bf901d285073b033ba0074a0d3759b99e/"
+                  "docs/configurations.md")
 
 # Where each table comes from, and the network its cluster has between nodes (Gbps per node).
 SOURCES: dict[str, tuple[str, str, float]] = {
@@ -44,6 +56,8 @@ SOURCES: dict[str, tuple[str, str, float]] = {
     "titan-a100": (TITAN_A100_URL, "torchtitan, Llama on 64 A100 80GB (network not stated: 1600 Gbps assumed)",
                    1600.0),
     "titan-h100": (TITAN_H100_URL, "torchtitan, Llama 3.1 on H100 (500 W), 400 Gbps per GPU", 3200.0),
+    "ibm-a100": (IBM_URL, "IBM and Meta FSDP, Llama 2 on 128 A100 80GB with a 400 Gbps node-node network", 400.0),
+    "ibm-h100": (IBM_URL, "IBM and Meta FSDP, Llama 2 on 96 H100 80GB with an 800 Gbps node-node network", 800.0),
 }
 
 # MPT sizes: (n_layers, d_model, n_heads) from the pretraining YAMLs (MPT_DIMS_URL).
@@ -343,4 +357,23 @@ TITAN_POINTS: tuple[Published, ...] = (
     _titan("Llama 3.1 70B, FSDP 32, TP 8", "llama3-70b", 8192, 256, "H100 80GB", 16, 1.0, "fp8", 829, tp=8),
 )
 
-POINTS: tuple[Published, ...] = MPT_POINTS + TITAN_POINTS
+
+def _ibm(source: str, preset: str, ckpt: float, tps: float) -> Published:
+    gpus, gpu = (128, "A100 80GB") if source == "ibm-a100" else (96, "H100 80GB")
+    hybrid = preset != "llama2-70b"  # IBM_CONFIG_URL: hybrid sharding for 7B and 13B, full sharding for 70B
+    return Published(source, f"Llama 2 {preset.split('-')[1].upper()}", PRESETS[preset].architecture, 4096, gpus,
+                     gpu, 2, ckpt, "bf16", "FULL_SHARD", float(tps), shard_degree=8 if hybrid else 0)
+
+
+# _ibm(table, Llama 2 preset, layers recomputed, Throughput tokens/sec/GPU): IBM_URL's table, the A100 column
+# then the H100 column (the 34B row left out, see above).
+IBM_POINTS: tuple[Published, ...] = (
+    _ibm("ibm-a100", "llama2-7b", 0.0, 3700),
+    _ibm("ibm-a100", "llama2-13b", 0.5, 1800),
+    _ibm("ibm-a100", "llama2-70b", 1.0, 370),
+    _ibm("ibm-h100", "llama2-7b", 0.0, 7500),
+    _ibm("ibm-h100", "llama2-13b", 0.5, 3800),
+    _ibm("ibm-h100", "llama2-70b", 1.0, 800),
+)
+
+POINTS: tuple[Published, ...] = MPT_POINTS + TITAN_POINTS + IBM_POINTS
