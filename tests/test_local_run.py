@@ -423,3 +423,9 @@ def test_a_missing_local_extra_is_one_line_naming_the_package(run_cli, monkeypat
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny")
     assert r.code == 2 and "(transformers is missing): pip install 'smp-launch[local]'" in r.err
     assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("batch,shrunk", [(4, False), (5, True)])
+def test_tiny_shrinks_only_a_batch_above_four(batch, shrunk):
+    spec = load_spec(JOBS / "llama7b.yaml", [f"training.batch_size={batch}"]).spec
+    assert ("training.batch_size=4" in tiny_overrides(spec)) is shrunk

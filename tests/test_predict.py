@@ -182,6 +182,16 @@ def test_a_damaged_calibration_file_is_passed_over(tmp_path):
         assert account.factors(env) == {}
 
 
+def test_a_calibration_file_is_read_up_to_its_size_bound_and_passed_over_past_it(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = account.store([account.Sample("job-a", "ml.p4d.24xlarge", 80.0, 100.0, 20, "2026-12-02T08:00:00Z")], env)
+    text = path.read_text(encoding="utf-8").rstrip()
+    for size, found in ((1 << 20, True), ((1 << 20) + 1, False)):  # the 1 MiB account.py's docstring promises
+        path.write_text(text + " " * (size - len(text)), encoding="utf-8")  # JSON allows trailing blanks
+        assert path.stat().st_size == size
+        assert ("ml.p4d.24xlarge" in account.factors(env)) is found
+
+
 def test_max_cost_refuses_a_plan_predicted_above_it(run_cli, write_spec):
     spec = write_spec(MINIMAL.replace("us-west-2", "us-east-1"))
     r = run_cli("plan", str(spec), "--max-cost", "1")
