@@ -33,6 +33,14 @@ def test_every_published_point_cites_a_public_url_and_a_known_gpu():
     assert max(p.gpus for p in POINTS) >= 512 and min(p.gpus for p in POINTS) == 8
 
 
+def test_the_gpu_and_published_tables_cannot_be_changed_by_a_caller():
+    """Every plan in the process reads the same tables: a caller's assignment must fail, not skew later plans."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hardware.GPUS["A100 40GB"].bf16_tflops = 1.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        POINTS[0].tokens_per_s_per_gpu = 1.0  # type: ignore[misc]
+
+
 def test_the_fit_predicts_points_it_never_saw():
     """Leave-one-out on every fifth point (`make bench` runs all of them): the median error is small and
     the measured value lies inside the band for nearly all."""
