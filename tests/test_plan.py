@@ -342,6 +342,10 @@ def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
     assert plan.decisions.world_size == plan.world_size == t.world_size
     assert plan.to_dict()["global_batch_tokens"] == t.global_batch_tokens == 128 * 6 * 4096
     half = Topology(32, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
+    plain = Topology(2, 8, seq_length=2048)  # the cluster alone: data parallelism, a sequence per rank
+    assert (plain.data_parallel_degree, plain.max_shard_degree, plain.global_batch_tokens) == (16, 16, 16 * 2048)
+    node = dataclasses.replace(plain, instance_count=1, tensor_parallel=8, batch_size=3)  # one node, one TP group
+    assert (node.data_parallel_degree, node.global_batch_sequences) == (1, 3)
     _, ctx = run_rules(plan.spec, "us-west-2", half)
     assert ctx.topology is half and ctx.world == 256 and ctx.decisions.world_size == 256
 
