@@ -524,6 +524,12 @@ def test_delayed_init_counts_the_copy_tsm_transform_makes(no_aws_config, write_s
     hf = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
                      "model.use_smp_implementation=false")
     assert hf.decisions.delayed_param_init is False and round(hf.memory.host.per_instance_gib) == 613
+    # a P5 has 2,048 GiB of host memory (https://aws.amazon.com/ec2/instance-types/p5/): the same two copies fit
+    p5 = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
+                     "cluster.instance_type=ml.p5.48xlarge")
+    assert p5.decisions.delayed_param_init is False
+    assert p5.decisions.delayed_reason.endswith("(1,225 GiB) fit the 2,048 GiB of host memory")
+    assert p5.memory.host.capacity_gib == 2048 and p5.memory.host.fits
 
 
 def test_a_full_export_that_cannot_fit_rank_0_is_refused(no_aws_config, write_spec):
