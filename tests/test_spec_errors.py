@@ -341,3 +341,19 @@ def test_a_rule_across_fields_is_one_line_at_the_section(case, run_cli, write_sp
     assert words in r.err, r.err
     if path:
         assert one_error(r)["path"] == path
+
+
+def test_a_misspelt_key_of_an_optional_section_suggests_its_fields(run_cli, write_spec):
+    p = write_spec(MINIMAL + "notify:\n  snss: arn:aws:sns:us-west-2:111122223333:jobs\n")
+    r = run_cli("validate", str(p))
+    assert r.code == 2 and "Traceback" not in r.err
+    assert [LINE.match(line)["msg"] for line in r.err.strip().splitlines()] == [
+        "required key is missing", "unknown key 'snss'; did you mean 'sns'?"]
+
+
+def test_a_templates_folder_that_is_a_link_loop_is_not_a_folder(run_cli, write_spec, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    p = write_spec(MINIMAL + "templates: loop\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "templates"
+    assert m["msg"] == f"'loop' is not a folder of templates (looked for {tmp_path / 'loop'}, relative to {p})"

@@ -146,3 +146,49 @@ def test_a_spec_of_exactly_the_size_limit_loads(tmp_path):
     with pytest.raises(SpecError) as err:
         load_spec(over)
     assert f"at most {MAX_BYTES}" in err.value.problems[0].message
+
+
+def _long_path(tmp_path):
+    folder = tmp_path / ("d" * 120)
+    folder.mkdir()
+    return folder / ("a-long-name-" + "s" * 100 + ".yaml")
+
+
+def _shown(path) -> str:
+    """A path as a message shows it: cut to 200 characters."""
+    assert len(str(path)) > 200
+    return str(path)[:199] + "…"
+
+
+def test_a_spec_that_grows_after_it_was_measured_is_still_cut_at_the_limit(tmp_path, monkeypatch):
+    """The size is checked again on what was read: a file written to between fstat and read (a log, another
+    process) cannot slip a larger spec past the limit."""
+    import os
+
+    from launcher.core.errors import SpecError
+    from launcher.spec import loader
+
+    grown = _long_path(tmp_path)
+    grown.write_bytes(MINIMAL.encode() + b"#" * loader.MAX_BYTES)
+    real_fstat = os.fstat
+    monkeypatch.setattr(loader.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 100, *real_fstat(fd)[7:])))
+    with pytest.raises(SpecError) as err:
+        load_spec(grown)
+    assert err.value.problems[0].message == (f"{_shown(grown)} is more than {loader.MAX_BYTES} bytes; a spec may "
+                                             f"have at most {loader.MAX_BYTES}")
+
+
+def test_a_spec_that_cannot_be_read_is_one_error_naming_the_os_reason(tmp_path, monkeypatch):
+    from launcher.core.errors import SpecError
+    from launcher.spec import loader
+
+    spec = _long_path(tmp_path)
+    spec.write_text(MINIMAL)
+
+    def failing_dup(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(loader.os, "dup", failing_dup)
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert err.value.problems[0].message == f"cannot read {_shown(spec)}: Input/output error"
