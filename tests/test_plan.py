@@ -257,6 +257,15 @@ def test_kms_key_never_becomes_a_volume_key_on_instance_storage(write_spec, inst
     assert "SMP056" in {a.rule for a in plan.advisories}
 
 
+def test_an_instance_without_nvme_storage_uses_the_ebs_volume_the_spec_sizes():
+    """Every instance in the catalog has NVMe instance storage today; one without it gets VolumeSizeInGB."""
+    from launcher.plan.build import Storage, storage
+
+    assert storage(500, "ml.example", 0) == Storage("EBS volume", 500, True, "")
+    nvme = storage(500, "ml.p5.48xlarge", 30720)
+    assert (nvme.kind, nvme.size_gb, nvme.volume_size_gb_used) == ("instance storage", 30720, False)
+
+
 def test_a_volume_larger_than_the_instance_storage_is_refused(write_spec):
     plan = plan_of(write_spec(MINIMAL), "cluster.volume_size_gb=9000")
     assert "SMP055" in {a.rule for a in plan.advisories if a.severity == "error"}
