@@ -644,6 +644,15 @@ def test_a_distribution_smp_v2_would_refuse_is_refused_with_the_reason(change):
     assert problem is not None and words in problem, problem
 
 
+def test_a_distribution_that_is_not_an_object_is_refused_showing_its_first_60_characters():
+    from launcher.render.distribution import refusal
+
+    smp = load_spec(JOBS / "llama7b.yaml").spec.smp
+    listed = ["torch_distributed", "smdistributed"] * 5
+    assert refusal(listed, smp) == ("the distribution must be an object with smdistributed, torch_distributed, not "
+                                    + json.dumps(listed)[:60])
+
+
 def test_every_captured_distribution_passes_the_check_and_other_parameters_may_differ():
     from launcher.render.distribution import refusal
     from launcher.spec.models import SmpSpec
@@ -782,6 +791,10 @@ BROKEN = {  # a team template -> (file, line or None, words of the one line)
         {"distribution.json.j2": _shipped_with("distribution.json.j2",
                                                 "{{ smp.tensor_parallel_degree|json }}", "2")},
         "distribution.json.j2", None, "tensor_parallel_degree 2 is not the spec's smp.tensor_parallel_degree (1)"),
+    "a key written twice": (
+        {"distribution.json.j2": _shipped_with("distribution.json.j2", '"enabled": true},',
+                                               '"enabled": true, "enabled": true},')},
+        "distribution.json.j2", None, "renders JSON smp-launch refuses: key 'enabled' is written twice"),
     "a misnamed template": ({"train.j2": "x = 1\n"}, "train.j2", None, "no shipped template is named train.j2; "
                                                                         "did you mean train.py.j2?"),
     "a folder without templates": ({"README.md": "ours\n"}, "", None, "holds no template (*.j2); a team template "
