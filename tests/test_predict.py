@@ -176,6 +176,11 @@ def test_an_account_factor_scales_later_plans_and_the_plan_says_so(write_spec, t
     after = _plan(write_spec, env=env).performance
     assert after.tokens_per_second_per_gpu == pytest.approx(0.8 * before.tokens_per_second_per_gpu)
     assert after.band[1] == pytest.approx(0.8 * before.band[1])
+    # the measured factor slows the step and its compute part alike; the communication stays as predicted
+    assert after.compute_seconds == pytest.approx(before.compute_seconds / 0.8)
+    assert after.step_seconds == pytest.approx(before.step_seconds / 0.8)
+    assert after.mfu == pytest.approx(0.8 * before.mfu)
+    assert after.communication_seconds == pytest.approx(before.communication_seconds)
     assert after.calibration == "this account's factor 0.800 for ml.p4d.24xlarge from 1 calibrated job"
     other = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge", env=env).performance
     assert other.calibration == "published"
