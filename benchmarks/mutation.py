@@ -95,6 +95,8 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
+    ("launcher/predict/fit.py", "@lru_cache(maxsize=1)", "1 -> 2"):
+        "published_fit takes no arguments, so its cache holds one entry whatever its size",
     ("launcher/render/templates.py", "return str(path)", "return X -> return None"):
         "os.path.relpath raises ValueError only for paths on different Windows drives",
     ("launcher/render/progress.py", "return {f: float(v) for f, v in zip(FIELDS, m.groups(), strict=True)}",

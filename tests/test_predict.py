@@ -88,6 +88,8 @@ def test_fsdp_across_nodes_is_bounded_by_the_network():
 def test_hybrid_replicas_and_tensor_parallelism_cost_their_own_collectives():
     hybrid = terms(p4d(32, 8))
     assert hybrid.replicas > 0 and terms(p4d(32, 256)).replicas == 0
+    # 32 ranks, shard degree 8 and expert degree 2: a replica spans 16 ranks, so two replicas all-reduce
+    assert (p4d(4, 8).replicas, p4d(4, 8, expert_parallel=2).replicas, p4d(4, 32).replicas) == (4, 2, 1)
     assert terms(p4d(4, 32, tensor_parallel=8)).tensor > 0 and terms(p4d(4, 32)).tensor == 0
     across = terms(p4d(4, 2, tensor_parallel=16)).tensor
     assert across > 5 * terms(p4d(4, 4, tensor_parallel=8)).tensor  # tensor parallelism over EFA
@@ -161,6 +163,21 @@ def test_spot_adds_an_interruption_allowance(write_spec):
                  "cluster.spot=true").training_time
     assert on_demand.interruption_seconds == 0 and spot.interruption_seconds > 0
     assert spot.total_seconds > on_demand.total_seconds
+
+
+def test_the_spot_allowance_is_the_documented_rate_times_what_each_interruption_loses():
+    """budget.py's model: n instances x hours x 5% a month (0.05 / 720 an hour) interruptions, each losing a
+    start-up and half a checkpoint interval of steps (at most half the run)."""
+    w = p4d(16, 128)
+    for every, lost_steps in ((1000, 500), (5000, 1500)):
+        t = budget.training_time(w, 2.0, 3000, "training.max_steps", every, spot=True)
+        hours = (budget.STARTUP_SECONDS + 3000 * 2.0 + t.checkpoint_seconds) / 3600
+        lost = budget.STARTUP_SECONDS + lost_steps * 2.0
+        assert t.interruption_seconds == pytest.approx(16 * hours * 0.05 / 720 * lost)
+        assert budget.training_time(w, 2.0, 3000, "training.max_steps", every, spot=False).interruption_seconds == 0
+    assert t.checkpoints == 0 and budget.training_time(w, 2.0, 3000, "x", 1000, spot=False).checkpoints == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.steps = 1  # type: ignore[misc]
 
 
 def test_checkpoint_writes_split_over_the_nodes_holding_a_replica():
@@ -262,3 +279,5 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
     assert "Price List" in plan.cost.price_source and plan.cost.price_date
     spot = _plan(write_spec, "cluster.spot=true", env=env)
     assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spot.cost.usd = 0.0  # type: ignore[misc]
