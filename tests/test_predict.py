@@ -212,6 +212,19 @@ def test_a_damaged_calibration_file_is_passed_over(tmp_path):
         assert account.factors(env) == {}
 
 
+def test_a_calibration_file_of_format_1_is_read_and_another_format_is_passed_over(tmp_path):
+    """A file `calibrate` wrote (format 1) keeps working; one of a format this release does not know is skipped."""
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = account.path(env)
+    path.parent.mkdir(parents=True)
+    row = {"job": "job-a", "instance_type": "ml.p4d.24xlarge", "measured": 80.0, "predicted": 100.0, "steps": 20,
+           "measured_at": "2026-12-02T08:00:00Z"}
+    path.write_text(json.dumps({"version": 1, "samples": [row]}))
+    assert account.factors(env)["ml.p4d.24xlarge"].factor == pytest.approx(0.8)
+    path.write_text(json.dumps({"version": 2, "samples": [row, row]}))
+    assert account.factors(env) == {}
+
+
 def test_a_calibration_file_is_read_up_to_its_size_bound_and_passed_over_past_it(tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path)}
     path = account.store([account.Sample("job-a", "ml.p4d.24xlarge", 80.0, 100.0, 20, "2026-12-02T08:00:00Z")], env)

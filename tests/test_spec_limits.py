@@ -192,3 +192,30 @@ def test_a_spec_that_cannot_be_read_is_one_error_naming_the_os_reason(tmp_path, 
     with pytest.raises(SpecError) as err:
         load_spec(spec)
     assert err.value.problems[0].message == f"cannot read {_shown(spec)}: Input/output error"
+
+
+@pytest.mark.parametrize("text,tokens", [("500k", 500_000), ("2M", 2_000_000), ("1.5B", 1_500_000_000),
+                                         ("1G", 10**9), ("2t", 2 * 10**12), ("300", 300)])
+def test_a_token_budget_takes_decimal_unit_letters(text, tokens):
+    from launcher.spec.models import parse_token_count
+
+    assert parse_token_count(text) == tokens
+
+
+@pytest.mark.parametrize("override,path,words", [
+    ("model.hidden_width=1048577", "model.hidden_width", "less than or equal to 1048576"),
+    ("templates=" + "t" * 4097, "templates", "at most 4096 characters"),
+    ("model.hidden_width=0", "model.hidden_width", "greater than or equal to 1"),
+    ("templates=''", "templates", "at least 1 character"),
+])
+def test_size_bounds_one_past_each_end(run_cli, write_spec, override, path, words):
+    m = check(run_cli, write_spec, override)
+    assert m["path"] == path and words in m["msg"]
+
+
+def test_a_templates_path_of_exactly_4096_characters_passes_its_length_check(write_spec):
+    from launcher.core.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["templates=" + "t" * 4096])
+    assert "is not a folder of templates" in str(err.value)
