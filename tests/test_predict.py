@@ -9,7 +9,7 @@ import pytest
 from launcher.plan.build import build_plan
 from launcher.predict import account, budget, hardware
 from launcher.predict.fit import fit, measured_efficiency, published_fit, workload
-from launcher.predict.model import Workload, compute_from_step, step_seconds, terms
+from launcher.predict.model import Links, Workload, compute_from_step, step_seconds, terms
 from launcher.predict.published import POINTS, SOURCES
 from launcher.predict.speed import predict
 from launcher.spec import load_spec
@@ -93,6 +93,21 @@ def test_hybrid_replicas_and_tensor_parallelism_cost_their_own_collectives():
     assert terms(p4d(4, 32, tensor_parallel=8)).tensor > 0 and terms(p4d(4, 32)).tensor == 0
     across = terms(p4d(4, 2, tensor_parallel=16)).tensor
     assert across > 5 * terms(p4d(4, 4, tensor_parallel=8)).tensor  # tensor parallelism over EFA
+
+
+def test_expert_parallelism_costs_all_to_alls_in_proportion_to_the_experts_a_token_visits():
+    mixtral = PRESETS["mixtral-8x7b"].architecture
+    top2 = dataclasses.replace(p4d(1, 4, expert_parallel=2), architecture=mixtral)
+    top1 = dataclasses.replace(top2, architecture=dataclasses.replace(mixtral, num_experts_per_tok=1))
+    assert terms(top2).expert > 0 and terms(top2).expert == pytest.approx(2 * terms(top1).expert)
+    assert terms(dataclasses.replace(top2, expert_parallel=1)).expert == 0
+    # inside one node (NVLink): a rank sends (ep - 1) / ep of its routed tokens, 4 all-to-alls a layer, 6 with
+    # the forward recomputed
+    ep4 = dataclasses.replace(top2, expert_parallel=4)
+    assert terms(ep4).expert == pytest.approx(terms(top2).expert * (3 / 4) / (1 / 2))
+    assert terms(top2).expert == pytest.approx(terms(dataclasses.replace(top2, checkpointing=0.0)).expert * 6 / 4)
+    routed = top2.micro_tokens * mixtral.hidden_width * 2 * 2 * (1 / 2)  # bf16 activations, top-2, half sent
+    assert terms(top2).expert == pytest.approx(mixtral.num_layers * 6 * routed / Links.of(top2).nvlink)
 
 
 def test_the_band_holds_the_prediction_and_mfu_is_model_flops_over_peak():
