@@ -95,6 +95,15 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
+    ("launcher/spec/models.py",
+     "close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/render/distribution.py",
+     "close = difflib.get_close_matches(key, list(PARAMETERS), n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/render/templates.py",
+     "close = difflib.get_close_matches(path.name, base.names, n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
     ("launcher/predict/fit.py", "@lru_cache(maxsize=1)", "1 -> 2"):
         "published_fit takes no arguments, so its cache holds one entry whatever its size",
     ("launcher/render/templates.py", "return str(path)", "return X -> return None"):
