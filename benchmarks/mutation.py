@@ -104,6 +104,10 @@ EQUIVALENT = {
     ("launcher/render/templates.py",
      "close = difflib.get_close_matches(path.name, base.names, n=1, cutoff=0.6)", "1 -> 2"):
         "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/rules/advise.py",
+     "if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:", "or -> and"):
+        "a shortcut: the rules refuse a tensor degree that does not divide the world or the heads (checks.py), and "
+        "every preset's heads divide by every TP choice",
     ("launcher/predict/fit.py", "@lru_cache(maxsize=1)", "1 -> 2"):
         "published_fit takes no arguments, so its cache holds one entry whatever its size",
     ("launcher/render/templates.py", "return str(path)", "return X -> return None"):

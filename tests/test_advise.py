@@ -31,6 +31,14 @@ def test_lowest_sharding_degree_that_fits_comes_first():
     assert any("communicates less" in r for r in best.reasons)
 
 
+def test_the_practices_order_puts_checkpointing_on_first_among_equally_warned_layouts():
+    ranked = advise("llama2-13b", "ml.p5.48xlarge", instances=4, budget=PRACTICES)
+    assert {c.checkpointing for c in ranked} == {True, False}
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        if len(a.warnings) == len(b.warnings):
+            assert a.checkpointing >= b.checkpointing, (a.key, b.key)
+
+
 def test_offloading_before_more_sharding():
     ranked = advise("llama2-7b", global_batch_tokens=parse_tokens("4M"), instances=16, budget=PRACTICES)
     first_offload = next(i for i, c in enumerate(ranked) if c.offloading)
