@@ -108,6 +108,11 @@ EQUIVALENT = {
      "if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:", "or -> and"):
         "a shortcut: the rules refuse a tensor degree that does not divide the world or the heads (checks.py), and "
         "every preset's heads divide by every TP choice",
+    ("launcher/plan/sweep.py",
+     'sets = tuple(f"{s.key}={value}" for s, (value, _) in zip(sweeps, combo, strict=True))', "True -> False"):
+        "combo is one element of itertools.product over the sweeps, so it has exactly one value per sweep",
+    ("launcher/plan/sweep.py", "choices = [list(zip(s.values, s.columns, strict=True)) for s in sweeps]",
+     "True -> False"): "parse_sweep appends a value and its column together, so the two have the same length",
     ("launcher/predict/fit.py", "@lru_cache(maxsize=1)", "1 -> 2"):
         "published_fit takes no arguments, so its cache holds one entry whatever its size",
     ("launcher/render/templates.py", "return str(path)", "return X -> return None"):

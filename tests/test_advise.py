@@ -29,6 +29,9 @@ def test_lowest_sharding_degree_that_fits_comes_first():
     assert best.tp == 1 and best.checkpointing and not best.offloading
     assert best.shard == min(c.shard for c in ranked if c.tp == 1 and not c.warnings)
     assert any("communicates less" in r for r in best.reasons)
+    assert f"lowest sharding degree that fits ({best.shard}): the least all-gather traffic" in best.reasons
+    wider = next(c for c in ranked if c.tp == best.tp and not c.warnings and c.shard > best.shard)
+    assert f"sharding degree {wider.shard} communicates more than {best.shard}, which also fits" in wider.reasons
 
 
 def test_the_practices_order_puts_checkpointing_on_first_among_equally_warned_layouts():

@@ -365,9 +365,13 @@ def test_a_plan_and_its_parts_are_frozen():
     """Kills plan: the source bundle, the Estimator arguments, the topology or the plan made mutable."""
     import dataclasses
 
+    import pydantic
+
     plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
     for value, field in ((plan, "job_name"), (plan.source, "uri"), (plan.estimator, "role"),
                          (plan.topology, "instance_count"), (plan.storage, "size_gb"), (plan.advisories[0], "message"),
                          (plan.framework, "image_uri"), (plan.model, "seq_length")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, "x")
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        plan.spec.name = "changed"  # the validated spec a plan was built from
