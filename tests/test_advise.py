@@ -165,6 +165,8 @@ def test_a_clear_winner_says_by_how_much_it_beats_the_second():
     assert not second.ties_with_best
     slower = second.time_seconds / best.time_seconds - 1
     assert best.reasons[0].startswith(f"fastest to train: predicted {slower * 100:.1f}% faster than #2: ")
+    own = f"predicted {best.performance.tokens_per_second_per_gpu:,.0f} tokens/s per GPU"
+    assert best.reasons[1].startswith(own) and not second.reasons[0].startswith("fastest")  # its own, after the verdict
 
 
 def test_the_winner_names_what_it_does_differently_in_checkpointing_and_offloading():

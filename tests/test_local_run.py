@@ -477,3 +477,14 @@ def test_ctrl_c_during_a_local_run_stops_torchrun_and_is_raised(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         _torchrun(tmp_path, 1, {**os.environ, "OMP_NUM_THREADS": "1"}, [], interrupt)
+
+
+def test_the_stand_in_gets_only_the_smp_parameters_the_image_takes():
+    from launcher.local.run import smp_config
+
+    spec = load_spec(JOBS / "llama7b.yaml").spec
+    assert set(smp_config(spec, 2, 1)) == {"hybrid_shard_degree", "tensor_parallel_degree", "context_parallel_degree",
+                                           "expert_parallel_degree", "sm_activation_offloading",
+                                           "activation_loading_horizon"}
+    assert smp_config(spec, 2, 1, taken=("hybrid_shard_degree", "tensor_parallel_degree")) == {
+        "hybrid_shard_degree": 2, "tensor_parallel_degree": 1}

@@ -561,3 +561,13 @@ def test_a_parameter_the_images_smp_release_lacks_is_refused_naming_its_field(ru
     line = next(x for x in r.err.splitlines() if "SMP057" in x)
     assert f": {field}: SMP057 " in line and "needs SMP 2.5.0" in line and "pytorch_version to 2.3.1" in line
     assert run_cli("validate", str(p), "--set", setting, "--set", "framework.pytorch_version='2.3.1'").code == 0
+
+
+def test_the_smallest_expert_degree_must_divide_the_experts_too(write_spec):
+    """SMP010 at expert_parallel_degree 2: three experts cannot be split over two ranks; four can."""
+    odd = _model_plan(write_spec, MIXTRAL, "model.num_experts=3", "smp.expert_parallel_degree=2",
+                      "smp.hybrid_shard_degree=4")
+    assert _rules_in(odd)["SMP010"].message == "expert_parallel_degree 2 must divide num_experts 3"
+    even = _model_plan(write_spec, MIXTRAL, "model.num_experts=4", "smp.expert_parallel_degree=2",
+                       "smp.hybrid_shard_degree=4")
+    assert "SMP010" not in _rules_in(even)
