@@ -1,22 +1,23 @@
 """The published points say what their sources say: each row's configuration is consistent with itself.
 
 The step-time model is fitted on these rows (launcher.predict.published), so a mistyped one skews every
-prediction a little without any test of the fit noticing. These checks hold for every row of the tables
-(MPT_URL, TITAN_A100_URL, TITAN_H100_URL) and would catch most slips of a digit.
+prediction a little without any test of the fit noticing. These checks hold for every row of the MPT and
+torchtitan tables (MPT_URL, TITAN_A100_URL, TITAN_H100_URL): they catch a slip in a row's sequence length,
+cluster size, model shape or layout, not in its throughput, batch or checkpointing, which no rule relates.
 """
 import itertools
 import re
 
 import pytest
 
-from launcher.predict.published import MPT_POINTS, MPT_SIZES, MPT_VOCAB, POINTS, TITAN_POINTS, mpt_architecture
+from launcher.predict.published import MPT_POINTS, MPT_SIZES, MPT_VOCAB, TITAN_POINTS, mpt_architecture
 
 
 def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-@pytest.mark.parametrize("p", POINTS, ids=lambda p: f"{p.label}-{p.gpu}-{p.seq_length}-{p.gpus}")
+@pytest.mark.parametrize("p", MPT_POINTS + TITAN_POINTS, ids=lambda p: f"{p.label}-{p.gpu}-{p.seq_length}-{p.gpus}")
 def test_sequence_lengths_and_gpu_counts_are_the_tables_powers_of_two(p):
     """Both tables sweep sequence lengths and cluster sizes in powers of two, over whole 8-GPU nodes."""
     assert _power_of_two(p.seq_length) and p.seq_length >= 512
