@@ -97,6 +97,30 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
+    ("launcher/spec/models.py",
+     "close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/render/distribution.py",
+     "close = difflib.get_close_matches(key, list(PARAMETERS), n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/render/templates.py",
+     "close = difflib.get_close_matches(path.name, base.names, n=1, cutoff=0.6)", "1 -> 2"):
+        "get_close_matches returns its best match first whatever n, and only that one is used",
+    ("launcher/rules/advise.py",
+     "if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:", "or -> and"):
+        "a shortcut: the rules refuse a tensor degree that does not divide the world or the heads (checks.py), and "
+        "every preset's heads divide by every TP choice",
+    ("launcher/plan/sweep.py",
+     'sets = tuple(f"{s.key}={value}" for s, (value, _) in zip(sweeps, combo, strict=True))', "True -> False"):
+        "combo is one element of itertools.product over the sweeps, so it has exactly one value per sweep",
+    ("launcher/plan/sweep.py", "choices = [list(zip(s.values, s.columns, strict=True)) for s in sweeps]",
+     "True -> False"): "parse_sweep appends a value and its column together, so the two have the same length",
+    ("launcher/predict/fit.py", "@lru_cache(maxsize=1)", "1 -> 2"):
+        "published_fit takes no arguments, so its cache holds one entry whatever its size",
+    ("launcher/render/templates.py", "return str(path)", "return X -> return None"):
+        "os.path.relpath raises ValueError only for paths on different Windows drives",
+    ("launcher/render/progress.py", "return {f: float(v) for f, v in zip(FIELDS, m.groups(), strict=True)}",
+     "True -> False"): "LINE_RE has exactly one group per field, so the two always have the same length",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

@@ -29,6 +29,17 @@ def test_lowest_sharding_degree_that_fits_comes_first():
     assert best.tp == 1 and best.checkpointing and not best.offloading
     assert best.shard == min(c.shard for c in ranked if c.tp == 1 and not c.warnings)
     assert any("communicates less" in r for r in best.reasons)
+    assert f"lowest sharding degree that fits ({best.shard}): the least all-gather traffic" in best.reasons
+    wider = next(c for c in ranked if c.tp == best.tp and not c.warnings and c.shard > best.shard)
+    assert f"sharding degree {wider.shard} communicates more than {best.shard}, which also fits" in wider.reasons
+
+
+def test_the_practices_order_puts_checkpointing_on_first_among_equally_warned_layouts():
+    ranked = advise("llama2-13b", "ml.p5.48xlarge", instances=4, budget=PRACTICES)
+    assert {c.checkpointing for c in ranked} == {True, False}
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        if len(a.warnings) == len(b.warnings):
+            assert a.checkpointing >= b.checkpointing, (a.key, b.key)
 
 
 def test_offloading_before_more_sharding():
@@ -146,3 +157,42 @@ def test_advise_json_and_table_show_speed_time_and_cost(run_cli):
     assert r.code == 0 and "cheapest predicted first" in r.out and "tok/s/GPU" in r.out and "price: " in r.out
     r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--tokens", "lots")
     assert r.code == 2 and "--tokens" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_a_clear_winner_says_by_how_much_it_beats_the_second():
+    ranked = advise("llama2-7b", "ml.p5.48xlarge", instances=1, global_batch_tokens=2**20)
+    best, second = ranked[0], ranked[1]
+    assert not second.ties_with_best
+    slower = second.time_seconds / best.time_seconds - 1
+    assert best.reasons[0].startswith(f"fastest to train: predicted {slower * 100:.1f}% faster than #2: ")
+    own = f"predicted {best.performance.tokens_per_second_per_gpu:,.0f} tokens/s per GPU"
+    assert best.reasons[1].startswith(own) and not second.reasons[0].startswith("fastest")  # its own, after the verdict
+
+
+def test_the_winner_names_what_it_does_differently_in_checkpointing_and_offloading():
+    from dataclasses import replace
+
+    from launcher.rules.advise import _differences
+
+    c = advise("llama2-7b", instances=1)[0]
+    off, on = replace(c, checkpointing=False), replace(c, checkpointing=True)
+    assert _differences(off, on) == ["no activation checkpointing: no forward recomputed"]
+    assert _differences(on, off) == ["activation checkpointing, which the other cannot fit without"]
+    kept, offloaded = replace(c, offloading=False), replace(c, offloading=True)
+    assert _differences(kept, offloaded) == ["no activation offloading"]
+    assert _differences(offloaded, kept) == ["activation offloading"]
+    assert _differences(replace(off, performance=None), on) == []  # no prediction: nothing to explain
+
+
+def test_the_api_refuses_an_unknown_order_or_instance_type_and_an_unreachable_batch():
+    from launcher.core.errors import ArgumentError
+    from launcher.rules.advise import INSTANCE_COUNTS
+
+    with pytest.raises(ArgumentError, match=r"'fastest' is not one of time, cost, practices"):
+        advise("llama2-7b", instances=1, budget=Budget(by="fastest"))
+    with pytest.raises(ArgumentError, match=r"ml.g5.48xlarge is not one of ml.p4d.24xlarge, "):
+        advise("llama2-7b", "ml.g5.48xlarge", instances=1)
+    with pytest.raises(ArgumentError) as err:
+        advise("llama2-70b", global_batch_tokens=2**40)
+    assert str(err.value).startswith(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches "
+                                     f"{2**40:,} tokens per step")

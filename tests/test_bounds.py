@@ -243,6 +243,15 @@ def test_render_replaces_a_planted_link_and_leaves_its_target_alone(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["requirements.txt", "train.py"]  # no temporary left
 
 
+def test_a_file_that_cannot_be_put_in_place_fails_and_leaves_no_temporary(tmp_path):
+    out = tmp_path / "out"
+    (out / "train.py").mkdir(parents=True)  # a folder where the file goes: the rename cannot replace it
+    (out / "train.py" / "kept").write_text("x")
+    with pytest.raises(OSError):
+        write_source_dir({"train.py": "print('hi')\n"}, out)
+    assert sorted(p.name for p in out.iterdir()) == ["train.py"] and (out / "train.py").is_dir()
+
+
 def test_render_through_the_cli_never_writes_through_a_link(tmp_path, run_cli):
     target = tmp_path / "precious.txt"
     target.write_text("keep me")

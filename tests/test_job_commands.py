@@ -105,6 +105,7 @@ def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     assert 5 < cpu["mean"] < 20 and len(cpu["points"]) >= 14  # divided by 96 vCPUs; 1-minute points
     text = run_cli("metrics", "busy")
     assert text.code == 0 and "GPU utilization (% per GPU: the sum / 8)" in text.out
+    assert "CPU utilization (% per vCPU: the sum / 96)" in text.out  # a p4d's 96 vCPUs (EC2's P4 page)
     assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
 
 

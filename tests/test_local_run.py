@@ -2,6 +2,7 @@
 import importlib
 import importlib.util
 import json
+import os
 import re
 import sys
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from launcher.cli.present import changes_summary
-from launcher.local.run import local_shard_degree, local_spec, tiny_overrides
+from launcher.local.run import local_shard_degree, local_spec, run_changes, tiny_overrides, write_token_files
 from launcher.render import progress
 from launcher.spec import load_spec
 from tests.conftest import JOBS
@@ -423,3 +424,67 @@ def test_a_missing_local_extra_is_one_line_naming_the_package(run_cli, monkeypat
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny")
     assert r.code == 2 and "(transformers is missing): pip install 'smp-launch[local]'" in r.err
     assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("batch,shrunk", [(4, False), (5, True)])
+def test_tiny_shrinks_only_a_batch_above_four(batch, shrunk):
+    spec = load_spec(JOBS / "llama7b.yaml", [f"training.batch_size={batch}"]).spec
+    assert ("training.batch_size=4" in tiny_overrides(spec)) is shrunk
+
+
+def test_the_api_refuses_too_few_steps_or_processes_before_running_anything(monkeypatch):
+    import launcher
+    from launcher.core.errors import ArgumentError
+    from launcher.local import run
+
+    monkeypatch.setattr(run, "_torchrun", lambda *a: pytest.fail("torchrun started"))
+    with pytest.raises(ArgumentError, match="must be at least 3"):
+        launcher.run_local(str(JOBS / "llama7b.yaml"), tiny=True, max_steps=2)
+    with pytest.raises(ArgumentError, match="must be at least 1"):
+        launcher.run_local(str(JOBS / "llama7b.yaml"), tiny=True, nproc=0)
+
+
+def test_a_first_run_that_fails_is_not_restarted_and_its_exit_code_is_the_results(monkeypatch):
+    import launcher
+    from launcher.local import run
+    from launcher.local.checks import RunRecord
+
+    started = []
+    monkeypatch.setattr(run, "_torchrun", lambda *a: started.append(a) or RunRecord(exit_code=3, wall_s=0.1))
+    result = launcher.run_local(str(JOBS / "llama7b.yaml"), tiny=True, max_steps=4, echo=lambda line: None)
+    assert (result.exit_code, len(started), len(result.runs), result.checks) == (3, 1, 1, [])
+
+
+def test_a_long_warmup_is_cut_to_a_quarter_of_the_local_steps():
+    spec = load_spec(JOBS / "llama7b.yaml", ["training.warmup_steps=5"]).spec
+    assert "training.warmup_steps=3" in run_changes(spec, 12)
+    assert not any(c.startswith("training.warmup_steps") for c in run_changes(spec, 20))
+
+
+def test_token_files_in_npy_hold_the_rows_asked_for(tmp_path):
+    write_token_files(tmp_path / "train", "npy", 256, 6, 16)
+    data = np.load(tmp_path / "train" / "part-00000.npy")
+    assert data.shape == (6, 16) and data.dtype == np.int32 and int(data.max()) < 256
+
+
+def test_ctrl_c_during_a_local_run_stops_torchrun_and_is_raised(tmp_path):
+    from launcher.local.run import _torchrun
+
+    (tmp_path / "train.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _torchrun(tmp_path, 1, {**os.environ, "OMP_NUM_THREADS": "1"}, [], interrupt)
+
+
+def test_the_stand_in_gets_only_the_smp_parameters_the_image_takes():
+    from launcher.local.run import smp_config
+
+    spec = load_spec(JOBS / "llama7b.yaml").spec
+    assert set(smp_config(spec, 2, 1)) == {"hybrid_shard_degree", "tensor_parallel_degree", "context_parallel_degree",
+                                           "expert_parallel_degree", "sm_activation_offloading",
+                                           "activation_loading_horizon"}
+    assert smp_config(spec, 2, 1, taken=("hybrid_shard_degree", "tensor_parallel_degree")) == {
+        "hybrid_shard_degree": 2, "tensor_parallel_degree": 1}

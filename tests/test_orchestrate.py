@@ -144,6 +144,9 @@ def test_warm_pool_notes_say_what_keeps_plans_from_sharing_a_pool():
                                         ["cluster.instance_count=1,2"])]
     assert "differ in instance count" in warm_pool_notes(apart, 1)[0]
     assert warm_pool_notes([c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=2,4"])], 2) == []
+    unpooled = [c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=2"])]
+    assert warm_pool_notes(same + unpooled, 1)[0].startswith(
+        "1 of 3 plans do not set cluster.keep_alive: a warm pool is reused only by a job that sets it too")
 
 
 def test_runs_are_frozen_and_built_anew(fake):

@@ -257,6 +257,15 @@ def test_kms_key_never_becomes_a_volume_key_on_instance_storage(write_spec, inst
     assert "SMP056" in {a.rule for a in plan.advisories}
 
 
+def test_an_instance_without_nvme_storage_uses_the_ebs_volume_the_spec_sizes():
+    """Every instance in the catalog has NVMe instance storage today; one without it gets VolumeSizeInGB."""
+    from launcher.plan.build import Storage, storage
+
+    assert storage(500, "ml.example", 0) == Storage("EBS volume", 500, True, "")
+    nvme = storage(500, "ml.p5.48xlarge", 30720)
+    assert (nvme.kind, nvme.size_gb, nvme.volume_size_gb_used) == ("instance storage", 30720, False)
+
+
 def test_a_volume_larger_than_the_instance_storage_is_refused(write_spec):
     plan = plan_of(write_spec(MINIMAL), "cluster.volume_size_gb=9000")
     assert "SMP055" in {a.rule for a in plan.advisories if a.severity == "error"}
@@ -342,6 +351,10 @@ def test_one_topology_feeds_the_plan_the_rules_and_the_decisions():
     assert plan.decisions.world_size == plan.world_size == t.world_size
     assert plan.to_dict()["global_batch_tokens"] == t.global_batch_tokens == 128 * 6 * 4096
     half = Topology(32, 8, tensor_parallel=4, batch_size=6, seq_length=4096)
+    plain = Topology(2, 8, seq_length=2048)  # the cluster alone: data parallelism, a sequence per rank
+    assert (plain.data_parallel_degree, plain.max_shard_degree, plain.global_batch_tokens) == (16, 16, 16 * 2048)
+    node = dataclasses.replace(plain, instance_count=1, tensor_parallel=8, batch_size=3)  # one node, one TP group
+    assert (node.data_parallel_degree, node.global_batch_sequences) == (1, 3)
     _, ctx = run_rules(plan.spec, "us-west-2", half)
     assert ctx.topology is half and ctx.world == 256 and ctx.decisions.world_size == 256
 
@@ -352,9 +365,13 @@ def test_a_plan_and_its_parts_are_frozen():
     """Kills plan: the source bundle, the Estimator arguments, the topology or the plan made mutable."""
     import dataclasses
 
+    import pydantic
+
     plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
     for value, field in ((plan, "job_name"), (plan.source, "uri"), (plan.estimator, "role"),
                          (plan.topology, "instance_count"), (plan.storage, "size_gb"), (plan.advisories[0], "message"),
                          (plan.framework, "image_uri"), (plan.model, "seq_length")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, "x")
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        plan.spec.name = "changed"  # the validated spec a plan was built from

@@ -9,7 +9,7 @@ import pytest
 from launcher.plan.build import build_plan
 from launcher.predict import account, budget, hardware
 from launcher.predict.fit import fit, measured_efficiency, published_fit, workload
-from launcher.predict.model import Workload, compute_from_step, step_seconds, terms
+from launcher.predict.model import Links, Workload, compute_from_step, step_seconds, terms
 from launcher.predict.published import POINTS, SOURCES
 from launcher.predict.speed import predict
 from launcher.spec import load_spec
@@ -31,6 +31,14 @@ def test_every_published_point_cites_a_public_url_and_a_known_gpu():
         assert p.gpu in hardware.GPUS and p.tokens_per_s_per_gpu > 0
     assert {p.gpu for p in POINTS} >= {"A100 40GB", "A100 80GB", "H100 80GB"}
     assert max(p.gpus for p in POINTS) >= 512 and min(p.gpus for p in POINTS) == 8
+
+
+def test_the_gpu_and_published_tables_cannot_be_changed_by_a_caller():
+    """Every plan in the process reads the same tables: a caller's assignment must fail, not skew later plans."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hardware.GPUS["A100 40GB"].bf16_tflops = 1.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        POINTS[0].tokens_per_s_per_gpu = 1.0  # type: ignore[misc]
 
 
 def test_the_fit_predicts_points_it_never_saw():
@@ -80,9 +88,26 @@ def test_fsdp_across_nodes_is_bounded_by_the_network():
 def test_hybrid_replicas_and_tensor_parallelism_cost_their_own_collectives():
     hybrid = terms(p4d(32, 8))
     assert hybrid.replicas > 0 and terms(p4d(32, 256)).replicas == 0
+    # 32 ranks, shard degree 8 and expert degree 2: a replica spans 16 ranks, so two replicas all-reduce
+    assert (p4d(4, 8).replicas, p4d(4, 8, expert_parallel=2).replicas, p4d(4, 32).replicas) == (4, 2, 1)
     assert terms(p4d(4, 32, tensor_parallel=8)).tensor > 0 and terms(p4d(4, 32)).tensor == 0
     across = terms(p4d(4, 2, tensor_parallel=16)).tensor
     assert across > 5 * terms(p4d(4, 4, tensor_parallel=8)).tensor  # tensor parallelism over EFA
+
+
+def test_expert_parallelism_costs_all_to_alls_in_proportion_to_the_experts_a_token_visits():
+    mixtral = PRESETS["mixtral-8x7b"].architecture
+    top2 = dataclasses.replace(p4d(1, 4, expert_parallel=2), architecture=mixtral)
+    top1 = dataclasses.replace(top2, architecture=dataclasses.replace(mixtral, num_experts_per_tok=1))
+    assert terms(top2).expert > 0 and terms(top2).expert == pytest.approx(2 * terms(top1).expert)
+    assert terms(dataclasses.replace(top2, expert_parallel=1)).expert == 0
+    # inside one node (NVLink): a rank sends (ep - 1) / ep of its routed tokens, 4 all-to-alls a layer, 6 with
+    # the forward recomputed
+    ep4 = dataclasses.replace(top2, expert_parallel=4)
+    assert terms(ep4).expert == pytest.approx(terms(top2).expert * (3 / 4) / (1 / 2))
+    assert terms(top2).expert == pytest.approx(terms(dataclasses.replace(top2, checkpointing=0.0)).expert * 6 / 4)
+    routed = top2.micro_tokens * mixtral.hidden_width * 2 * 2 * (1 / 2)  # bf16 activations, top-2, half sent
+    assert terms(top2).expert == pytest.approx(mixtral.num_layers * 6 * routed / Links.of(top2).nvlink)
 
 
 def test_the_band_holds_the_prediction_and_mfu_is_model_flops_over_peak():
@@ -155,6 +180,21 @@ def test_spot_adds_an_interruption_allowance(write_spec):
     assert spot.total_seconds > on_demand.total_seconds
 
 
+def test_the_spot_allowance_is_the_documented_rate_times_what_each_interruption_loses():
+    """budget.py's model: n instances x hours x 5% a month (0.05 / 720 an hour) interruptions, each losing a
+    start-up and half a checkpoint interval of steps (at most half the run)."""
+    w = p4d(16, 128)
+    for every, lost_steps in ((1000, 500), (5000, 1500)):
+        t = budget.training_time(w, 2.0, 3000, "training.max_steps", every, spot=True)
+        hours = (budget.STARTUP_SECONDS + 3000 * 2.0 + t.checkpoint_seconds) / 3600
+        lost = budget.STARTUP_SECONDS + lost_steps * 2.0
+        assert t.interruption_seconds == pytest.approx(16 * hours * 0.05 / 720 * lost)
+        assert budget.training_time(w, 2.0, 3000, "training.max_steps", every, spot=False).interruption_seconds == 0
+    assert t.checkpoints == 0 and budget.training_time(w, 2.0, 3000, "x", 1000, spot=False).checkpoints == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.steps = 1  # type: ignore[misc]
+
+
 def test_checkpoint_writes_split_over_the_nodes_holding_a_replica():
     assert budget.checkpoint_seconds(p4d(32, 256)) == pytest.approx(budget.checkpoint_seconds(p4d(1, 8)) / 32)
     assert budget.checkpoint_seconds(p4d(32, 8)) == pytest.approx(budget.checkpoint_seconds(p4d(1, 8)))
@@ -168,6 +208,11 @@ def test_an_account_factor_scales_later_plans_and_the_plan_says_so(write_spec, t
     after = _plan(write_spec, env=env).performance
     assert after.tokens_per_second_per_gpu == pytest.approx(0.8 * before.tokens_per_second_per_gpu)
     assert after.band[1] == pytest.approx(0.8 * before.band[1])
+    # the measured factor slows the step and its compute part alike; the communication stays as predicted
+    assert after.compute_seconds == pytest.approx(before.compute_seconds / 0.8)
+    assert after.step_seconds == pytest.approx(before.step_seconds / 0.8)
+    assert after.mfu == pytest.approx(0.8 * before.mfu)
+    assert after.communication_seconds == pytest.approx(before.communication_seconds)
     assert after.calibration == "this account's factor 0.800 for ml.p4d.24xlarge from 1 calibrated job"
     other = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge", env=env).performance
     assert other.calibration == "published"
@@ -180,6 +225,29 @@ def test_a_damaged_calibration_file_is_passed_over(tmp_path):
     for text in ("not json", json.dumps({"version": 1, "samples": [{"job": "x"}]}), json.dumps([1])):
         path.write_text(text)
         assert account.factors(env) == {}
+
+
+def test_a_calibration_file_of_format_1_is_read_and_another_format_is_passed_over(tmp_path):
+    """A file `calibrate` wrote (format 1) keeps working; one of a format this release does not know is skipped."""
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = account.path(env)
+    path.parent.mkdir(parents=True)
+    row = {"job": "job-a", "instance_type": "ml.p4d.24xlarge", "measured": 80.0, "predicted": 100.0, "steps": 20,
+           "measured_at": "2026-12-02T08:00:00Z"}
+    path.write_text(json.dumps({"version": 1, "samples": [row]}))
+    assert account.factors(env)["ml.p4d.24xlarge"].factor == pytest.approx(0.8)
+    path.write_text(json.dumps({"version": 2, "samples": [row, row]}))
+    assert account.factors(env) == {}
+
+
+def test_a_calibration_file_is_read_up_to_its_size_bound_and_passed_over_past_it(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = account.store([account.Sample("job-a", "ml.p4d.24xlarge", 80.0, 100.0, 20, "2026-12-02T08:00:00Z")], env)
+    text = path.read_text(encoding="utf-8").rstrip()
+    for size, found in ((1 << 20, True), ((1 << 20) + 1, False)):  # the 1 MiB account.py's docstring promises
+        path.write_text(text + " " * (size - len(text)), encoding="utf-8")  # JSON allows trailing blanks
+        assert path.stat().st_size == size
+        assert ("ml.p4d.24xlarge" in account.factors(env)) is found
 
 
 def test_max_cost_refuses_a_plan_predicted_above_it(run_cli, write_spec):
@@ -239,3 +307,5 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
     assert "Price List" in plan.cost.price_source and plan.cost.price_date
     spot = _plan(write_spec, "cluster.spot=true", env=env)
     assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spot.cost.usd = 0.0  # type: ignore[misc]

@@ -24,7 +24,41 @@ def test_parameter_count_within_two_percent_of_published(name):
 def test_known_exact_counts():
     assert PRESETS["llama2-7b"].architecture.parameters == 6_738_415_616
     assert PRESETS["mixtral-8x7b"].architecture.parameters == 46_702_792_704
-    assert PRESETS["mixtral-8x7b"].architecture.active_parameters < 13.0e9
+    assert round(PRESETS["mixtral-8x7b"].architecture.active_parameters / 1e9, 1) == 12.9  # Mistral's "12.9B"
+    dense = PRESETS["llama2-7b"].architecture
+    assert dense.active_parameters == dense.parameters  # a dense model's tokens pass through all of it
+
+
+# Each released checkpoint's exact parameter count (the total of its safetensors on the Hugging Face Hub, the
+# preset's `source` repository) and its config.json's max_position_embeddings.
+RELEASED = {"llama2-7b": (6_738_415_616, 4096), "llama2-13b": (13_015_864_320, 4096),
+            "llama2-70b": (68_976_648_192, 4096), "llama3-8b": (8_030_261_248, 8192),
+            "llama3-70b": (70_553_706_496, 8192), "mistral-7b": (7_241_732_096, 32768),
+            "mixtral-8x7b": (46_702_792_704, 32768), "gpt-neox-20b": (20_554_567_680, 2048)}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_each_released_model_counts_its_checkpoints_parameters_and_keeps_its_context(name, write_spec):
+    from launcher.render.files import hf_config
+
+    params, positions = RELEASED[name]
+    assert PRESETS[name].architecture.parameters == params
+    spec = load_spec(write_spec(MINIMAL.replace("llama2-7b", name)), ["model.seq_length=1024"]).spec
+    assert hf_config(spec)["max_position_embeddings"] == positions  # a shorter run keeps the model's own
+
+
+def test_the_175b_reference_is_gpt3_in_a_llama_2_block():
+    """presets.py: GPT-3 175B's 96 layers, width 12288 and 96 heads, a SwiGLU MLP of 8/3 x the width, and
+    Llama 2's tokenizer and context."""
+    import dataclasses
+
+    ref, llama2 = PRESETS["llama-175b"], PRESETS["llama2-7b"]
+    a = ref.architecture
+    assert (a.num_layers, a.hidden_width, a.num_heads, a.num_key_value_heads) == (96, 12288, 96, 96)
+    assert a.intermediate_size * 3 == 8 * a.hidden_width and a.vocab_size == llama2.architecture.vocab_size
+    assert ref.max_position_embeddings == llama2.max_position_embeddings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ref.max_position_embeddings = 1  # type: ignore[misc]
 
 
 def test_explicit_dimensions_override_the_preset(write_spec):

@@ -15,7 +15,7 @@ from launcher.core.errors import SpecError
 from launcher.plan.build import build_plan
 from launcher.render import progress
 from launcher.render.files import RUNTIME_MODULES, SOURCE_TEMPLATES
-from launcher.render.templates import shipped, shown_path
+from launcher.render.templates import MAX_TEMPLATE_BYTES, shipped, shown_path
 from launcher.spec import load_spec
 from tests.conftest import JOBS, REPO
 
@@ -644,6 +644,15 @@ def test_a_distribution_smp_v2_would_refuse_is_refused_with_the_reason(change):
     assert problem is not None and words in problem, problem
 
 
+def test_a_distribution_that_is_not_an_object_is_refused_showing_its_first_60_characters():
+    from launcher.render.distribution import refusal
+
+    smp = load_spec(JOBS / "llama7b.yaml").spec.smp
+    listed = ["torch_distributed", "smdistributed"] * 5
+    assert refusal(listed, smp) == ("the distribution must be an object with smdistributed, torch_distributed, not "
+                                    + json.dumps(listed)[:60])
+
+
 def test_every_captured_distribution_passes_the_check_and_other_parameters_may_differ():
     from launcher.render.distribution import refusal
     from launcher.spec.models import SmpSpec
@@ -670,11 +679,16 @@ def test_the_rendered_json_is_read_strictly(text, words):
 
 # ---- a team's own templates
 
-def _team(folder, texts: dict[str, str]):
-    """A templates folder holding these templates, by file name."""
+def _team(folder, texts: dict[str, str | bytes | None]):
+    """A templates folder holding these templates, by file name (bytes as they are; None: a folder by that name)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        (folder / name).write_text(text)
+        if text is None:
+            (folder / name).mkdir()
+        elif isinstance(text, bytes):
+            (folder / name).write_bytes(text)
+        else:
+            (folder / name).write_text(text)
     return folder
 
 
@@ -777,8 +791,22 @@ BROKEN = {  # a team template -> (file, line or None, words of the one line)
         {"distribution.json.j2": _shipped_with("distribution.json.j2",
                                                 "{{ smp.tensor_parallel_degree|json }}", "2")},
         "distribution.json.j2", None, "tensor_parallel_degree 2 is not the spec's smp.tensor_parallel_degree (1)"),
+    "a key written twice": (
+        {"distribution.json.j2": _shipped_with("distribution.json.j2", '"enabled": true},',
+                                               '"enabled": true, "enabled": true},')},
+        "distribution.json.j2", None, "renders JSON smp-launch refuses: key 'enabled' is written twice"),
     "a misnamed template": ({"train.j2": "x = 1\n"}, "train.j2", None, "no shipped template is named train.j2; "
                                                                         "did you mean train.py.j2?"),
+    "a folder without templates": ({"README.md": "ours\n"}, "", None, "holds no template (*.j2); a team template "
+                                                                      "replaces one of: distribution.json.j2, "),
+    "a folder named like a template": ({"train.py.j2": None}, "train.py.j2", None, "is not a regular file"),
+    "a template past the size limit": ({"train.py.j2": "#" * (MAX_TEMPLATE_BYTES + 1)}, "train.py.j2", None,
+                                       f"is {MAX_TEMPLATE_BYTES + 1} bytes; a template may have at most "
+                                       f"{MAX_TEMPLATE_BYTES}"),
+    "a template that is not UTF-8": ({"train.py.j2": b"x = 1\n\xff\n"}, "train.py.j2", None,
+                                     "is not UTF-8 text (byte 6)"),
+    "an include of a template that does not exist": ({"train.py.j2": "import os\n{% include 'extra.py.j2' %}\n"},
+                                                     "train.py.j2", 2, "does not render: extra.py.j2"),
 }
 
 
@@ -805,6 +833,67 @@ def test_a_team_template_that_fails_is_one_line_exit_2_before_any_aws_call(case,
     path = shown_path((team / file).resolve())
     assert lines[0].startswith(f"{path}:{line}: " if line else f"{path}: "), lines[0]
     assert words in lines[0], lines[0]
+
+
+def test_team_templates_read_through_the_api_refuse_what_the_cli_refuses(tmp_path, monkeypatch):
+    """load_templates is the API's way in too: a missing folder or a file the OS cannot read is one
+    TemplateError naming it, a template the set lacks is a KeyError, and Jinja lists the set's names."""
+    from pathlib import Path
+
+    from launcher.render.templates import TemplateError, environment, load_templates
+
+    with pytest.raises(TemplateError, match="is not a folder of templates"):
+        load_templates(tmp_path / "missing")
+    team = _team(tmp_path / "team", {"train.py.j2": "x = 1\n"})
+
+    def unreadable(self):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    with pytest.raises(TemplateError) as err:
+        load_templates(team)
+    assert str(err.value).endswith("train.py.j2: cannot be read: Input/output error")
+    monkeypatch.undo()
+    loaded = load_templates(team)
+    assert loaded["train.py.j2"].text == "x = 1\n" and not loaded["train.py.j2"].shipped
+    with pytest.raises(KeyError):
+        loaded["extra.py.j2"]
+    assert environment(loaded).list_templates() == loaded.names == shipped().names
+
+
+def test_only_plain_data_becomes_a_literal_and_other_failures_are_not_blamed_on_a_template(monkeypatch):
+    from launcher.render import templates
+    from launcher.render.files import py_literal
+
+    with pytest.raises(TypeError, match="cannot write object into a rendered script"):
+        py_literal({"a": [1, object()]})
+
+    def broken(_templates):
+        raise RuntimeError("not a template's fault")
+
+    monkeypatch.setattr(templates, "environment", broken)
+    with pytest.raises(RuntimeError, match="not a template's fault"):
+        templates.render(shipped(), "train.py.j2", {})
+
+
+def test_an_upload_never_overwrites_what_it_could_not_check(monkeypatch):
+    """HeadObject refused (403) is not 'absent': the error stands and nothing is put over the object."""
+    from botocore.exceptions import ClientError
+
+    from launcher.render.source import upload
+
+    class S3:
+        puts = 0
+
+        def head_object(self, **_kw):
+            raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
+
+        def put_object(self, **_kw):
+            S3.puts += 1
+
+    with pytest.raises(ClientError):
+        upload(S3(), "s3://bucket/smp/code/abc/sourcedir.tar.gz", b"x")
+    assert S3.puts == 0
 
 
 def test_render_takes_what_it_needs_and_imports_nothing_above_it():

@@ -524,6 +524,12 @@ def test_delayed_init_counts_the_copy_tsm_transform_makes(no_aws_config, write_s
     hf = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
                      "model.use_smp_implementation=false")
     assert hf.decisions.delayed_param_init is False and round(hf.memory.host.per_instance_gib) == 613
+    # a P5 has 2,048 GiB of host memory (https://aws.amazon.com/ec2/instance-types/p5/): the same two copies fit
+    p5 = _model_plan(write_spec, "model.preset=gpt-neox-20b", "model.seq_length=2048",
+                     "cluster.instance_type=ml.p5.48xlarge")
+    assert p5.decisions.delayed_param_init is False
+    assert p5.decisions.delayed_reason.endswith("(1,225 GiB) fit the 2,048 GiB of host memory")
+    assert p5.memory.host.capacity_gib == 2048 and p5.memory.host.fits
 
 
 def test_a_full_export_that_cannot_fit_rank_0_is_refused(no_aws_config, write_spec):
@@ -555,3 +561,13 @@ def test_a_parameter_the_images_smp_release_lacks_is_refused_naming_its_field(ru
     line = next(x for x in r.err.splitlines() if "SMP057" in x)
     assert f": {field}: SMP057 " in line and "needs SMP 2.5.0" in line and "pytorch_version to 2.3.1" in line
     assert run_cli("validate", str(p), "--set", setting, "--set", "framework.pytorch_version='2.3.1'").code == 0
+
+
+def test_the_smallest_expert_degree_must_divide_the_experts_too(write_spec):
+    """SMP010 at expert_parallel_degree 2: three experts cannot be split over two ranks; four can."""
+    odd = _model_plan(write_spec, MIXTRAL, "model.num_experts=3", "smp.expert_parallel_degree=2",
+                      "smp.hybrid_shard_degree=4")
+    assert _rules_in(odd)["SMP010"].message == "expert_parallel_degree 2 must divide num_experts 3"
+    even = _model_plan(write_spec, MIXTRAL, "model.num_experts=4", "smp.expert_parallel_degree=2",
+                       "smp.hybrid_shard_degree=4")
+    assert "SMP010" not in _rules_in(even)

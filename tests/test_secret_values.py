@@ -115,3 +115,13 @@ def test_a_secret_in_a_spec_file_is_refused_at_its_line(write_spec):
 def test_a_default_is_not_a_secret():
     loaded = load("hyperparameters.note=${HF_TOKEN:-none}")
     assert loaded.spec.hyperparameters["note"] == "none"
+
+
+def test_a_credential_used_as_a_key_is_refused_at_that_key_without_an_echo(write_spec):
+    path = write_spec(f"extends: {JOBS / 'llama7b.yaml'}\nhyperparameters:\n  {ACCESS_KEY}: x\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(path, ["role=Good"], env={})
+    problem = err.value.problems[0]
+    assert problem.path == "hyperparameters" and (problem.line, problem.column) == (3, 3)
+    assert problem.message == "a key here holds an AWS access key id; a secret is never a key"
+    assert ACCESS_KEY not in str(err.value)

@@ -296,3 +296,64 @@ def test_a_control_character_in_a_set_value_points_at_its_column(override, col, 
     assert (problem.mark.file, problem.mark.line, problem.mark.col) == (OVERRIDES, 2, col)
     assert problem.message.startswith("control character")
     assert "\x01" not in str(err.value) and "\x1b" not in str(err.value)
+
+
+CROSS_FIELD = {  # a spec (MINIMAL with a change) -> (path, words of the message)
+    "a bucket name S3 reserves": (MINIMAL + "data:\n  train: s3://my..bucket/data\n", "data.train",
+                                  "bucket name 'my..bucket' has two adjacent dots"),
+    "a type the preset contradicts": (MINIMAL.replace("  preset: llama2-7b\n",
+                                                      "  preset: llama2-7b\n  type: mixtral\n"),
+                                      "model", "type 'mixtral' contradicts preset 'llama2-7b' (a llama model)"),
+    "a type without its dimensions": (MINIMAL.replace("  preset: llama2-7b\n", "  type: llama\n  num_layers: 2\n"),
+                                      "model", "type 'llama' without a preset needs: hidden_width, num_heads, "
+                                               "intermediate_size, vocab_size"),
+    "heads that do not divide the width": (
+        MINIMAL.replace("  preset: llama2-7b\n", "  type: llama\n  num_layers: 2\n  hidden_width: 100\n  num_heads: 3\n"
+                                                 "  intermediate_size: 256\n  vocab_size: 1000\n"),
+        "model", "hidden_width must divide by num_heads, and num_heads by num_key_value_heads"),
+    "more experts per token than experts": (
+        MINIMAL.replace("  preset: llama2-7b\n",
+                        "  preset: mixtral-8x7b\n  num_experts: 2\n  num_experts_per_tok: 4\n"),
+        "model", "num_experts_per_tok cannot exceed num_experts"),
+    "a spot wait shorter than the run": (
+        MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  spot: true\n  max_run: 2h\n  max_wait: 1h\n"),
+        "cluster", "max_wait (3600s) must be at least max_run (7200s)"),
+    "subnets without security groups": (
+        MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  subnets: [subnet-0123abcd]\n"),
+        "cluster", "a VPC needs both subnets and security_group_ids"),
+    "synthetic validation data": (MINIMAL + "data:\n  validation: synthetic\n",
+                                  "data", "validation: synthetic data only applies to the train channel"),
+    "a channel set twice": (MINIMAL + "data:\n  train: s3://my-bucket/a\n  channels:\n    train: s3://my-bucket/b\n",
+                            "data", "channel 'train' is set both as data.train and data.channels.train"),
+    "a token budget of too many steps": (MINIMAL + "training:\n  batch_size: 1\n  tokens: 10000000000000000\n",
+                                         "", "needs 305,175,781,250 steps at this global batch; at most 10**9"),
+    "a warmup longer than the token budget": (
+        MINIMAL + "training:\n  batch_size: 1\n  tokens: 327680\n  warmup_steps: 20\n",
+        "", "warmup_steps (20) cannot exceed the 10 steps training.tokens gives"),
+}
+
+
+@pytest.mark.parametrize("case", CROSS_FIELD, ids=str)
+def test_a_rule_across_fields_is_one_line_at_the_section(case, run_cli, write_spec):
+    text, path, words = CROSS_FIELD[case]
+    r = run_cli("validate", str(write_spec(text)))
+    assert r.code == 2 and "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert words in r.err, r.err
+    if path:
+        assert one_error(r)["path"] == path
+
+
+def test_a_misspelt_key_of_an_optional_section_suggests_its_fields(run_cli, write_spec):
+    p = write_spec(MINIMAL + "notify:\n  snss: arn:aws:sns:us-west-2:111122223333:jobs\n")
+    r = run_cli("validate", str(p))
+    assert r.code == 2 and "Traceback" not in r.err
+    assert [LINE.match(line)["msg"] for line in r.err.strip().splitlines()] == [
+        "required key is missing", "unknown key 'snss'; did you mean 'sns'?"]
+
+
+def test_a_templates_folder_that_is_a_link_loop_is_not_a_folder(run_cli, write_spec, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    p = write_spec(MINIMAL + "templates: loop\n")
+    m = one_error(run_cli("validate", str(p)))
+    assert m["path"] == "templates"
+    assert m["msg"] == f"'loop' is not a folder of templates (looked for {tmp_path / 'loop'}, relative to {p})"

@@ -105,7 +105,7 @@ def test_the_request_holds_at_most_100_hyperparameters(write_spec):
     loaded = load_spec(write_spec(MINIMAL), [f"hyperparameters={_flow(ROOM)}"])
     request = predict_request(build_plan(loaded), "s3://my-bucket/smp/code/source.tar.gz",
                               "arn:aws:iam::111122223333:role/r")
-    assert len(request["HyperParameters"]) == HYPERPARAMETERS_MAX
+    assert len(request["HyperParameters"]) == 100  # CreateTrainingJob's own limit, not the module's constant
 
 
 @pytest.mark.parametrize("tags", [{"équipe": "données"}, {"チーム": "機械学習"}, {"Команда": "Ω 1 ½"},
@@ -146,3 +146,76 @@ def test_a_spec_of_exactly_the_size_limit_loads(tmp_path):
     with pytest.raises(SpecError) as err:
         load_spec(over)
     assert f"at most {MAX_BYTES}" in err.value.problems[0].message
+
+
+def _long_path(tmp_path):
+    folder = tmp_path / ("d" * 120)
+    folder.mkdir()
+    return folder / ("a-long-name-" + "s" * 100 + ".yaml")
+
+
+def _shown(path) -> str:
+    """A path as a message shows it: cut to 200 characters."""
+    assert len(str(path)) > 200
+    return str(path)[:199] + "…"
+
+
+def test_a_spec_that_grows_after_it_was_measured_is_still_cut_at_the_limit(tmp_path, monkeypatch):
+    """The size is checked again on what was read: a file written to between fstat and read (a log, another
+    process) cannot slip a larger spec past the limit."""
+    import os
+
+    from launcher.core.errors import SpecError
+    from launcher.spec import loader
+
+    grown = _long_path(tmp_path)
+    grown.write_bytes(MINIMAL.encode() + b"#" * loader.MAX_BYTES)
+    real_fstat = os.fstat
+    monkeypatch.setattr(loader.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 100, *real_fstat(fd)[7:])))
+    with pytest.raises(SpecError) as err:
+        load_spec(grown)
+    assert err.value.problems[0].message == (f"{_shown(grown)} is more than {loader.MAX_BYTES} bytes; a spec may "
+                                             f"have at most {loader.MAX_BYTES}")
+
+
+def test_a_spec_that_cannot_be_read_is_one_error_naming_the_os_reason(tmp_path, monkeypatch):
+    from launcher.core.errors import SpecError
+    from launcher.spec import loader
+
+    spec = _long_path(tmp_path)
+    spec.write_text(MINIMAL)
+
+    def failing_dup(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(loader.os, "dup", failing_dup)
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert err.value.problems[0].message == f"cannot read {_shown(spec)}: Input/output error"
+
+
+@pytest.mark.parametrize("text,tokens", [("500k", 500_000), ("2M", 2_000_000), ("1.5B", 1_500_000_000),
+                                         ("1G", 10**9), ("2t", 2 * 10**12), ("300", 300)])
+def test_a_token_budget_takes_decimal_unit_letters(text, tokens):
+    from launcher.spec.models import parse_token_count
+
+    assert parse_token_count(text) == tokens
+
+
+@pytest.mark.parametrize("override,path,words", [
+    ("model.hidden_width=1048577", "model.hidden_width", "less than or equal to 1048576"),
+    ("templates=" + "t" * 4097, "templates", "at most 4096 characters"),
+    ("model.hidden_width=0", "model.hidden_width", "greater than or equal to 1"),
+    ("templates=''", "templates", "at least 1 character"),
+])
+def test_size_bounds_one_past_each_end(run_cli, write_spec, override, path, words):
+    m = check(run_cli, write_spec, override)
+    assert m["path"] == path and words in m["msg"]
+
+
+def test_a_templates_path_of_exactly_4096_characters_passes_its_length_check(write_spec):
+    from launcher.core.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        load_spec(write_spec(MINIMAL), ["templates=" + "t" * 4096])
+    assert "is not a folder of templates" in str(err.value)

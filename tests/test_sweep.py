@@ -164,3 +164,25 @@ def test_by_cost_falls_back_to_time_without_a_price():
     assert ranked_by(priced, "cost") == "cost"
     costs = [c.per_token("cost") for c in priced]
     assert costs == sorted(costs)
+
+
+def test_the_plan_cap_counts_every_spec_times_the_sweep():
+    seeds = "training.seed=" + ",".join(map(str, range(129)))  # 129 plans per spec: under the cap alone
+    assert len(parse_sweeps([seeds])) == 1
+    with pytest.raises(UsageError, match=r"^258 plans; at most 256 at once$"):
+        plan_sweep([SPEC, SPEC], ["role=Good"], [seeds])
+
+
+def test_a_value_that_is_not_yaml_stays_the_text_given():
+    from launcher.plan.sweep import typed
+
+    assert typed("[1, 2") == "[1, 2" and typed("{a: b") == "{a: b" and typed("[1, 2]") == [1, 2]
+
+
+def test_a_plan_refused_outside_the_spec_is_listed_with_its_reason_and_no_plan(tmp_path):
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "README.md").write_text("our templates go here\n")
+    candidates = plan_sweep([SPEC], ["role=Good", f"templates={team}"], ["training.batch_size=2,4"])
+    assert len(candidates) == 2 and all(c.plan is None for c in candidates)
+    assert all(len(c.reasons) == 1 and "holds no template (*.j2)" in c.reasons[0] for c in candidates)

@@ -3,8 +3,8 @@
 `smp-launch calibrate JOB...` measures finished jobs' steady speed from their progress lines and stores,
 per instance type, each job's measured and predicted tokens per second per GPU in `calibration.json`
 under the state folder (launcher.core.state.state_dir). The factor is their geometric mean: later plans
-on that instance type multiply the published prediction by it and say so. The file is read bounded and
-a damaged one is passed over (the published calibration still answers), so it never stops a plan.
+on that instance type multiply the published prediction by it and say so. The file is read up to 1 MiB
+and a larger or damaged one is passed over (the published calibration still answers), so it never stops a plan.
 """
 from __future__ import annotations
 

@@ -17,22 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from launcher.catalog.smp import SMP_PARAMETERS
 from launcher.render.templates import TemplateError, TemplateSet, render
 from launcher.spec.models import SmpSpec
 
 TEMPLATE = "distribution.json.j2"
 # The SMP v2 parameters and SMP's default for each (None: SMP has none, the parameter is left out).
-PARAMETERS: Mapping[str, Any] = {
-    "hybrid_shard_degree": 0,
-    "sm_activation_offloading": True,
-    "activation_loading_horizon": 2,
-    "fsdp_cache_flush_warnings": True,
-    "allow_empty_shards": False,
-    "tensor_parallel_degree": 1,
-    "context_parallel_degree": 1,
-    "expert_parallel_degree": 1,
-    "random_seed": None,
-}
+PARAMETERS: Mapping[str, Any] = {name: default for name, (default, _) in SMP_PARAMETERS.items()}
 DEGREES = ("hybrid_shard_degree", "tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree")
 PARAMETERS_PATH = "smdistributed.modelparallel.parameters"
 

@@ -140,16 +140,8 @@ def render_source(templates: TemplateSet, context: Mapping[str, Any],
         if name.endswith(".py"):
             _compiles(name, files[name], templates, template)
     files.update((name, runtime_source(name)) for name in RUNTIME_MODULES)
-    files.update((name, json.dumps(doc, indent=2, sort_keys=True, default=_plain) + "\n")
-                 for name, doc in documents.items())
+    files.update((name, json.dumps(doc, indent=2, sort_keys=True) + "\n") for name, doc in documents.items())
     return files
-
-
-def _plain(value: Any) -> Any:
-    """Read-only mappings (a frozen plan's) as JSON objects."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
 def write_source_dir(files: Mapping[str, str], directory: str | Path) -> list[Path]:

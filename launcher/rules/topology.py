@@ -3,11 +3,12 @@
 Data parallelism is what the tensor and context degrees leave of the world (the SMP v2 reference:
 https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-model-parallel-v2-reference.html);
 each data-parallel rank takes `batch_size` sequences a step. A what-if (another tensor degree, another batch)
-is `dataclasses.replace(topology, ...)`.
+is `dataclasses.replace(topology, ...)`; a topology given only its cluster and sequence length is plain data
+parallelism, one sequence per rank.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from launcher.catalog.smp import INSTANCES
 from launcher.spec.models import JobSpec
@@ -21,7 +22,7 @@ class Topology:
     context_parallel: int = 1
     expert_parallel: int = 1
     batch_size: int = 1
-    seq_length: int = 4096
+    seq_length: int = field(kw_only=True)  # every caller knows it: no default to fall back on silently
 
     @classmethod
     def of(cls, spec: JobSpec) -> Topology:

@@ -141,11 +141,9 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def bucket_problem(bucket: str) -> str | None:
-    """Why S3 refuses `bucket` as a general purpose bucket name (BUCKET_RULES), or None."""
-    if not 3 <= len(bucket) <= 63:
-        return f"has {len(bucket)} characters; a bucket name has 3-63"
-    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", bucket):
-        return "may hold only lowercase letters, digits, dots and hyphens, and begin and end with a letter or digit"
+    """Why S3 refuses `bucket` as a general purpose bucket name (BUCKET_RULES), or None. Its length and
+    alphabet are S3_PATTERN's (and SOURCE_PATTERN's), which every S3 URI field checks first; these are the
+    rules a pattern does not say."""
     if ".." in bucket:
         return "has two adjacent dots"
     if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket):

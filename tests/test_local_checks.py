@@ -1,0 +1,55 @@
+"""How the local run judges what its runs printed (launcher.local.checks): a run that reports nothing fails
+every check it was owed, with a reason, rather than passing by silence."""
+import dataclasses
+import json
+
+import pytest
+
+from launcher.local.checks import MARK, Check, RunRecord, judge_runs
+
+
+def _run(*facts):
+    run = RunRecord(exit_code=0, wall_s=1.0)
+    for fact in facts:
+        assert run.add_line(MARK + json.dumps(fact))
+    return run
+
+
+def test_a_run_that_reported_nothing_fails_each_check_with_its_reason():
+    checks = {c.name: c for c in judge_runs(_run(), _run(), 3, activation_checkpointing=True, tensor_parallel=1)}
+    assert {name: (c.ok, c.detail) for name, c in checks.items()} == {
+        "loss falls": (False, "the script did not re-measure its first batch"),
+        "step-0 gradient norm equal with and without activation checkpointing":
+            (False, "the script reported no gradient norm to compare"),
+        "each rank holds 1/shard-degree of the parameters": (False, "the script reported no sharding"),
+        "every decoder layer is its own FSDP unit and is checkpointed": (False, "the script reported no wrapping"),
+        "checkpoint saved and loaded back bit for bit": (False, "no checkpoint was saved"),
+        "one checkpoint folder per tensor-parallel rank": (None, "tensor parallel degree 1 here"),
+        "gradient norm equal on every rank": (False, "the script reported no per-rank gradient norms"),
+        "training resumes from the checkpoint": (False, "expected a resume from step 3, got no checkpoint"),
+    }
+
+
+def test_a_resume_from_another_step_fails_and_names_the_step():
+    resumed = judge_runs(_run(), _run({"check": "resumed", "step": 5}), 3, activation_checkpointing=False)[-1]
+    assert (resumed.ok, resumed.detail) == (False, "expected a resume from step 3, got 5")
+
+
+def test_parameters_left_on_the_meta_device_fail_sharding_and_the_first_three_are_named():
+    fact = {"check": "sharding", "total": 1000, "held": [500, 500], "shard_degree": 2, "strategy": "FULL_SHARD",
+            "meta_tensors": ["a.weight", "b.weight", "c.weight", "d.weight"]}
+    sharding = judge_runs(_run(fact), None, 3, activation_checkpointing=False)[2]
+    assert sharding.ok is False
+    assert sharding.detail.endswith("; still on the meta device after init: a.weight, b.weight, c.weight")
+
+
+def test_only_well_formed_local_run_lines_are_kept():
+    run = RunRecord(exit_code=0, wall_s=1.0)
+    assert run.add_line(MARK + "{not json") is False and run.add_line("step 1 loss 2.0") is False
+    assert run.add_line(MARK + json.dumps({"check": "step", "step": 1, "loss": 2.5})) is True
+    assert run.facts == [{"check": "step", "step": 1, "loss": 2.5}] and run.losses() == {1: 2.5}
+
+
+def test_a_verdict_cannot_be_changed_after_it_is_made():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Check("loss falls", False, "x").ok = True  # type: ignore[misc]
