@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -379,6 +380,20 @@ def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests
     return {"lines": lines, "imported": imported, "tests": tests, "seconds": round(seconds, 1)}
 
 
+@functools.lru_cache(maxsize=None)
+def import_time_lines(module: str) -> frozenset[int]:
+    """The lines a module runs once, when it is imported: everything but its functions' bodies (a command's
+    decorators and their arguments, constants, class bodies, default values). Coverage credits them to the
+    test that happened to import the module first (the commands load on first use, inside some test), yet
+    every test that uses the module depends on them."""
+    tree = ast.parse((REPO / module).read_text())
+    lines = set(range(1, len((REPO / module).read_text().splitlines()) + 1))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines -= set(range(node.body[0].lineno, (node.body[-1].end_lineno or node.body[-1].lineno) + 1))
+    return frozenset(lines)
+
+
 def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     """The tests that run the mutant's line and passed unmutated, the likeliest to notice first: those that
     run the most of the module per second of their own time (pytest stops at the first failure, so the order
@@ -390,6 +405,8 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     found = set(by_line.get(str(mutant.line), []))
     if not found and mutant.line in mapping.get("imported", {}).get(mutant.module, []):
         found = {t for ts in by_line.values() for t in ts}
+    if mutant.line in import_time_lines(mutant.module):
+        found |= {t for ts in by_line.values() for t in ts}
     reach: dict[str, int] = {}
     for ts in by_line.values():
         for t in ts:
