@@ -94,6 +94,8 @@ EQUIVALENT = {
     ("launcher/rules/memory.py",
      'phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (',
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
+    ("launcher/cli/present.py", 'notes += [w.split(":", 1)[0] for w in candidate.warnings]', "1 -> 2"):
+        "the first part of a split does not depend on how many more splits are made",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

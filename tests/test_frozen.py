@@ -244,6 +244,7 @@ def test_a_frozen_dict_refuses_every_change_and_copies_as_itself():
     assert copy.copy(d) is d and copy.deepcopy(d) is d and pickle.loads(pickle.dumps(d)) == d
     assert type(d.copy()) is dict and thaw(d) == {"a": [1, {"b": 2}]} and hash(d) == hash(freeze(thaw(d)))
     assert json.dumps(d) == '{"a": [1, {"b": 2}]}'
+    assert repr(d) == "FrozenDict({'a': (1, FrozenDict({'b': 2}))})"  # a debugger or a log says it is read-only
 
 
 def test_a_queues_runs_events_and_submissions_are_frozen(moto_world):

@@ -1,5 +1,6 @@
 """`status`, `list`, `stop`, `metrics` and `logs` through the CLI entry point, against emulated jobs."""
 import json
+import re
 import time
 
 import boto3
@@ -151,3 +152,21 @@ def test_the_managed_tag_is_the_plans():
     from launcher.plan.build import MANAGED_TAG
 
     assert jobs.MANAGED_TAG == MANAGED_TAG
+
+
+def test_the_status_table_shows_each_time_in_utc_to_the_second(sm, run_cli):
+    from datetime import datetime, timezone
+
+    started_ago(sm, AGO, emulator.EmulatedJob("times-1", training=600))
+    data = json.loads(run_cli("status", "times-1", "--output", "json").out)
+
+    def utc(epoch):
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+    rows = dict(line.split(":", 1) for line in run_cli("status", "times-1").out.splitlines()[:8] if ":" in line)
+    assert rows["created"].strip() == utc(data["created"])
+    assert (rows["training start"].strip(), rows["training end"].strip()) == (utc(data["training_start"]),
+                                                                            utc(data["training_end"]))
+    table = run_cli("status", "times-1").out
+    first = data["transitions"][0]
+    assert re.search(rf"^Starting +{utc(first['start'])} +{utc(first['end'])} ", table, re.M), table
