@@ -96,6 +96,8 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/cli/present.py", 'notes += [w.split(":", 1)[0] for w in candidate.warnings]', "1 -> 2"):
         "the first part of a split does not depend on how many more splits are made",
+    ("launcher/cli/prices.py", "region_name = report.rows[0].region if report.rows else region", "0 -> 1"):
+        "every instance type has two rows, on-demand and spot, all in the one region the report is for",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }
@@ -382,7 +384,7 @@ def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests
     return {"lines": lines, "imported": imported, "tests": tests, "seconds": round(seconds, 1)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def import_time_lines(module: str) -> frozenset[int]:
     """The lines a module runs once, when it is imported: everything but its functions' bodies (a command's
     decorators and their arguments, constants, class bodies, default values). Coverage credits them to the

@@ -179,3 +179,23 @@ def test_a_file_argument_refuses_a_folder(name, param, run_cli, tmp_path):
     (line,) = r.err.strip().splitlines()
     shown = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
     assert f"Invalid value for '{shown}" in line and "is a directory" in line, line
+
+
+# What each command cannot do without, as its usage line names it.
+NEEDS = {"calibrate": "argument 'JOB...'", "check-role": "argument 'SPEC'", "diff": "argument 'JOB_A'",
+         "logs": "argument 'JOB...'", "metrics": "argument 'JOB'", "pipeline": "argument 'SPEC...'",
+         "plan": "argument 'SPEC'", "render": "argument 'SPEC'", "rerun": "argument 'JOB'", "status": "argument 'JOB'",
+         "stop": "argument 'JOB'", "submit": "argument 'SPEC...'", "validate": "argument 'SPECS...'",
+         "wait": "argument 'JOB...'", "advise": "option '--model'"}
+NEEDS_WITH_A_SPEC = {"pipeline": "option '--name'", "render": "option '-o' / '--out'"}
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_a_command_missing_what_it_needs_says_so_in_one_line_with_exit_2(name, run_cli):
+    cases = [([name], NEEDS[name])]
+    if name in NEEDS_WITH_A_SPEC:
+        cases.append(([name, str(JOBS / "llama7b.yaml")], NEEDS_WITH_A_SPEC[name]))
+    for args, missing in cases:
+        r = run_cli(*args)
+        assert (r.code, r.out) == (2, ""), (args, r.err)
+        assert r.err == f"smp-launch {name}: Missing {missing}. (see `smp-launch {name} --help`)\n", args
