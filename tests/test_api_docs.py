@@ -88,6 +88,7 @@ def test_the_package_exports_exactly_what_the_api_exports():
 
     assert launcher.__all__ == ["__version__", *api.__all__]
     assert len(set(api.__all__)) == len(api.__all__)
+    assert set(launcher.__all__) <= set(dir(launcher))  # a REPL completes the names not loaded yet
     for name in api.__all__:
         assert getattr(launcher, name) is getattr(api, name), name
     assert set(api._REEXPORTED) <= set(api.__all__)  # every type re-exported is public

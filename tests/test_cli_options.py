@@ -199,3 +199,13 @@ def test_a_command_missing_what_it_needs_says_so_in_one_line_with_exit_2(name, r
         r = run_cli(*args)
         assert (r.code, r.out) == (2, ""), (args, r.err)
         assert r.err == f"smp-launch {name}: Missing {missing}. (see `smp-launch {name} --help`)\n", args
+
+
+@pytest.mark.parametrize("name", ["plan", "submit", "validate"])
+def test_max_cost_takes_any_positive_amount_and_refuses_zero(name, run_cli):
+    command = cli.commands[name]
+    spec = str(JOBS / "llama7b.yaml")
+    assert parsed(name, command, [spec, "--max-cost", "0.5"])["max_cost"] == 0.5
+    r = run_cli(name, spec, "--max-cost", "0")
+    assert (r.code, r.out) == (2, "")
+    assert r.err.startswith(f"smp-launch {name}: Invalid value for '--max-cost': 0.0 is not in the range x>0."), r.err
