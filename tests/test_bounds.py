@@ -160,6 +160,23 @@ def test_a_trickling_s3_body_ends_at_the_deadline(monkeypatch):
     assert time.monotonic() - began < 10
 
 
+def test_a_body_whose_read_fails_once_its_deadline_shut_it_names_what_was_read(monkeypatch):
+    """The deadline shuts the connection; the read then fails with whatever the socket says, and the error
+    still names the object and the deadline that ran out, not an endpoint or a default."""
+    import threading
+
+    class ShutUnderfoot:
+        def read(self, n):
+            me = threading.get_ident()
+            while me not in aws._EXPIRED:  # until the deadline has run out for this read
+                time.sleep(0.01)
+            raise ConnectionResetError("connection closed")
+
+    with pytest.raises(AwsError) as err:
+        aws.read_body(ShutUnderfoot(), 10, what="s3://b/k", seconds=1.0)
+    assert str(err.value).startswith("s3://b/k gave no whole answer within 1 s")
+
+
 # -- answers that are not UTF-8 -----------------------------------------------------------------------
 
 def test_bytes_that_are_not_utf8_in_describe_and_filter_log_events_are_no_traceback(server_world):
