@@ -148,6 +148,32 @@ def test_flag_parsers():
     assert parse_since("1h30m") == 5400 and parse_since("90") == 90 and parse_since("0.5s") == 0.5
 
 
+def test_a_bad_since_names_its_flag_and_exits_2():
+    from launcher.core.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        parse_since("soon")
+    assert err.value.exit_code == 2 and str(err.value).startswith("--since 'soon': 'soon' is not a duration")
+
+
+def test_times_from_aws_read_as_utc_whatever_the_machines_zone(monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from launcher.core.timeutil import clock_time, epoch, iso
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = datetime(2026, 1, 1, 12, 0, 0)  # boto3 gives naive datetimes in UTC
+        aware = datetime(2026, 1, 1, 7, 0, 0, tzinfo=timezone(timedelta(hours=-5)))
+        assert epoch(naive) == epoch(aware) == 1767268800.0 and epoch(None) is None
+        assert clock_time(naive) == clock_time(1767268800.0) == "2026-01-01 12:00:00" and clock_time(None) == "-"
+        assert iso(1767268800.25) == "2026-01-01T12:00:00.250Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_the_managed_tag_is_the_plans():
     from launcher.plan.build import MANAGED_TAG
 
