@@ -60,6 +60,8 @@ def product_modules() -> list[str]:
     return out
 
 
+_NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a backslash), none of them at U+00FF, "
+                 "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):
@@ -98,6 +100,11 @@ EQUIVALENT = {
         "the first part of a split does not depend on how many more splits are made",
     ("launcher/cli/prices.py", "region_name = report.rows[0].region if report.rows else region", "0 -> 1"):
         "every instance type has two rows, on-demand and spot, all in the one region the report is for",
+    ("launcher/core/sanitize.py", "if 0xD800 <= code <= 0xDFFF:", "57343 -> 57344"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFF:", "<= -> <"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFF:", "255 -> 256"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "<= -> <"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "65535 -> 65536"): _NEVER_UNSAFE,
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

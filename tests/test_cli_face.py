@@ -1,9 +1,13 @@
 """The CLI as a user meets it: its shape, flags where a user looks for them, one-line errors, start-up that
 loads only what a command needs, and that it goes through the Python API only."""
+import errno
 import json
+import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 import emulator
 from launcher.spec.loader import _display as shown
@@ -144,6 +148,24 @@ def test_the_console_entry_point_is_the_package():
     from launcher.cli import main
 
     assert callable(main)
+
+
+@pytest.mark.parametrize("error,code", [(BrokenPipeError(errno.EPIPE, "Broken pipe"), 0),
+                                        (OSError(errno.ENOSPC, "No space left on device"), None)])
+def test_only_a_closed_pipe_is_a_quiet_exit(error, code, run_cli, monkeypatch):
+    """`| head` closing stdout ends the command quietly (exit 0); any other error writing is not taken for it."""
+    from launcher.cli import present
+
+    def write(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(present, "emit_json", write)
+    monkeypatch.setattr(os, "dup2", lambda *_: None)  # the quiet exit points stdout at /dev/null: not the runner's
+    if code is None:
+        with pytest.raises(OSError, match="No space left on device"):
+            run_cli("rules", "--output", "json")
+    else:
+        assert run_cli("rules", "--output", "json").code == code
 
 
 # -- the API is the face ------------------------------------------------------------------------------------

@@ -47,3 +47,25 @@ def test_a_corrupt_state_file_is_one_clear_line(tmp_path, content, why):
 
 def test_tests_never_write_the_real_state_dir(tmp_path_factory):
     assert state_dir().is_relative_to(tmp_path_factory.getbasetemp())  # conftest's autouse fixture
+
+
+def test_a_record_that_grows_while_it_is_read_is_refused_not_read_whole(tmp_path, monkeypatch):
+    """The size is checked before the read and the read stops one byte past the limit: a file that grows in
+    between (another process appending) is refused, never read whole into memory."""
+    import os
+
+    from launcher.core import state
+
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    path = record_submitted("llama-1", "eu-west-1", env)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(" " * state.MAX_BYTES)  # still valid JSON, only larger than the limit
+    real = os.fstat
+
+    def as_when_it_was_small(fd):
+        info = real(fd)
+        return os.stat_result((*info[:6], 100, *info[7:10]))  # st_size: the record before it grew
+
+    monkeypatch.setattr(state.os, "fstat", as_when_it_was_small)
+    with pytest.raises(UsageError, match=r"cannot be read: it is larger than 64 KiB"):
+        resolve_job("latest", None, env)
