@@ -105,6 +105,8 @@ EQUIVALENT = {
     ("launcher/core/sanitize.py", "if code <= 0xFF:", "255 -> 256"): _NEVER_UNSAFE,
     ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "<= -> <"): _NEVER_UNSAFE,
     ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "65535 -> 65536"): _NEVER_UNSAFE,
+    ("launcher/cli/app.py", "print(record.getMessage(), file=sys.stderr, flush=True)", "True -> False"):
+        "stderr is line-buffered on every Python smp-launch supports (3.9 on), and print ends the line",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

@@ -150,22 +150,85 @@ def test_the_console_entry_point_is_the_package():
     assert callable(main)
 
 
+class Unwritable:
+    """A stdout whose writes (or only its flushes) fail with `error`."""
+
+    def __init__(self, error, *, only_flush=False):
+        self.error, self.only_flush = error, only_flush
+
+    def write(self, text):
+        if not self.only_flush:
+            raise self.error
+        return len(text)
+
+    def flush(self):
+        if self.only_flush:
+            raise self.error
+
+    def fileno(self):
+        raise ValueError("no file")
+
+
+@pytest.mark.parametrize("when", ["help", "command", "exit"])
 @pytest.mark.parametrize("error,code", [(BrokenPipeError(errno.EPIPE, "Broken pipe"), 0),
-                                        (OSError(errno.ENOSPC, "No space left on device"), None)])
-def test_only_a_closed_pipe_is_a_quiet_exit(error, code, run_cli, monkeypatch):
-    """`| head` closing stdout ends the command quietly (exit 0); any other error writing is not taken for it."""
-    from launcher.cli import present
+                                        (BrokenPipeError(errno.ESHUTDOWN, "Cannot send after shutdown"), 0),
+                                        (OSError(errno.ENOSPC, "No space left on device"), None)],
+                         ids=["closed pipe", "shut socket", "disk full"])
+def test_only_a_closed_pipe_is_a_quiet_exit(when, error, code, run_cli, monkeypatch):
+    """`| head` closing stdout ends the command quietly (exit 0), whether it closes during `--help`, during a
+    command's output or before the last flush; any other error writing is not taken for it."""
+    from types import SimpleNamespace
 
-    def write(*_args, **_kwargs):
-        raise error
+    from launcher.cli import app
 
-    monkeypatch.setattr(present, "emit_json", write)
     monkeypatch.setattr(os, "dup2", lambda *_: None)  # the quiet exit points stdout at /dev/null: not the runner's
+    if when == "exit":  # the output went out; the flush at exit is what fails
+        stdout = Unwritable(error, only_flush=True)
+        monkeypatch.setattr(app, "sys", SimpleNamespace(stdout=stdout, stderr=sys.stderr, exit=sys.exit))
+    else:
+        monkeypatch.setattr(sys, "stdout", Unwritable(error))
+    args = ["--help"] if when == "help" else ["rules", "--output", "json"]
     if code is None:
         with pytest.raises(OSError, match="No space left on device"):
-            run_cli("rules", "--output", "json")
+            run_cli(*args)
     else:
-        assert run_cli("rules", "--output", "json").code == code
+        assert run_cli(*args).code == code
+
+
+def test_the_librarys_warnings_print_once_on_stderr_and_go_no_further(run_cli, monkeypatch):
+    """A program that runs `main` with its own root handlers does not get each warning a second time."""
+    import logging
+
+    from launcher.cli import present
+
+    monkeypatch.setattr(present, "emit_json", lambda data: logging.getLogger("launcher.x").warning("careful"))
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger().addHandler(handler)
+    try:
+        r = run_cli("rules", "--output", "json")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert (r.code, r.err, seen) == (0, "careful\n", [])
+
+
+def test_a_usage_error_quoting_a_huge_value_is_cut_to_500_characters(run_cli):
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--output", "x" * 5000)
+    assert r.code == 2
+    prefix, hint = "smp-launch plan: ", " (see `smp-launch plan --help`)\n"
+    assert r.err.startswith(prefix + "Invalid value for '--output': 'xxx") and r.err.endswith(hint)
+    message = r.err[len(prefix):-len(hint)]
+    assert len(message) == 500 and message.endswith("x…")
+
+
+def test_a_click_error_raised_outside_any_command_is_still_one_line():
+    import click
+
+    from launcher.cli.app import _one_line
+
+    assert _one_line(click.UsageError("bad usage")) == "bad usage"
+    assert _one_line(click.ClickException("it broke")) == "it broke"
 
 
 # -- the API is the face ------------------------------------------------------------------------------------
