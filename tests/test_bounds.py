@@ -158,6 +158,10 @@ def test_a_trickling_s3_body_ends_at_the_deadline(monkeypatch):
     with pytest.raises(AwsError, match="s3://b/k gave no whole answer within 1 s"):
         aws.read_body(Trickle(), 10, what="s3://b/k", seconds=1.0)
     assert time.monotonic() - began < 10
+    long_key = "s3://b/" + "k" * 300  # a key of any length: the message names it cut to 200 characters
+    with pytest.raises(AwsError) as err:
+        aws.read_body(Trickle(), 10, what=long_key, seconds=1.0)
+    assert str(err.value).startswith(long_key[:199] + "… gave no whole answer within 1 s")
 
 
 def test_a_body_whose_read_fails_once_its_deadline_shut_it_names_what_was_read(monkeypatch):

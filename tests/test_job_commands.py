@@ -1,6 +1,7 @@
 """`status`, `list`, `stop`, `metrics` and `logs` through the CLI entry point, against emulated jobs."""
 import json
 import re
+import sys
 import time
 
 import boto3
@@ -92,6 +93,20 @@ def test_stop_then_the_job_ends_stopped(sm):
     desc = sm.describe_training_job(TrainingJobName="long-2")
     assert desc["TrainingJobStatus"] == "Stopped"
     assert [t["Status"] for t in desc["SecondaryStatusTransitions"]][-2:] == ["Stopping", "Stopped"]
+
+
+@pytest.mark.parametrize("answer,stopped,status", [("n", False, "InProgress"), ("y", True, "Stopping")])
+def test_stop_on_a_terminal_asks_on_stderr_and_does_what_the_answer_says(sm, run_cli, monkeypatch, answer, stopped,
+                                                                         status):
+    import io
+
+    emulator.add_job(emulator.EmulatedJob("asked-1", training=600), sm)
+    terminal = io.StringIO(answer + "\n")
+    terminal.isatty = lambda: True
+    monkeypatch.setattr(sys, "stdin", terminal)
+    r = run_cli("stop", "asked-1", "--output", "json")
+    assert r.code == 0 and r.err.startswith("Stop training job asked-1 (") and "? [y/N]: " in r.err
+    assert (json.loads(r.out)["stopped"], json.loads(r.out)["status"]) == (stopped, status)  # stdout: JSON only
 
 
 def test_metrics_per_host_normalised_in_one_call(sm, run_cli):

@@ -296,3 +296,15 @@ def test_a_control_character_in_a_set_value_points_at_its_column(override, col, 
     assert (problem.mark.file, problem.mark.line, problem.mark.col) == (OVERRIDES, 2, col)
     assert problem.message.startswith("control character")
     assert "\x01" not in str(err.value) and "\x1b" not in str(err.value)
+
+
+def test_more_than_twenty_problems_print_twenty_and_a_count_at_the_next_ones_place(run_cli, write_spec):
+    p = write_spec(MINIMAL + "smp:\n" + "".join(f"  unknown_{i:02}: 1\n" for i in range(25)))
+    r = run_cli("validate", str(p))
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 21, lines
+    assert all(LINE.match(line)["path"] == f"smp.unknown_{i:02}" for i, line in enumerate(lines[:20]))
+    assert lines[20] == f"{p}:29:3: (spec): 5 more problems not shown"  # where the 21st is: unknown_20's line
+    assert lines[19].startswith(f"{p}:28:3: smp.unknown_19")
+    m = one_error(run_cli("validate", str(write_spec(MINIMAL + "smp:\n  unknown: 1\n", "one.yaml"))))
+    assert m["path"] == "smp.unknown"  # one problem: no count line
