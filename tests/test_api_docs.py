@@ -130,6 +130,27 @@ def test_check_role_gives_a_verdict_and_keeps_to_the_plans_region(moto_world):
     assert refused.verdict == "fail" and refused.missing  # a refusal is a result, not an exception
     with pytest.raises(launcher.UsageError, match="the plan is for us-west-2 but the clients are for eu-west-1"):
         launcher.check_role(good, clients=Clients(region="eu-west-1"))
+    nobody = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml")))
+    with pytest.raises(launcher.UsageError, match="^no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE"):
+        launcher.check_role(nobody, clients=Clients(region="us-west-2"))  # no role to check is not a verdict
+
+
+def test_check_role_without_credentials_raises_one_sentence_naming_the_step(moto_world):
+    from botocore.exceptions import NoCredentialsError
+
+    from launcher.core.aws import AwsError, Clients
+
+    class NoCredentials:
+        def __getattr__(self, operation):
+            def call(**_):
+                raise NoCredentialsError()
+            return call
+
+    good = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
+    clients = Clients(overrides={"iam": NoCredentials(), "sts": NoCredentials()}, region="us-west-2")
+    with pytest.raises(AwsError, match="^checking the role: no AWS credentials found") as err:
+        launcher.check_role(good, clients=clients)  # not a verdict: nothing could be asked
+    assert err.value.exit_code == 4
 
 
 def test_build_plan_decides_the_region_once(monkeypatch):

@@ -96,6 +96,16 @@ def test_validate_json_gives_structured_problems(run_cli, write_spec):
     assert refused["errors"][0] == f"{layout}:9:27: smp.tensor_parallel_degree: {first['message']}"
 
 
+def test_validate_json_marks_an_unreadable_file_at_its_start(run_cli, tmp_path):
+    absent = str(tmp_path / "absent.yaml")
+    r = run_cli("validate", absent, "--output", "json")
+    (row,) = json.loads(r.out)
+    assert r.code == 2 and row["valid"] is False
+    assert row["problems"] == [{"file": absent, "line": 1, "column": 1, "path": "",
+                                "message": f"cannot read {absent}: No such file or directory"}]
+    assert row["errors"] == [f"{absent}:1:1: (spec): cannot read {absent}: No such file or directory"]
+
+
 def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli):
     args = ("plan", str(JOBS / "llama70b.yaml"), "--set", "cluster.instance_count=16")
     r = run_cli(*args)
