@@ -164,6 +164,18 @@ def test_a_trickling_s3_body_ends_at_the_deadline(monkeypatch):
     assert str(err.value).startswith(long_key[:199] + "… gave no whole answer within 1 s")
 
 
+def test_only_a_client_whose_connections_can_be_watched_gets_a_deadline():
+    """A botocore client built otherwise (no urllib3 pool manager to hook) keeps its timeouts and is not cut
+    short: the deadline needs to know which connection a call reads."""
+    from types import SimpleNamespace
+
+    import boto3
+
+    assert aws._watch_connections(boto3.client("sagemaker", region_name="us-west-2")) is True
+    odd = SimpleNamespace(_endpoint=SimpleNamespace(http_session=SimpleNamespace(_manager=None)))
+    assert aws._watch_connections(odd) is False and aws._watch_connections(SimpleNamespace()) is False
+
+
 def test_a_body_whose_read_fails_once_its_deadline_shut_it_names_what_was_read(monkeypatch):
     """The deadline shuts the connection; the read then fails with whatever the socket says, and the error
     still names the object and the deadline that ran out, not an endpoint or a default."""
