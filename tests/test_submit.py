@@ -272,6 +272,11 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
             "Partial credentials found in env, missing: AWS_SECRET",
         KeyError("k"): "KeyError: 'k'",
     }
+    far = "https://" + "e" * 400  # an endpoint of any length: the sentence quotes it cut short
+    long_way = str(explain(bx.EndpointConnectionError(endpoint_url=far)))
+    assert long_way.startswith('cannot reach AWS (Could not connect to the endpoint URL: "https://eee')
+    assert long_way.endswith("e…); check the network, the region and AWS_ENDPOINT_URL")
+    assert len(long_way) == len("cannot reach AWS (); check the network, the region and AWS_ENDPOINT_URL") + 300
     for exc, sentence in said.items():
         err = explain(exc, "reading job x")
         assert str(err).startswith(f"reading job x: {sentence}") and err.exit_code == 4, (exc, str(err))
