@@ -107,6 +107,8 @@ EQUIVALENT = {
     ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "65535 -> 65536"): _NEVER_UNSAFE,
     ("launcher/cli/app.py", "print(record.getMessage(), file=sys.stderr, flush=True)", "True -> False"):
         "stderr is line-buffered on every Python smp-launch supports (3.9 on), and print ends the line",
+    ("launcher/cli/logprint.py", 'return line.stream.split("/", 1)[0]', "1 -> 2"):
+        "the first part of a split does not depend on how many more splits are made",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

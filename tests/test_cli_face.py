@@ -125,6 +125,9 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert "sharding" not in table
     ok = run_cli(*args, "--set", "smp.hybrid_shard_degree=128")
     assert ok.code == 0 and ok.err == "" and "GB per GPU (fits)" in ok.out
+    one = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", "training.batch_size=100000")
+    assert one.code == 2 and len(one.err.strip().splitlines()) == 1
+    assert "\n1 error (on stderr): submit refuses this plan\n" in one.out
 
 
 # -- the package --------------------------------------------------------------------------------------------

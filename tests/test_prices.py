@@ -217,3 +217,11 @@ def test_a_refresh_that_cannot_reach_the_price_list_warns_on_stderr_only(moto_wo
     data = json.loads(r.out)  # stdout stays one JSON document
     assert r.code == 0 and data["refreshed"] is True and len(data["notes"]) == 1
     assert r.err == f"warning: {data['notes'][0]}\n" and "plans keep the figures they had" in r.err
+
+
+def test_prices_without_any_region_says_where_to_give_one(run_cli, monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    r = run_cli("prices", "ml.p4d.24xlarge")
+    assert (r.code, r.out) == (2, "")
+    assert r.err == "no AWS region: give --region, or set AWS_REGION or a profile region\n"
