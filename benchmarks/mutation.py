@@ -212,7 +212,10 @@ class _Replace(ast.NodeTransformer):
         return node.operand if node is self.target else node
 
     def visit_Raise(self, node):
-        return ast.Pass() if node is self.target else node
+        if node is self.target:
+            return ast.Pass()
+        self.generic_visit(node)  # a `not` to drop may sit inside the raise (its message's condition)
+        return node
 
 
 def mutate(source: str, index: int) -> str:

@@ -29,6 +29,8 @@ def test_home_fallback_and_a_broken_file(tmp_path):
     ("{not json", "is not valid JSON"),
     ('["a list"]', "does not hold a job record"),
     ('{"job_name": 7, "region": "us-west-2"}', "has no job name"),
+    ('{"job_name": "  ", "region": "us-west-2"}', "has no job name"),
+    ('{"job_name": "bad_name", "region": "us-west-2"}', "holds a name that is not a training job name"),
     ('{"job_name": "j-1", "region": ["us-west-2"]}', "region that is not text"),
     (b"\xff\xfe\x00junk", "cannot be read"),
 ])
