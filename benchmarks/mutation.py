@@ -109,6 +109,12 @@ EQUIVALENT = {
         "stderr is line-buffered on every Python smp-launch supports (3.9 on), and print ends the line",
     ("launcher/cli/logprint.py", 'return line.stream.split("/", 1)[0]', "1 -> 2"):
         "the first part of a split does not depend on how many more splits are made",
+    ("launcher/core/state.py",
+     'fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens without waiting for a writer',
+     "0 -> 1"):
+        "the default is for platforms without O_NONBLOCK; every POSIX system has it",
+    ("launcher/core/state.py", "data = f.read(MAX_BYTES + 1)", "1 -> 2"):
+        "any read past the limit tells a larger file: one byte past it or two",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

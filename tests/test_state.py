@@ -51,23 +51,21 @@ def test_tests_never_write_the_real_state_dir(tmp_path_factory):
     assert state_dir().is_relative_to(tmp_path_factory.getbasetemp())  # conftest's autouse fixture
 
 
-def test_a_record_that_grows_while_it_is_read_is_refused_not_read_whole(tmp_path, monkeypatch):
-    """The size is checked before the read and the read stops one byte past the limit: a file that grows in
-    between (another process appending) is refused, never read whole into memory."""
-    import os
-
-    from launcher.core import state
-
-    env = {"XDG_STATE_HOME": str(tmp_path)}
+def test_a_record_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "not" / "made" / "yet")}  # its folders are made as needed
     path = record_submitted("llama-1", "eu-west-1", env)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(" " * state.MAX_BYTES)  # still valid JSON, only larger than the limit
-    real = os.fstat
-
-    def as_when_it_was_small(fd):
-        info = real(fd)
-        return os.stat_result((*info[:6], 100, *info[7:10]))  # st_size: the record before it grew
-
-    monkeypatch.setattr(state.os, "fstat", as_when_it_was_small)
+    text = path.read_text()
+    path.write_text(text + " " * (64 * 1024 - len(text)))  # 64 KiB exactly, the limit the message names
+    assert last_submitted(env)["job_name"] == "llama-1"
+    path.write_text(text + " " * (64 * 1024 - len(text) + 1))
     with pytest.raises(UsageError, match=r"cannot be read: it is larger than 64 KiB"):
-        resolve_job("latest", None, env)
+        last_submitted(env)
+
+
+def test_a_record_that_cannot_be_opened_says_why_in_one_line(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    state_dir(env).mkdir(parents=True)
+    looped = state_dir(env) / "last-submitted.json"
+    looped.symlink_to(looped)  # a link to itself: opening it fails with ELOOP
+    with pytest.raises(UsageError, match=r"\(.*last-submitted.json\) cannot be read \(OSError\); give a job name"):
+        last_submitted(env)
