@@ -192,3 +192,13 @@ def test_the_job_functions_use_the_clients_they_are_given(sm):
     assert [h.host for h in launcher.metrics("eu-1", since=600, clients=eu).hosts] == ["algo-1", "algo-2"]
     assert launcher.stop("eu-1", clients=eu).status == "Stopping"
     assert launcher.wait(["eu-1"], interval=0.02, clients=eu)[0].status == "Stopped"
+
+
+def test_following_a_job_no_one_knows_raises_job_not_found(sm, clients):
+    """Neither SageMaker nor any Batch queue holds it: the caller learns so, with no line handed on."""
+    from launcher.jobs.status import JobNotFound
+
+    lines = []
+    with pytest.raises(JobNotFound, match="no training job named 'nobody-1'"):
+        launcher.follow("nobody-1", until_end=False, on_line=lines.append, clients=clients)
+    assert lines == []

@@ -34,6 +34,7 @@ def test_each_unsafe_character_shows_as_the_shortest_escape_that_names_it():
 
 def test_limit_cuts_long_values():
     assert len(clean("x" * 10_000, limit=80)) == 80
+    assert [clean("abc", limit=n) for n in (1, 2, 3)] == ["…", "a…", "abc"]  # the mark counts in the limit
 
 
 def test_clean_data_reaches_nested_strings_and_keys():
