@@ -277,6 +277,12 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
     assert long_way.startswith('cannot reach AWS (Could not connect to the endpoint URL: "https://eee')
     assert long_way.endswith("e…); check the network, the region and AWS_ENDPOINT_URL")
     assert len(long_way) == len("cannot reach AWS (); check the network, the region and AWS_ENDPOINT_URL") + 300
+    slow = str(explain(bx.ConnectTimeoutError(endpoint_url=far)))
+    assert slow.startswith(far[:199] + "… did not answer in time")
+    partial = str(explain(bx.PartialCredentialsError(provider="env", cred_var="V" * 900)))
+    assert partial == ("Partial credentials found in env, missing: " + "V" * 900)[:499] + "…"
+    odd = str(explain(KeyError("k" * 900)))
+    assert odd == "KeyError: '" + "k" * 498 + "…"  # 500 characters of what it says
     for exc, sentence in said.items():
         err = explain(exc, "reading job x")
         assert str(err).startswith(f"reading job x: {sentence}") and err.exit_code == 4, (exc, str(err))
