@@ -115,6 +115,8 @@ EQUIVALENT = {
         "the default is for platforms without O_NONBLOCK; every POSIX system has it",
     ("launcher/core/state.py", "data = f.read(MAX_BYTES + 1)", "1 -> 2"):
         "any read past the limit tells a larger file: one byte past it or two",
+    ("launcher/api.py", "rows.sort(key=lambda r: r.created or 0, reverse=True)", "0 -> 1"):
+        "a job's created time is epoch seconds of this century: no row falls between 0 and 1",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
 }

@@ -202,3 +202,14 @@ def test_following_a_job_no_one_knows_raises_job_not_found(sm, clients):
     with pytest.raises(JobNotFound, match="no training job named 'nobody-1'"):
         launcher.follow("nobody-1", until_end=False, on_line=lines.append, clients=clients)
     assert lines == []
+
+
+def test_list_jobs_gives_the_newest_first(sm, clients):
+    emulator.set_clock(lambda: time.time() - 7200)
+    try:
+        emulator.add_job(emulator.EmulatedJob("older-1", **{**QUICK, "training": 600}), sm)
+    finally:
+        emulator.set_clock(None)
+    emulator.add_job(emulator.EmulatedJob("newer-1", **{**QUICK, "training": 600}), sm)
+    rows = launcher.list_jobs(clients=clients)
+    assert [r.job_name for r in rows] == ["newer-1", "older-1"] and rows[0].created > rows[1].created

@@ -279,3 +279,6 @@ def test_schema_takes_output_json_and_an_unwritable_path_is_one_line(run_cli, tm
     r = run_cli("schema", "--write", str(target))
     assert (r.code, r.out) == (2, "") and not target.exists()
     assert r.err.strip().splitlines() == [f"--write {target}: cannot write it (No such file or directory)"]
+    deep = tmp_path / ("d" * 250) / "schema.json"  # a path of any length is named cut to 200 characters
+    r = run_cli("schema", "--write", str(deep))
+    assert r.code == 2 and r.err == f"--write {str(deep)[:199]}…: cannot write it (No such file or directory)\n"
