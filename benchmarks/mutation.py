@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -61,6 +62,8 @@ def product_modules() -> list[str]:
     return out
 
 
+_NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a backslash), none of them at U+00FF, "
+                 "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):
@@ -95,6 +98,27 @@ EQUIVALENT = {
     ("launcher/rules/memory.py",
      'phase, transient = ("forward/backward", step) if step >= parts["optimizer_step"] else (',
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
+    ("launcher/cli/present.py", 'notes += [w.split(":", 1)[0] for w in candidate.warnings]', "1 -> 2"):
+        "the first part of a split does not depend on how many more splits are made",
+    ("launcher/cli/prices.py", "region_name = report.rows[0].region if report.rows else region", "0 -> 1"):
+        "every instance type has two rows, on-demand and spot, all in the one region the report is for",
+    ("launcher/core/sanitize.py", "if 0xD800 <= code <= 0xDFFF:", "57343 -> 57344"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFF:", "<= -> <"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFF:", "255 -> 256"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "<= -> <"): _NEVER_UNSAFE,
+    ("launcher/core/sanitize.py", "if code <= 0xFFFF:", "65535 -> 65536"): _NEVER_UNSAFE,
+    ("launcher/cli/app.py", "print(record.getMessage(), file=sys.stderr, flush=True)", "True -> False"):
+        "stderr is line-buffered on every Python smp-launch supports (3.9 on), and print ends the line",
+    ("launcher/cli/logprint.py", 'return line.stream.split("/", 1)[0]', "1 -> 2"):
+        "the first part of a split does not depend on how many more splits are made",
+    ("launcher/core/state.py",
+     'fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens without waiting for a writer',
+     "0 -> 1"):
+        "the default is for platforms without O_NONBLOCK; every POSIX system has it",
+    ("launcher/core/state.py", "data = f.read(MAX_BYTES + 1)", "1 -> 2"):
+        "any read past the limit tells a larger file: one byte past it or two",
+    ("launcher/api.py", "rows.sort(key=lambda r: r.created or 0, reverse=True)", "0 -> 1"):
+        "a job's created time is epoch seconds of this century: no row falls between 0 and 1",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
     ("launcher/spec/models.py",
@@ -222,7 +246,10 @@ class _Replace(ast.NodeTransformer):
         return node.operand if node is self.target else node
 
     def visit_Raise(self, node):
-        return ast.Pass() if node is self.target else node
+        if node is self.target:
+            return ast.Pass()
+        self.generic_visit(node)  # a `not` to drop may sit inside the raise (its message's condition)
+        return node
 
 
 def mutate(source: str, index: int) -> str:
@@ -407,6 +434,20 @@ def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests
     return {"lines": lines, "imported": imported, "tests": tests, "seconds": round(seconds, 1)}
 
 
+@functools.cache
+def import_time_lines(module: str) -> frozenset[int]:
+    """The lines a module runs once, when it is imported: everything but its functions' bodies (a command's
+    decorators and their arguments, constants, class bodies, default values). Coverage credits them to the
+    test that happened to import the module first (the commands load on first use, inside some test), yet
+    every test that uses the module depends on them."""
+    tree = ast.parse((REPO / module).read_text())
+    lines = set(range(1, len((REPO / module).read_text().splitlines()) + 1))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines -= set(range(node.body[0].lineno, (node.body[-1].end_lineno or node.body[-1].lineno) + 1))
+    return frozenset(lines)
+
+
 def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     """The tests that run the mutant's line and passed unmutated, the likeliest to notice first: those that
     run the most of the module per second of their own time (pytest stops at the first failure, so the order
@@ -416,7 +457,8 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     tests = mapping["tests"]
     by_line = mapping["lines"].get(mutant.module, {})
     found = set(by_line.get(str(mutant.line), []))
-    if mutant.line in mapping.get("imported", {}).get(mutant.module, []):
+    if mutant.line in mapping.get("imported", {}).get(mutant.module, []) or \
+            mutant.line in import_time_lines(mutant.module):
         found |= {t for ts in by_line.values() for t in ts}
     reach: dict[str, int] = {}
     for ts in by_line.values():

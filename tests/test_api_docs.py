@@ -88,6 +88,8 @@ def test_the_package_exports_exactly_what_the_api_exports():
 
     assert launcher.__all__ == ["__version__", *api.__all__]
     assert len(set(api.__all__)) == len(api.__all__)
+    assert set(launcher.__all__) <= set(dir(launcher))  # a REPL completes the names not loaded yet
+    assert set(api.__all__) <= set(dir(api))
     for name in api.__all__:
         assert getattr(launcher, name) is getattr(api, name), name
     assert set(api._REEXPORTED) <= set(api.__all__)  # every type re-exported is public
@@ -96,8 +98,10 @@ def test_the_package_exports_exactly_what_the_api_exports():
     for package in ("render", "rules", "plan", "spec", "jobs"):  # a subpackage named as a public name replaces it
         importlib.import_module(f"launcher.{package}")
     assert all(getattr(launcher, name) is getattr(api, name) for name in api.__all__)
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="^module 'launcher' has no attribute 'job_status'$"):
         launcher.job_status  # an internal function is not part of the face  # noqa: B018
+    with pytest.raises(AttributeError, match="^module 'launcher' has no attribute 'Mapping'$"):
+        launcher.Mapping  # nor is a name the API module happens to import  # noqa: B018
 
 
 def test_every_api_function_is_in_the_api_doc():
@@ -127,6 +131,27 @@ def test_check_role_gives_a_verdict_and_keeps_to_the_plans_region(moto_world):
     assert refused.verdict == "fail" and refused.missing  # a refusal is a result, not an exception
     with pytest.raises(launcher.UsageError, match="the plan is for us-west-2 but the clients are for eu-west-1"):
         launcher.check_role(good, clients=Clients(region="eu-west-1"))
+    nobody = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml")))
+    with pytest.raises(launcher.UsageError, match="^no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE"):
+        launcher.check_role(nobody, clients=Clients(region="us-west-2"))  # no role to check is not a verdict
+
+
+def test_check_role_without_credentials_raises_one_sentence_naming_the_step(moto_world):
+    from botocore.exceptions import NoCredentialsError
+
+    from launcher.core.aws import AwsError, Clients
+
+    class NoCredentials:
+        def __getattr__(self, operation):
+            def call(**_):
+                raise NoCredentialsError()
+            return call
+
+    good = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
+    clients = Clients(overrides={"iam": NoCredentials(), "sts": NoCredentials()}, region="us-west-2")
+    with pytest.raises(AwsError, match="^checking the role: no AWS credentials found") as err:
+        launcher.check_role(good, clients=clients)  # not a verdict: nothing could be asked
+    assert err.value.exit_code == 4
 
 
 def test_build_plan_decides_the_region_once(monkeypatch):

@@ -175,3 +175,41 @@ def test_resolve_job_reads_the_record_of_the_last_submit(tmp_path, monkeypatch):
     assert launcher.resolve_job("latest") == ("llama-1", "eu-west-1")
     assert launcher.resolve_job("latest", "us-east-1") == ("llama-1", "us-east-1")
     assert launcher.resolve_job("other-job") == ("other-job", None)
+
+
+def test_the_job_functions_use_the_clients_they_are_given(sm):
+    """A caller's clients decide the account and region: a job in eu-west-1 is found through eu-west-1 clients
+    while the environment names us-west-2 (where no such job exists)."""
+    from launcher.jobs.status import JobNotFound
+
+    eu = launcher.connect(region="eu-west-1")
+    emulator.add_job(emulator.EmulatedJob("eu-1", **{**QUICK, "training": 600}), eu.sagemaker)
+    with pytest.raises(JobNotFound):
+        launcher.status("eu-1", diagnose=False)  # no clients: the environment's region
+    assert launcher.status("eu-1", clients=eu, diagnose=False).job_name == "eu-1"
+    assert [r.job_name for r in launcher.list_jobs(clients=eu)] == ["eu-1"]
+    assert launcher.list_jobs() == []
+    assert [h.host for h in launcher.metrics("eu-1", since=600, clients=eu).hosts] == ["algo-1", "algo-2"]
+    assert launcher.stop("eu-1", clients=eu).status == "Stopping"
+    assert launcher.wait(["eu-1"], interval=0.02, clients=eu)[0].status == "Stopped"
+
+
+def test_following_a_job_no_one_knows_raises_job_not_found(sm, clients):
+    """Neither SageMaker nor any Batch queue holds it: the caller learns so, with no line handed on."""
+    from launcher.jobs.status import JobNotFound
+
+    lines = []
+    with pytest.raises(JobNotFound, match="no training job named 'nobody-1'"):
+        launcher.follow("nobody-1", until_end=False, on_line=lines.append, clients=clients)
+    assert lines == []
+
+
+def test_list_jobs_gives_the_newest_first(sm, clients):
+    emulator.set_clock(lambda: time.time() - 7200)
+    try:
+        emulator.add_job(emulator.EmulatedJob("older-1", **{**QUICK, "training": 600}), sm)
+    finally:
+        emulator.set_clock(None)
+    emulator.add_job(emulator.EmulatedJob("newer-1", **{**QUICK, "training": 600}), sm)
+    rows = launcher.list_jobs(clients=clients)
+    assert [r.job_name for r in rows] == ["newer-1", "older-1"] and rows[0].created > rows[1].created

@@ -158,6 +158,39 @@ def test_a_trickling_s3_body_ends_at_the_deadline(monkeypatch):
     with pytest.raises(AwsError, match="s3://b/k gave no whole answer within 1 s"):
         aws.read_body(Trickle(), 10, what="s3://b/k", seconds=1.0)
     assert time.monotonic() - began < 10
+    long_key = "s3://b/" + "k" * 300  # a key of any length: the message names it cut to 200 characters
+    with pytest.raises(AwsError) as err:
+        aws.read_body(Trickle(), 10, what=long_key, seconds=1.0)
+    assert str(err.value).startswith(long_key[:199] + "… gave no whole answer within 1 s")
+
+
+def test_only_a_client_whose_connections_can_be_watched_gets_a_deadline():
+    """A botocore client built otherwise (no urllib3 pool manager to hook) keeps its timeouts and is not cut
+    short: the deadline needs to know which connection a call reads."""
+    from types import SimpleNamespace
+
+    import boto3
+
+    assert aws._watch_connections(boto3.client("sagemaker", region_name="us-west-2")) is True
+    odd = SimpleNamespace(_endpoint=SimpleNamespace(http_session=SimpleNamespace(_manager=None)))
+    assert aws._watch_connections(odd) is False and aws._watch_connections(SimpleNamespace()) is False
+
+
+def test_a_body_whose_read_fails_once_its_deadline_shut_it_names_what_was_read(monkeypatch):
+    """The deadline shuts the connection; the read then fails with whatever the socket says, and the error
+    still names the object and the deadline that ran out, not an endpoint or a default."""
+    import threading
+
+    class ShutUnderfoot:
+        def read(self, n):
+            me = threading.get_ident()
+            while me not in aws._EXPIRED:  # until the deadline has run out for this read
+                time.sleep(0.01)
+            raise ConnectionResetError("connection closed")
+
+    with pytest.raises(AwsError) as err:
+        aws.read_body(ShutUnderfoot(), 10, what="s3://b/k", seconds=1.0)
+    assert str(err.value).startswith("s3://b/k gave no whole answer within 1 s")
 
 
 # -- answers that are not UTF-8 -----------------------------------------------------------------------

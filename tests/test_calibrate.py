@@ -105,6 +105,11 @@ def test_the_cli_prints_the_table_and_json(moto_world, monkeypatch, tmp_path, ru
     assert r.code == 0 and "later plans multiply the published prediction by 1.000" in r.out
     r = run_cli("calibrate", "no-such-job", env=state)
     assert r.code != 0 and len(r.err.strip().splitlines()) == 1
+    from launcher.core.state import record_submitted
+
+    record_submitted(plan.job_name, "us-west-2", env=state)  # `latest` is looked for in its own region
+    r = run_cli("calibrate", "latest", "--output", "json", env={**state, "AWS_REGION": "eu-west-1"})
+    assert r.code == 0 and json.loads(r.out)["jobs"][0]["job"] == plan.job_name, r.err
 
 
 def test_a_job_a_fallback_moved_is_predicted_on_the_instance_type_it_ran_on(moto_world, monkeypatch, tmp_path):

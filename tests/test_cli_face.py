@@ -1,9 +1,13 @@
 """The CLI as a user meets it: its shape, flags where a user looks for them, one-line errors, start-up that
 loads only what a command needs, and that it goes through the Python API only."""
+import errno
 import json
+import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 import emulator
 from launcher.spec.loader import _display as shown
@@ -92,6 +96,16 @@ def test_validate_json_gives_structured_problems(run_cli, write_spec):
     assert refused["errors"][0] == f"{layout}:9:27: smp.tensor_parallel_degree: {first['message']}"
 
 
+def test_validate_json_marks_an_unreadable_file_at_its_start(run_cli, tmp_path):
+    absent = str(tmp_path / "absent.yaml")
+    r = run_cli("validate", absent, "--output", "json")
+    (row,) = json.loads(r.out)
+    assert r.code == 2 and row["valid"] is False
+    assert row["problems"] == [{"file": absent, "line": 1, "column": 1, "path": "",
+                                "message": f"cannot read {absent}: No such file or directory"}]
+    assert row["errors"] == [f"{absent}:1:1: (spec): cannot read {absent}: No such file or directory"]
+
+
 def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli):
     args = ("plan", str(JOBS / "llama70b.yaml"), "--set", "cluster.instance_count=16")
     r = run_cli(*args)
@@ -111,6 +125,9 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert "sharding" not in table
     ok = run_cli(*args, "--set", "smp.hybrid_shard_degree=128")
     assert ok.code == 0 and ok.err == "" and "GB per GPU (fits)" in ok.out
+    one = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", "training.batch_size=100000")
+    assert one.code == 2 and len(one.err.strip().splitlines()) == 1
+    assert "\n1 error (on stderr): submit refuses this plan\n" in one.out
 
 
 # -- the package --------------------------------------------------------------------------------------------
@@ -144,6 +161,87 @@ def test_the_console_entry_point_is_the_package():
     from launcher.cli import main
 
     assert callable(main)
+
+
+class Unwritable:
+    """A stdout whose writes (or only its flushes) fail with `error`."""
+
+    def __init__(self, error, *, only_flush=False):
+        self.error, self.only_flush = error, only_flush
+
+    def write(self, text):
+        if not self.only_flush:
+            raise self.error
+        return len(text)
+
+    def flush(self):
+        if self.only_flush:
+            raise self.error
+
+    def fileno(self):
+        raise ValueError("no file")
+
+
+@pytest.mark.parametrize("when", ["help", "command", "exit"])
+@pytest.mark.parametrize("error,code", [(BrokenPipeError(errno.EPIPE, "Broken pipe"), 0),
+                                        (BrokenPipeError(errno.ESHUTDOWN, "Cannot send after shutdown"), 0),
+                                        (OSError(errno.ENOSPC, "No space left on device"), None)],
+                         ids=["closed pipe", "shut socket", "disk full"])
+def test_only_a_closed_pipe_is_a_quiet_exit(when, error, code, run_cli, monkeypatch):
+    """`| head` closing stdout ends the command quietly (exit 0), whether it closes during `--help`, during a
+    command's output or before the last flush; any other error writing is not taken for it."""
+    from types import SimpleNamespace
+
+    from launcher.cli import app
+
+    monkeypatch.setattr(os, "dup2", lambda *_: None)  # the quiet exit points stdout at /dev/null: not the runner's
+    if when == "exit":  # the output went out; the flush at exit is what fails
+        stdout = Unwritable(error, only_flush=True)
+        monkeypatch.setattr(app, "sys", SimpleNamespace(stdout=stdout, stderr=sys.stderr, exit=sys.exit))
+    else:
+        monkeypatch.setattr(sys, "stdout", Unwritable(error))
+    args = ["--help"] if when == "help" else ["rules", "--output", "json"]
+    if code is None:
+        with pytest.raises(OSError, match="No space left on device"):
+            run_cli(*args)
+    else:
+        assert run_cli(*args).code == code
+
+
+def test_the_librarys_warnings_print_once_on_stderr_and_go_no_further(run_cli, monkeypatch):
+    """A program that runs `main` with its own root handlers does not get each warning a second time."""
+    import logging
+
+    from launcher.cli import present
+
+    monkeypatch.setattr(present, "emit_json", lambda data: logging.getLogger("launcher.x").warning("careful"))
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger().addHandler(handler)
+    try:
+        r = run_cli("rules", "--output", "json")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert (r.code, r.err, seen) == (0, "careful\n", [])
+
+
+def test_a_usage_error_quoting_a_huge_value_is_cut_to_500_characters(run_cli):
+    r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--output", "x" * 5000)
+    assert r.code == 2
+    prefix, hint = "smp-launch plan: ", " (see `smp-launch plan --help`)\n"
+    assert r.err.startswith(prefix + "Invalid value for '--output': 'xxx") and r.err.endswith(hint)
+    message = r.err[len(prefix):-len(hint)]
+    assert len(message) == 500 and message.endswith("x…")
+
+
+def test_a_click_error_raised_outside_any_command_is_still_one_line():
+    import click
+
+    from launcher.cli.app import _one_line
+
+    assert _one_line(click.UsageError("bad usage")) == "bad usage"
+    assert _one_line(click.ClickException("it broke")) == "it broke"
 
 
 # -- the API is the face ------------------------------------------------------------------------------------
@@ -181,3 +279,6 @@ def test_schema_takes_output_json_and_an_unwritable_path_is_one_line(run_cli, tm
     r = run_cli("schema", "--write", str(target))
     assert (r.code, r.out) == (2, "") and not target.exists()
     assert r.err.strip().splitlines() == [f"--write {target}: cannot write it (No such file or directory)"]
+    deep = tmp_path / ("d" * 250) / "schema.json"  # a path of any length is named cut to 200 characters
+    r = run_cli("schema", "--write", str(deep))
+    assert r.code == 2 and r.err == f"--write {str(deep)[:199]}…: cannot write it (No such file or directory)\n"

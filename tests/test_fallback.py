@@ -192,3 +192,23 @@ def test_a_type_over_quota_or_not_offered_moves_on_to_the_next(moto_world, clock
                        dry_run=dry_run)
     assert run.state is PlanState.ERROR and run.exit_code == 3  # p4d is left, and the layout does not fit it
     assert "does not offer ml.p4de.24xlarge" in str(run.error)
+
+
+def test_the_fallback_printer_says_a_failure_and_the_next_type_and_nothing_else(capsys):
+    from types import SimpleNamespace
+
+    from launcher import EventKind
+    from launcher.cli.submit import fallback_printer
+
+    capacity = SimpleNamespace(failure_class="capacity")
+    events = [SimpleNamespace(kind=EventKind.STARTED, job_name="j", status=None, message="j started"),
+              SimpleNamespace(kind=EventKind.ENDED, job_name="j", status=SimpleNamespace(status="Failed",
+                                                                                         failure=capacity), message=""),
+              SimpleNamespace(kind=EventKind.RESUBMIT, job_name="j-r2",
+                              status=SimpleNamespace(status="Failed", failure=capacity), message="trying the next"),
+              SimpleNamespace(kind=EventKind.ENDED, job_name="j-r2",
+                              status=SimpleNamespace(status="Completed", failure=None), message="j-r2 ended")]
+    for event in events:
+        fallback_printer(event)
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "j: Failed [capacity]\ntrying the next\n")

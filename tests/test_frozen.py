@@ -244,6 +244,10 @@ def test_a_frozen_dict_refuses_every_change_and_copies_as_itself():
     assert copy.copy(d) is d and copy.deepcopy(d) is d and pickle.loads(pickle.dumps(d)) == d
     assert type(d.copy()) is dict and thaw(d) == {"a": [1, {"b": 2}]} and hash(d) == hash(freeze(thaw(d)))
     assert json.dumps(d) == '{"a": [1, {"b": 2}]}'
+    assert repr(d) == "FrozenDict({'a': (1, FrozenDict({'b': 2}))})"  # a debugger or a log says it is read-only
+    tags = freeze({"tags": {"b", "a"}, "pair": [{"x": [1]}]})  # sets become frozensets, lists tuples, all the way
+    assert tags == {"tags": frozenset({"a", "b"}), "pair": ({"x": (1,)},)} and type(tags["tags"]) is frozenset
+    assert thaw(tags) == {"tags": {"a", "b"}, "pair": [{"x": [1]}]} and type(thaw(tags)["tags"]) is set
 
 
 def test_a_queues_runs_events_and_submissions_are_frozen(moto_world):

@@ -1,5 +1,7 @@
 """`status`, `list`, `stop`, `metrics` and `logs` through the CLI entry point, against emulated jobs."""
 import json
+import re
+import sys
 import time
 
 import boto3
@@ -93,6 +95,20 @@ def test_stop_then_the_job_ends_stopped(sm):
     assert [t["Status"] for t in desc["SecondaryStatusTransitions"]][-2:] == ["Stopping", "Stopped"]
 
 
+@pytest.mark.parametrize("answer,stopped,status", [("n", False, "InProgress"), ("y", True, "Stopping")])
+def test_stop_on_a_terminal_asks_on_stderr_and_does_what_the_answer_says(sm, run_cli, monkeypatch, answer, stopped,
+                                                                         status):
+    import io
+
+    emulator.add_job(emulator.EmulatedJob("asked-1", training=600), sm)
+    terminal = io.StringIO(answer + "\n")
+    terminal.isatty = lambda: True
+    monkeypatch.setattr(sys, "stdin", terminal)
+    r = run_cli("stop", "asked-1", "--output", "json")
+    assert r.code == 0 and r.err.startswith("Stop training job asked-1 (") and "? [y/N]: " in r.err
+    assert (json.loads(r.out)["stopped"], json.loads(r.out)["status"]) == (stopped, status)  # stdout: JSON only
+
+
 def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     started_ago(sm, 1200, emulator.EmulatedJob("busy", hosts=3, training=3600))
     r = run_cli("metrics", "busy", "--since", "15m", "--output", "json")
@@ -148,7 +164,51 @@ def test_flag_parsers():
     assert parse_since("1h30m") == 5400 and parse_since("90") == 90 and parse_since("0.5s") == 0.5
 
 
+def test_a_bad_since_names_its_flag_and_exits_2():
+    from launcher.core.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        parse_since("soon")
+    assert err.value.exit_code == 2 and str(err.value).startswith("--since 'soon': 'soon' is not a duration")
+
+
+def test_times_from_aws_read_as_utc_whatever_the_machines_zone(monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from launcher.core.timeutil import clock_time, epoch, iso
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = datetime(2026, 1, 1, 12, 0, 0)  # boto3 gives naive datetimes in UTC
+        aware = datetime(2026, 1, 1, 7, 0, 0, tzinfo=timezone(timedelta(hours=-5)))
+        assert epoch(naive) == epoch(aware) == 1767268800.0 and epoch(None) is None
+        assert clock_time(naive) == clock_time(1767268800.0) == "2026-01-01 12:00:00" and clock_time(None) == "-"
+        assert iso(1767268800.25) == "2026-01-01T12:00:00.250Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_the_managed_tag_is_the_plans():
     from launcher.plan.build import MANAGED_TAG
 
     assert jobs.MANAGED_TAG == MANAGED_TAG
+
+
+def test_the_status_table_shows_each_time_in_utc_to_the_second(sm, run_cli):
+    from datetime import datetime, timezone
+
+    started_ago(sm, AGO, emulator.EmulatedJob("times-1", training=600))
+    data = json.loads(run_cli("status", "times-1", "--output", "json").out)
+
+    def utc(epoch):
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+    rows = dict(line.split(":", 1) for line in run_cli("status", "times-1").out.splitlines()[:8] if ":" in line)
+    assert rows["created"].strip() == utc(data["created"])
+    assert (rows["training start"].strip(), rows["training end"].strip()) == (utc(data["training_start"]),
+                                                                            utc(data["training_end"]))
+    table = run_cli("status", "times-1").out
+    first = data["transitions"][0]
+    assert re.search(rf"^Starting +{utc(first['start'])} +{utc(first['end'])} ", table, re.M), table

@@ -488,3 +488,29 @@ def test_the_stand_in_gets_only_the_smp_parameters_the_image_takes():
                                            "activation_loading_horizon"}
     assert smp_config(spec, 2, 1, taken=("hybrid_shard_degree", "tensor_parallel_degree")) == {
         "hybrid_shard_degree": 2, "tensor_parallel_degree": 1}
+
+
+def test_the_local_run_report_as_a_table(run_cli, monkeypatch):
+    """What a person reads after `submit --local` (the runs themselves are the tests above; here, only their
+    report): the machine's changes counted, each check's verdict, what went unexercised, each run's time."""
+    from launcher import api
+    from launcher.local.checks import Check, RunRecord
+    from launcher.local.run import LocalRunResult
+
+    result = LocalRunResult(
+        spec_file="jobs/llama7b.yaml", nproc=2, tiny=True, exit_code=3,
+        local_changes=["model.num_layers=2", "model.hidden_width=64", "smp.delayed_param_init=false"],
+        notes=["ran as 2, emulated on gloo"], not_exercised=[{"feature": "fp8", "reason": "needs H100s"}],
+        checks=[Check("loss is finite", True, "4 steps"), Check("resumed", False, "step 4 differs"),
+                Check("tp folders", None, "tensor parallelism is 1")],
+        runs=[RunRecord(0, 12.34), RunRecord(1, 5.0)])
+    monkeypatch.setattr(api, "run_local", lambda *args, **kwargs: result)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny")
+    assert r.code == 3 and r.out.splitlines() == [
+        "", "Local run of jobs/llama7b.yaml: 2 processes, CPU, gloo, tiny model",
+        "  changed for this machine: 3 values (model 2, smp 1); `--output json` lists them",
+        "  note: ran as 2, emulated on gloo",
+        "  PASS loss is finite: 4 steps", "  FAIL resumed: step 4 differs",
+        "  n/a  tp folders: tensor parallelism is 1",
+        "  NOT EXERCISED fp8: needs H100s",
+        "  wall time: run 1 12.3 s (exit 0), run 2 5.0 s (exit 1)"]

@@ -2,6 +2,7 @@
 text, notes worded for a shell), the `logs` command's flags, `submit --wait`, and an API that prints nothing."""
 import io
 import json
+import re
 import types
 
 import boto3
@@ -126,6 +127,13 @@ def test_logs_of_several_jobs_labels_each_line_by_job_and_host_and_exits_with_th
     records = [json.loads(x) for x in run_cli("logs", "pair-a", "pair-b", "--no-follow", "--output", "json").out.split(
         "\n") if x]
     assert {x["job"] for x in records if x["type"] == "log"} == {"pair-a", "pair-b"}
+    # while following: each job's transitions, on stderr for people, as JSON records for pipelines
+    noted = [ln.split(" ", 2)[2] for ln in r.err.splitlines() if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", ln)]
+    assert "pair-a Completed - Training job completed" in noted and "pair-b Failed - Training job failed" in noted
+    followed = run_cli("logs", "pair-a", "pair-b", "--interval", "0.05", "--output", "json")
+    statuses = [json.loads(x) for x in followed.out.splitlines() if '"type": "status"' in x]
+    assert [x["status"] for x in statuses if x["job"] == "pair-b"] == ["Starting", "Downloading", "Training", "Failed"]
+    assert all(x["time"].endswith("Z") for x in statuses) and followed.err == ""
 
 
 @pytest.mark.parametrize("args,message", [

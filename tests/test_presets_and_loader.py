@@ -113,9 +113,12 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["1 day", "-5", "0", "h", True])
-def test_bad_durations(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad,why", [("1 day", "is not a duration"), ("-5", "is not a duration"),
+                                     ("0", "must be positive"), ("h", "is not a duration"),
+                                     (True, "expected a duration"), ("1.5", "is not a whole number of seconds"),
+                                     (90.5, "not a whole number")])
+def test_bad_durations(bad, why):
+    with pytest.raises(ValueError, match=why):
         parse_duration(bad)
 
 

@@ -185,3 +185,47 @@ def test_the_docs_list_the_shipped_figures_and_the_named_gaps():
     held = {(*key.split("|"), price.usd_per_hour) for key, price in prices.snapshot_prices().items()}
     listed = {(r[0], r[1], r[2], float(r[3])) for r in rows if len(r) == 4}
     assert listed == held, "docs/commands.md#prices lists other figures than the snapshot holds"
+
+
+def test_the_prices_command_shows_each_figure_in_its_column_with_its_source_and_date(moto_world, run_cli, tmp_path):
+    import emulator
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 30.0)
+    emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 12.5, spot=True)
+    try:
+        r = run_cli("prices", "ml.p4d.24xlarge", "ml.trn1.32xlarge", "--refresh", "--region", "us-west-2", env=env)
+    finally:
+        emulator.pricing.reset()
+    assert (r.code, r.err) == (0, "")
+    lines = r.out.splitlines()
+    assert lines[0] == "SageMaker training prices in us-west-2"
+    assert lines[1].split() == ["instance", "type", "on-demand", "$/h", "spot", "$/h", "source", "date"]
+    on_demand, spot = json.loads(run_cli("prices", "ml.p4d.24xlarge", "--region", "us-west-2", "--output", "json",
+                                         env=env).out)["prices"]  # from the cache the refresh wrote
+    assert lines[2].split()[:3] == ["ml.p4d.24xlarge", "30.000", "12.500"]  # on-demand, then spot
+    assert "Spot" not in on_demand["source"] and "Spot" in spot["source"] and on_demand["date"] == spot["date"]
+    assert lines[2].endswith(f"  {on_demand['source']}; {spot['source']}  {on_demand['date']}")
+    assert lines[3].split() == ["ml.trn1.32xlarge", "-", "-", "no", "source", "-"]
+
+
+def test_a_refresh_that_cannot_reach_the_price_list_warns_on_stderr_only(moto_world, run_cli, tmp_path):
+    import emulator
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    emulator.pricing.plain(True)
+    try:
+        r = run_cli("prices", "ml.p4d.24xlarge", "--refresh", "--region", "eu-west-1", "--output", "json", env=env)
+    finally:
+        emulator.pricing.reset()
+    data = json.loads(r.out)  # stdout stays one JSON document
+    assert r.code == 0 and data["refreshed"] is True and len(data["notes"]) == 1
+    assert r.err == f"warning: {data['notes'][0]}\n" and "plans keep the figures they had" in r.err
+
+
+def test_prices_without_any_region_says_where_to_give_one(run_cli, monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    r = run_cli("prices", "ml.p4d.24xlarge")
+    assert (r.code, r.out) == (2, "")
+    assert r.err == "no AWS region: give --region, or set AWS_REGION or a profile region\n"

@@ -930,3 +930,13 @@ def test_what_submit_uploads_is_rendered_from_the_team_template(moto_world, tmp_
     tags = moto_world.sagemaker.list_tags(ResourceArn=moto_world.sagemaker.describe_training_job(
         TrainingJobName=result.job_name)["TrainingJobArn"])["Tags"]
     assert {"Key": "smp-launch:spec-hash", "Value": plan.spec_hash} in tags
+
+
+def test_validate_json_gives_a_failing_team_template_as_a_problem_of_its_spec(tmp_path, run_cli):
+    texts, _, _, words = BROKEN["a Jinja syntax error"]
+    team = _team(tmp_path / "team", texts)
+    spec = str(JOBS / "llama7b.yaml")
+    r = run_cli("validate", spec, "--templates", str(team), "--output", "json")
+    (row,) = json.loads(r.out)
+    assert r.code == 2 and row["valid"] is False and len(row["errors"]) == 1 and words in row["errors"][0]
+    assert row["problems"] == [{"file": spec, "line": 1, "column": 1, "path": "", "message": row["errors"][0]}]

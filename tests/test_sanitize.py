@@ -24,8 +24,17 @@ def test_lone_surrogates_become_replacement_chars_and_encode():
     text.encode("utf-8", errors="strict")
 
 
+def test_each_unsafe_character_shows_as_the_shortest_escape_that_names_it():
+    # the first and last lone surrogates, both ends of each escape's width
+    assert clean("\ud800|\udfff") == "\ufffd|\ufffd"
+    assert clean("\x00|\x9f|\u061c|\ufeff|\U000e0000|\U000e007f") == (
+        "\\x00|\\x9f|\\u061c|\\ufeff|\\U000e0000|\\U000e007f")
+    assert clean("\ud7ff\ue000") == "\ud7ff\ue000"  # their neighbours are printable as they are
+
+
 def test_limit_cuts_long_values():
     assert len(clean("x" * 10_000, limit=80)) == 80
+    assert [clean("abc", limit=n) for n in (1, 2, 3)] == ["…", "a…", "abc"]  # the mark counts in the limit
 
 
 def test_clean_data_reaches_nested_strings_and_keys():

@@ -88,6 +88,12 @@ def test_a_job_name_sagemaker_would_refuse_is_exit_2_without_a_call(name):
         launcher.status(name, clients=Clients(overrides={"sagemaker": NoCalls()}, region="us-west-2"))
 
 
+def test_a_long_bad_name_is_quoted_cut_to_100_characters_so_the_error_stays_one_readable_line():
+    with pytest.raises(UsageError) as err:
+        check_job_name("x" * 5000)
+    assert str(err.value).startswith("'" + "x" * 99 + "…' is not a training job name")
+
+
 @pytest.mark.parametrize("name", ["a", "llama2-7b-20261201-150930-067", "x" * 63, "A--b", "job-r2"])
 def test_names_sagemaker_takes_pass(name):
     assert check_job_name(name) == name and resolve_job(name, None) == (name, None)

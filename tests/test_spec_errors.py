@@ -357,3 +357,25 @@ def test_a_templates_folder_that_is_a_link_loop_is_not_a_folder(run_cli, write_s
     m = one_error(run_cli("validate", str(p)))
     assert m["path"] == "templates"
     assert m["msg"] == f"'loop' is not a folder of templates (looked for {tmp_path / 'loop'}, relative to {p})"
+
+
+def test_more_than_twenty_problems_print_twenty_and_a_count_at_the_next_ones_place(run_cli, write_spec):
+    p = write_spec(MINIMAL + "smp:\n" + "".join(f"  unknown_{i:02}: 1\n" for i in range(25)))
+    r = run_cli("validate", str(p))
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 21, lines
+    assert all(LINE.match(line)["path"] == f"smp.unknown_{i:02}" for i, line in enumerate(lines[:20]))
+    assert lines[20] == f"{p}:29:3: (spec): 5 more problems not shown"  # where the 21st is: unknown_20's line
+    assert lines[19].startswith(f"{p}:28:3: smp.unknown_19")
+    m = one_error(run_cli("validate", str(write_spec(MINIMAL + "smp:\n  unknown: 1\n", "one.yaml"))))
+    assert m["path"] == "smp.unknown"  # one problem: no count line
+
+
+def test_a_problem_with_huge_parts_stays_one_bounded_line_and_json_record():
+    from launcher.core.errors import Mark, Problem
+
+    problem = Problem(Mark("f" * 300, 7, 3), "p." * 200, "m" * 5000)
+    assert str(problem) == f"{'f' * 199}…:7:3: {('p.' * 200)[:199]}…: {'m' * 999}…"
+    assert problem.to_dict() == {"file": "f" * 199 + "…", "line": 7, "column": 3, "path": ("p." * 200)[:199] + "…",
+                                 "message": "m" * 999 + "…"}
+    assert str(Problem(Mark("f.yaml", 1, 1), "", "bad")) == "f.yaml:1:1: (spec): bad"  # no path: the whole spec

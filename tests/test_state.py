@@ -29,6 +29,8 @@ def test_home_fallback_and_a_broken_file(tmp_path):
     ("{not json", "is not valid JSON"),
     ('["a list"]', "does not hold a job record"),
     ('{"job_name": 7, "region": "us-west-2"}', "has no job name"),
+    ('{"job_name": "  ", "region": "us-west-2"}', "has no job name"),
+    ('{"job_name": "bad_name", "region": "us-west-2"}', "holds a name that is not a training job name"),
     ('{"job_name": "j-1", "region": ["us-west-2"]}', "region that is not text"),
     (b"\xff\xfe\x00junk", "cannot be read"),
 ])
@@ -47,3 +49,23 @@ def test_a_corrupt_state_file_is_one_clear_line(tmp_path, content, why):
 
 def test_tests_never_write_the_real_state_dir(tmp_path_factory):
     assert state_dir().is_relative_to(tmp_path_factory.getbasetemp())  # conftest's autouse fixture
+
+
+def test_a_record_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "not" / "made" / "yet")}  # its folders are made as needed
+    path = record_submitted("llama-1", "eu-west-1", env)
+    text = path.read_text()
+    path.write_text(text + " " * (64 * 1024 - len(text)))  # 64 KiB exactly, the limit the message names
+    assert last_submitted(env)["job_name"] == "llama-1"
+    path.write_text(text + " " * (64 * 1024 - len(text) + 1))
+    with pytest.raises(UsageError, match=r"cannot be read: it is larger than 64 KiB"):
+        last_submitted(env)
+
+
+def test_a_record_that_cannot_be_opened_says_why_in_one_line(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    state_dir(env).mkdir(parents=True)
+    looped = state_dir(env) / "last-submitted.json"
+    looped.symlink_to(looped)  # a link to itself: opening it fails with ELOOP
+    with pytest.raises(UsageError, match=r"\(.*last-submitted.json\) cannot be read \(OSError\); give a job name"):
+        last_submitted(env)

@@ -252,6 +252,47 @@ def test_aws_errors_become_sentences(exc, expected):
     assert expected in str(err) and "\n" not in str(err) and err.exit_code == 4
 
 
+def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
+    from botocore import exceptions as bx
+
+    from launcher.core.aws import QuotaError as Quota
+
+    said = {
+        bx.NoRegionError(): "no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region",
+        bx.ProfileNotFound(profile="ghost"): "The config profile (ghost) could not be found; check AWS_PROFILE",
+        bx.ConnectTimeoutError(endpoint_url="https://sm.example"): "https://sm.example did not answer in time",
+        bx.ReadTimeoutError(endpoint_url=""): "AWS did not answer in time (each try timed out)",
+        bx.EndpointConnectionError(endpoint_url="https://sm.example"):
+            'cannot reach AWS (Could not connect to the endpoint URL: "https://sm.example")',
+        ClientError({"Error": {"Code": "Weird", "Message": " odd "}}, "DescribeX"): "DescribeX failed: Weird: odd",
+        ClientError({"Error": {"Code": "403", "Message": ""}}, "GetRole"): "access denied for GetRole: 403. Ask",
+        ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "X"):
+            "SageMaker rejected the request: bad",
+        bx.PartialCredentialsError(provider="env", cred_var="AWS_SECRET"):
+            "Partial credentials found in env, missing: AWS_SECRET",
+        KeyError("k"): "KeyError: 'k'",
+    }
+    far = "https://" + "e" * 400  # an endpoint of any length: the sentence quotes it cut short
+    long_way = str(explain(bx.EndpointConnectionError(endpoint_url=far)))
+    assert long_way.startswith('cannot reach AWS (Could not connect to the endpoint URL: "https://eee')
+    assert long_way.endswith("e…); check the network, the region and AWS_ENDPOINT_URL")
+    assert len(long_way) == len("cannot reach AWS (); check the network, the region and AWS_ENDPOINT_URL") + 300
+    slow = str(explain(bx.ConnectTimeoutError(endpoint_url=far)))
+    assert slow.startswith(far[:199] + "… did not answer in time")
+    partial = str(explain(bx.PartialCredentialsError(provider="env", cred_var="V" * 900)))
+    assert partial == ("Partial credentials found in env, missing: " + "V" * 900)[:499] + "…"
+    odd = str(explain(KeyError("k" * 900)))
+    assert odd == "KeyError: '" + "k" * 498 + "…"  # 500 characters of what it says
+    for exc, sentence in said.items():
+        err = explain(exc, "reading job x")
+        assert str(err).startswith(f"reading job x: {sentence}") and err.exit_code == 4, (exc, str(err))
+    quota = explain(ClientError({"Error": {"Code": "ResourceLimitExceeded", "Message": ""}}, "CreateTrainingJob"))
+    assert isinstance(quota, Quota) and quota.exit_code == 3
+    assert str(quota).startswith("a SageMaker quota was exceeded. Request an increase in Service Quotas")
+    mine = UsageError("already a sentence")
+    assert explain(mine, "reading job x") is mine
+
+
 def test_the_submit_path_keeps_the_sdk_out_of_other_commands():
     import subprocess
     import sys

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections import Counter
 from types import SimpleNamespace
 
@@ -87,13 +89,15 @@ def test_failed_beats_a_timeout(sm, run_cli):
 
 
 def test_live_table_on_a_terminal(sm, run_cli, monkeypatch):
-    from launcher.cli import wait as wait_cli
-
-    monkeypatch.setattr(wait_cli, "_is_terminal", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     emulator.add_job(emulator.EmulatedJob("l-nccl", **scenarios.nccl_timeout(**QUICK)), sm)
-    r = run_cli("wait", "l-nccl", "--interval", "0.05")
+    r = run_cli("wait", "l-nccl", "--interval", "0.05", env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"})
     assert r.code == 1
-    assert "failure class" in r.out and "nccl_timeout" in r.out and "l-nccl" in r.out
+    # drawn at the start (no job seen yet), again at each change and once more at the end, in place
+    assert r.out.count("job ") >= 3 and "\x1b[" in r.out, repr(r.out[:2000])
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", r.out)  # its colours and cursor moves left out
+    assert re.search(r"l-nccl +\.\.\. +- +- +-", shown), shown
+    assert re.search(r"l-nccl +Failed +Failed +nccl_timeout +a collective", shown), shown
 
 
 def test_unknown_job_is_refused(sm, run_cli):

@@ -120,15 +120,12 @@ def _print_many(jobs: tuple[str, ...], follow: bool, hosts: list[int] | None, si
     """`logs JOB1 JOB2 ...`: every job followed at once, lines labelled [JOB/algo-N], the worst exit code."""
     from launcher.api import follow_many, resolve_job, worst_exit_code
     from launcher.cli.logprint import Printer
-    from launcher.core.errors import UsageError
 
     resolved = [resolve_job(job, region) for job in jobs]
-    regions = {r for _, r in resolved if r}
-    if len(regions) > 1:
-        raise UsageError(f"logs follows jobs of one region; these are in {', '.join(sorted(regions))}")
     names = list(dict.fromkeys(name for name, _ in resolved))
     printer = Printer(as_json=output == "json", with_job=True)
-    clients = job_clients(profile, next(iter(regions), None) or region)
+    # one region for all: --region's, else that of `latest` (the only name with a region of its own), else none
+    clients = job_clients(profile, next((r for _, r in resolved if r), None))
     clients.notify = printer.note
     hooks = printer.hooks()
     results = follow_many(names, until_end=follow, since=since, hosts=hosts, grep=grep, rate=rate, interval=interval,

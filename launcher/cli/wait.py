@@ -74,19 +74,15 @@ def wait_jobs(jobs: tuple[str, ...], timeout_text: str | None, interval: float, 
     """
     from launcher.api import resolve_job, wait, worst_exit_code
     from launcher.cli import present
-    from launcher.core.errors import UsageError
     from launcher.core.timeutil import parse_since
 
     # A duration as --since and the spec's max_run take it (2h, 90m, seconds); 0 polls once.
     timeout = None if timeout_text is None else (
         0.0 if timeout_text.strip() in ("0", "0s") else parse_since(timeout_text, "--timeout"))
     resolved = [resolve_job(job, region) for job in jobs]
-    regions = {r for _, r in resolved if r}
-    if len(regions) > 1:
-        raise UsageError(f"wait follows jobs of one region; these are in {', '.join(sorted(regions))}: "
-                         "run one wait per region")
     names = list(dict.fromkeys(name for name, _ in resolved))
-    clients = job_clients(profile, next(iter(regions), None) or region)
+    # one region for all: --region's, else that of `latest` (the only name with a region of its own), else none
+    clients = job_clients(profile, next((r for _, r in resolved if r), None))
     if output == "json":
         done = wait(names, timeout=timeout, interval=interval, clients=clients)
         present.emit_json([present.safe_data(wait_row(job)) for job in done])
