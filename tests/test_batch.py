@@ -254,6 +254,16 @@ def test_the_role_check_covers_submitting_to_the_queue(moto_world):
     assert api.check_role(plan_for(queue=None), clients=Clients(region="us-west-2")).verdict == "pass"
 
 
+def test_submit_many_hands_queued_plans_to_their_queue_and_starts_the_others_itself(moto_world, clock):
+    queued_plan, direct_plan = plan_for(), plan_for("training.learning_rate=2e-4", queue=None)
+    runs = api.submit_many([queued_plan, direct_plan], clients=Clients(region="us-west-2"))
+    (into_queue,), (started,) = (r.submissions for r in runs)
+    assert into_queue.queue["job_id"] and "sagemaker.CreateTrainingJob" not in into_queue.aws_calls
+    assert "sagemaker.CreateTrainingJob" in started.aws_calls and "batch.SubmitServiceJob" not in started.aws_calls
+    sm = moto_world.session.client("sagemaker")
+    assert sm.describe_training_job(TrainingJobName=started.job_name)["TrainingJobStatus"] == "InProgress"
+
+
 def test_priority_or_share_without_a_queue_is_refused(moto_world):
     with pytest.raises(UsageError, match="for a Batch queue"):
         api.submit(plan_for(queue=None), priority=4, clients=Clients(region="us-west-2"))

@@ -121,13 +121,28 @@ def test_paging_resumes_next_poll_without_loss(sm, clock):
     printer = Printer(out, err)
     polling = Polling(interval=1.0, settle=4.0, limiter=RateLimiter(100, clock=clock, sleep=clock.sleep),
                       clock=clock, sleep=clock.sleep, rng=random.Random(0))
+    limits = []
+    real = clients.logs
+
+    class Recording:  # every FilterLogEvents call's page size, the real (emulated) answer
+        def __getattr__(self, op):
+            return getattr(real, op)
+
+        def filter_log_events(self, **params):
+            limits.append(params.get("limit"))
+            return real.filter_log_events(**params)
+
+    clients._cache["logs"] = Recording()
     lines = iter_lines("paged", clients, until_end=True, on_note=printer.note, polling=polling)
     reader = lines.reader
+    assert reader.page_size is None  # CloudWatch's own page size unless asked
     reader.page_size, reader.max_pages = 7, 2
+    assert (reader.page_size, reader.max_pages) == (7, 2)
     for line in lines:
         printer.line(line)
     assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
+    assert limits and set(limits) == {7}  # both reads page at the size asked for
 
 
 def test_dedup_memory_stays_bounded_on_a_long_job(sm, clock):

@@ -215,6 +215,15 @@ def test_flatten_keys_tags_by_key_and_objects_by_position():
         ("x.y", 1, 2, "changed"), ("gone", 1, None, "removed"), ("new.k", None, "v", "added")]
 
 
+def test_an_object_left_whole_reads_with_its_keys_sorted_on_both_sides():
+    # A tag list is known by its shape alone, so a stored plan may hold an object as a tag's value: it is one
+    # leaf, shown with its keys in one order, so only the value that changed differs between the sides.
+    a = {"tags": [{"Key": "owner", "Value": {"team": "nlp", "cost": 1}}]}
+    b = {"tags": [{"Key": "owner", "Value": {"cost": 2, "team": "nlp"}}]}
+    (change,) = compare(a, b)
+    assert change.line() == '  tags[owner]: {"cost": 1, "team": "nlp"} -> {"cost": 2, "team": "nlp"}'
+
+
 def test_a_hostile_tarball_is_read_without_links_or_unbounded_size():
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
