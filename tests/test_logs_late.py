@@ -235,6 +235,32 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
 
 
+def test_a_second_holding_as_many_late_lines_as_one_query_returns_stays_with_insights():
+    # 50 hosts write 100,000 lines within one second, each reaching CloudWatch 15 s late: the window's query is
+    # cut, its count per second says one second holds 100,000, and that second is asked for with the largest
+    # limit a query takes (CloudWatch refuses a larger one), then re-read once the query is cut there too.
+    from emulator.logs import QUERY_ROWS_MAX, SyntheticLogs
+    from launcher.jobs.logrecords import NoteKind
+
+    clock = VirtualClock()
+    start = clock.t + 5
+    lag = emulator.LagModel(tail=1.0, tail_min=15.0, tail_max=15.0)
+    logs = SyntheticLogs("burst", 50, 2000.0, start, 1.0, clock, lag=lag, clamp=False)
+    assert logs.expected() == QUERY_ROWS_MAX and int(start) == start  # every line in one whole second
+    notes = []
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("burst", 50, start + 30, clock))
+    lines = iter_lines("burst", clients, until_end=True, on_note=notes.append,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() and set(seen.values()) == {1}
+    assert lines.stats.late_check == "insights" and lines.stats.late_rows >= QUERY_ROWS_MAX
+    assert not [n for n in notes if n.kind is NoteKind.INSIGHTS_MISSING]
+    with pytest.raises(ClientError, match="InvalidParameterException"):  # the emulated refusal the check avoided
+        logs.start_query(startTime=int(start), endTime=int(start) + 1, queryString="fields @message",
+                         limit=QUERY_ROWS_MAX + 1)
+
+
 def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(sm, clock):
     late_job(sm, "emu")
     clock.t += 200  # training done, every late line arrived
