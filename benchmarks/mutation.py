@@ -95,6 +95,9 @@ EQUIVALENT = {
      ">= -> >"): "at exact equality both branches give the same transient; only the label could differ",
     ("launcher/rules/decisions.py", "if copies > instance.host_memory_gib:", "> -> >="):
         "the two differ only for a model of exactly host_memory_gib * 2**25 parameters (no real model)",
+    ("launcher/orchestrate/batch.py",
+     "return batch.account_check(plan, clients, options, skip_role_check=skip_role_check)",
+     "return X -> return None"): "run_queue calls its `check` only for what it raises and drops what it returns",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

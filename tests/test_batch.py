@@ -18,6 +18,7 @@ from launcher.submission import batch
 from launcher.submission.batch import QueueOptions, retry_strategy
 from tests.batch_world import FAIR_QUEUE, QUEUE, create_batch_world, create_queues
 from tests.conftest import JOBS
+from tests.test_fallback import SEVENTY  # llama2-70b that fits p5 and p4de, not p4d
 
 QUICK = dict(starting=1.0, downloading=0.5, training=4.0, uploading=0.5, line_interval=1.0, decoy=False)
 
@@ -262,6 +263,80 @@ def test_submit_many_hands_queued_plans_to_their_queue_and_starts_the_others_its
     assert "sagemaker.CreateTrainingJob" in started.aws_calls and "batch.SubmitServiceJob" not in started.aws_calls
     sm = moto_world.session.client("sagemaker")
     assert sm.describe_training_job(TrainingJobName=started.job_name)["TrainingJobStatus"] == "InProgress"
+
+
+@pytest.mark.parametrize("given", ["factory", "shared", "none"])
+def test_waiting_follows_queued_and_direct_jobs_to_their_ends_and_says_as_each_ends(moto_world, clock, monkeypatch,
+                                                                                    given):
+    # Queued jobs and one started here that moved to its next instance type (two attempts) are all waited for,
+    # each in its plan's region, with the clients given (a factory, one Clients, or none: made per region).
+    from emulator import quotas as fake_quotas
+    from launcher.orchestrate.batch import submit_queued
+    from launcher.orchestrate.queue import EventKind
+
+    scenario.set_default(QUICK)
+    fake_quotas.no_capacity("ml.p5.48xlarge")
+    moved = api.build_plan(api.load_spec(str(JOBS / "llama70b.yaml"), SEVENTY), region="us-west-2")
+    plans = [plan_for("training.learning_rate=1e-4"), plan_for("training.learning_rate=2e-4"), moved]
+    asked, events = [], []
+
+    def clients_for(region):
+        asked.append(region)
+        return Clients(region=region)
+
+    clients = {"factory": clients_for, "shared": Clients(region="us-west-2"), "none": None}[given]
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # the plans' region, not the default, holds the jobs
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    runs = submit_queued(plans, dry_run=False, wait=True, interval=1.0, skip_role_check=False, clients=clients,
+                         on_event=events.append, sleep=clock.sleep)
+    assert [r.attempts[-1].status.status.value for r in runs] == ["Completed"] * 3
+    assert [r.attempts[-1].status.job_name for r in runs] == [p.job_name for p in plans[:2]] + [
+        f"{moved.job_name}-r2"]
+    assert len(runs[2].attempts) == 2 and runs[2].attempts[0].job_name == moved.job_name  # the first one kept
+    ended = [e for e in events if e.kind is EventKind.ENDED]
+    assert sorted((e.index, e.job_name) for e in ended) == sorted(
+        [(i, r.job_name) for i, r in enumerate(runs)] + [(2, moved.job_name)])  # p5 had no capacity: it ended
+    assert [e.running for e in ended] == [2, 2, 1, 0]  # jobs still running after each end, each end said once
+    if given == "factory":
+        assert set(asked) == {"us-west-2"}
+    scenario.set_default({})
+
+
+def test_a_queued_plan_with_instance_types_is_left_to_the_queue_not_followed_for_capacity(moto_world, clock):
+    # Batch keeps a job queued until it has capacity: submit hands it over and returns, as for any queued plan.
+    plan = plan_for("cluster.instance_types=[ml.p4d.24xlarge, ml.p4de.24xlarge]")
+    assert plan.alternatives
+    result = api.submit(plan, clients=Clients(region="us-west-2"))
+    assert result.queue["job_id"] and result.job_name == plan.job_name and clock.slept == 0
+
+
+def test_a_plan_refused_by_its_check_leaves_nothing_started_and_nothing_to_wait_for(moto_world, clock):
+    from launcher.orchestrate.batch import submit_queued
+    from launcher.orchestrate.queue import PlanState
+
+    runs = submit_queued([plan_for(queue="nope"), plan_for("training.learning_rate=2e-4")], dry_run=False,
+                         wait=True, interval=1.0, skip_role_check=False, clients=Clients(region="us-west-2"),
+                         sleep=clock.sleep)
+    assert [r.state for r in runs] == [PlanState.ERROR, PlanState.NOT_STARTED] and clock.slept == 0
+    assert "no such Batch job queue" in str(runs[0].error) and runs[1].attempts == () and runs[1].error is None
+
+
+def test_api_submit_of_a_plan_naming_a_queue_hands_it_there_or_raises_why_not(moto_world):
+    clients = Clients(region="us-west-2")
+    queued_job = api.submit(plan_for(), priority=2, clients=clients)
+    assert queued_job.queue["name"] == QUEUE and queued_job.queue["job_id"]
+    assert "sagemaker.CreateTrainingJob" not in queued_job.aws_calls
+    with pytest.raises(UsageError, match="no such Batch job queue"):
+        api.submit(plan_for(queue="nope"), clients=clients)
+
+
+def test_a_retry_policy_needs_every_plan_in_a_queue(moto_world):
+    from launcher.orchestrate.retry import RetryPolicy
+
+    with pytest.raises(UsageError, match="a retry policy goes to the Batch queue with the plans"):
+        api.submit_many([plan_for(), plan_for("training.learning_rate=2e-4", queue=None)],
+                        retry=RetryPolicy(classes=frozenset({"capacity"})), clients=Clients(region="us-west-2"))
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
 
 
 def test_priority_or_share_without_a_queue_is_refused(moto_world):
