@@ -274,7 +274,8 @@ def test_waiting_follows_queued_and_direct_jobs_to_their_ends_and_says_as_each_e
     from launcher.orchestrate.batch import submit_queued
     from launcher.orchestrate.queue import EventKind
 
-    scenario.set_default(QUICK)
+    scenario.set_default({**QUICK, "starting": 20.0})  # the jobs started here take 20 s to get instances...
+    scenario.expect_attempts("AWSBatch", [QUICK, QUICK])  # ...so the queued ones end while the queue watches
     fake_quotas.no_capacity("ml.p5.48xlarge")
     moved = api.build_plan(api.load_spec(str(JOBS / "llama70b.yaml"), SEVENTY), region="us-west-2")
     plans = [plan_for("training.learning_rate=1e-4"), plan_for("training.learning_rate=2e-4"), moved]
