@@ -130,6 +130,38 @@ def test_a_topic_eventbridge_may_not_publish_to_is_a_warning_with_the_fix(moto_w
     assert "does not exist" in missing
 
 
+def _refusing(clients, event, code):
+    """`clients` whose `event` call (botocore's before-call name) fails with `code`."""
+    from botocore.exceptions import ClientError
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          event.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-call.{event}", refuse)
+    return clients
+
+
+def test_a_topic_that_cannot_be_read_is_a_warning_naming_why(moto_world):
+    clients = _refusing(Clients(region=REGION), "sns.GetTopicAttributes", "AuthorizationError")
+    assert check_topic(clients, TOPIC) == [
+        f"notify: cannot tell whether EventBridge may publish to {TOPIC} (AuthorizationError)"]
+
+
+def test_rules_that_cannot_be_put_leave_the_job_running_with_a_warning(moto_world):
+    from launcher.api import submit
+
+    topic, _ = _topic_and_queue(moto_world.session)
+    clients = _refusing(Clients(region=REGION), "events.PutRule", "AccessDeniedException")
+    done = submit(plan(f"notify.sns={topic}"), clients=clients)
+    (warning,) = done.warnings
+    assert warning.startswith("notify: the job runs, but its end will not be announced: ")
+    assert "creating the EventBridge rule smp-launch-llama2-7b-done: access denied for PutRule" in warning
+    assert not any("EventBridge rules" in n for n in done.notes)
+    status = moto_world.sagemaker.describe_training_job(TrainingJobName=done.job_name)["TrainingJobStatus"]
+    assert status == "InProgress"
+
+
 def test_a_pipeline_execution_that_ends_is_announced(moto_world, clock):
     import emulator
     from launcher.orchestrate.pipeline import upsert_pipeline
