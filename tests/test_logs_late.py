@@ -406,3 +406,56 @@ def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled
     calls = sum(logs.calls for logs in per_job.values())
     assert calls / (clock.t - start + 5) <= 2.0  # all jobs within one --rate
     assert clock.t - (start + 130) <= 30.0
+
+
+def test_several_jobs_followed_together_raise_the_first_jobs_error(sm, clock):
+    from launcher.jobs.logs import follow_many
+    from launcher.jobs.status import JobNotFound
+
+    polling = Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    with pytest.raises(JobNotFound, match="no training job named 'nosuch'"):
+        follow_many(["nosuch"], Clients(), polling=polling)
+
+
+def test_ctrl_c_while_several_jobs_are_followed_ends_every_follow_as_interrupted():
+    import _thread
+    import sys
+    import threading
+    import time
+
+    from launcher.core.errors import EXIT_INTERRUPTED
+    from launcher.jobs.logs import follow_many
+
+    release = threading.Event()
+
+    def main_thread_joins():
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        while frame is not None and frame.f_code.co_name != "join":
+            frame = frame.f_back
+        return frame is not None
+
+    class SageMaker:  # Ctrl-C lands once every follow is under way; every describe waits until the test is done
+        asked = 0
+
+        def describe_training_job(self, TrainingJobName):  # noqa: N803
+            SageMaker.asked += 1
+            if SageMaker.asked == 2:
+                for _ in range(1000):
+                    if main_thread_joins():
+                        break
+                    time.sleep(0.01)
+                _thread.interrupt_main()
+            release.wait(60)
+            return {"TrainingJobName": TrainingJobName, "TrainingJobStatus": "Completed",
+                    "SecondaryStatusTransitions": []}
+
+    clock = VirtualClock()
+    clients = types.SimpleNamespace(sagemaker=SageMaker(), logs=types.SimpleNamespace(
+        filter_log_events=lambda **_kw: {"events": []}))
+    try:
+        results = follow_many(["one", "two"], clients, polling=Polling(
+            clock=clock, sleep=lambda _s: None, limiter=RateLimiter(100.0, clock=clock, sleep=lambda _s: None)))
+    finally:
+        release.set()  # the follows' threads end on their own (daemon threads, a Completed job)
+    assert [(r.job, r.exit_code, r.interrupted) for r in results] == [
+        ("one", EXIT_INTERRUPTED, True), ("two", EXIT_INTERRUPTED, True)]
