@@ -98,6 +98,11 @@ EQUIVALENT = {
     ("launcher/orchestrate/batch.py",
      "return batch.account_check(plan, clients, options, skip_role_check=skip_role_check)",
      "return X -> return None"): "run_queue calls its `check` only for what it raises and drops what it returns",
+    ("launcher/jobs/queued.py",
+     "status = status_of(clients, describe_service_job(clients, item.job_arn or item.job_id))", "or -> and"):
+        "a DescribeServiceJob answer always has jobArn, and jobId takes the id or the ARN alike",
+    ("launcher/jobs/queued.py", "return last", "return X -> return None"):
+        "training_jobs always ends by yielding a QueueState, on which the loop returns: this line is never reached",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

@@ -544,6 +544,94 @@ def test_stop_of_a_running_queued_job_stops_its_training_job(moto_world, clock):
     scenario.set_default({})
 
 
+def _follow_queued(name, clock, follow_job=None, until_end=True):
+    """launcher.jobs.queued.follow on the virtual clock, each training job followed by the log follower."""
+    from launcher.jobs.logs import Polling, follow
+    from launcher.jobs.ratelimit import RateLimiter
+
+    clients, notes = Clients(region="us-west-2"), []
+    polling = Polling(interval=1.0, clock=clock, sleep=clock.sleep,
+                      limiter=RateLimiter(10.0, clock=clock, sleep=clock.sleep))
+    follow_job = follow_job or (lambda job: follow(job, clients, polling=polling, until_end=until_end))
+    desc = queued.locate(clients, name)
+    return queued.follow(name, clients, desc, follow_job, notes.append, until_end=until_end, interval=1.0,
+                         sleep=clock.sleep), notes
+
+
+def test_following_a_queued_job_waits_in_the_queue_then_follows_its_training_job_to_the_end(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b", "c"):
+        _submit(b, name)
+    result, notes = _follow_queued("c", clock)  # c waits for a and b to end
+    assert (result.job, result.status, result.exit_code, result.to_end) == ("c", "Completed", 0, True)
+    assert notes[0].startswith("c is RUNNABLE in queue smp-queue")
+    assert notes[0].endswith("; waiting for Batch to start it")
+    scenario.set_default({})
+
+
+def test_following_a_job_stopped_before_batch_made_a_training_job_ends_with_batchs_state(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b", "c"):
+        _submit(b, name)
+    clients = Clients(region="us-west-2")
+    api.stop("c", clients=clients)
+    result, _ = _follow_queued("c", clock)
+    assert (result.job, result.status, result.exit_code, result.to_end) == ("c", "Stopped", 5, True)
+    scenario.set_default({})
+
+
+def test_ctrl_c_while_following_a_queued_job_is_an_interrupted_follow(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "intr")
+    clock.sleep(3.0)  # its training job exists
+
+    def interrupted(_job):
+        raise KeyboardInterrupt
+
+    result, _ = _follow_queued("intr", clock, follow_job=interrupted)
+    assert (result.job, result.status, result.exit_code, result.interrupted) == ("intr", None, 130, True)
+    scenario.set_default({})
+
+
+def test_a_service_job_is_found_by_its_arn_and_a_vanished_one_is_not_found(moto_world, clock):
+    scenario.set_default(QUICK)
+    job_id = _submit(moto_world.session.client("batch"), "byarn")
+    clients = Clients(region="us-west-2")
+    arn = moto_world.session.client("batch").describe_service_job(jobId=job_id)["jobArn"]
+    assert api.status(arn, clients=clients).queue.job_id == job_id
+    with pytest.raises(api.JobNotFound, match="no service job named 'gone' in this region's SageMaker training"):
+        next(queued.Attempts(clients, "gone").training_jobs(lambda _note: None, True))
+    scenario.set_default({})
+
+
+def test_stop_of_a_queued_job_batch_is_done_with_leaves_it_alone(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "over")
+    clock.sleep(30)
+    clients = Clients(region="us-west-2")
+    result = queued.stop(clients, "over", queued.locate(clients, "over"))
+    assert (result.stopped, result.status, result.message) == (False, "Completed", "over is Completed; nothing to stop")
+    assert api.stop("over", clients=clients).status == "Completed"
+    scenario.set_default({})
+
+
+def test_list_still_shows_sagemaker_jobs_where_batch_cannot_be_read(moto_world, clock):
+    from botocore.exceptions import ClientError
+
+    clients = Clients(region="us-west-2")
+    api.submit(plan_for(queue=None), clients=clients)  # a SageMaker training job, started here
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeJobQueues")
+
+    clients.session.events.register("before-call.batch.DescribeJobQueues", refuse)
+    rows = api.list_jobs(clients=clients)
+    assert [r.queue for r in rows] == [None] and rows[0].job_name.startswith("llama2-7b-")
+
+
 def test_names_of_queues_and_environments_are_taken_once(moto_world):
     from botocore.exceptions import ClientError
 
