@@ -12,8 +12,10 @@ failure). A mutant on a line no test runs is "uncovered" and counts as a survivo
 Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
 is killed when a test fails or the run passes three times its tests' own time.
 
-Every module under launcher/ is mutated except launcher/runtime/, which runs only inside the job's torchrun
-processes (the local-run tests start them as subprocesses, which coverage here does not follow).
+Every module under launcher/ is mutated except launcher/runtime/, the job's own code, which runs only inside
+torchrun's worker processes: the CPU local runs check it, at minutes a run. The map follows the Python
+subprocesses a test starts (the end-to-end tests run the installed `smp-launch`), so a line that only a
+subprocess runs belongs to the test that started it.
 
 The working tree is never written: everything runs in a copy under a temporary folder, and the original
 files' hashes are checked at the end. The score, per module, and the survivors are printed and saved to
@@ -42,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation.json"
 COPIED = ("launcher", "emulator", "tests", "jobs", "schema", "docs", "templates", "tools", "benchmarks", "setup.cfg",
-          "pyproject.toml", "README.md", "mkdocs.yml")
+          "setup.py", "MANIFEST.in", "Makefile", "pyproject.toml", "README.md", "mkdocs.yml")
 
 EXCLUDED = ("launcher/runtime/",)  # see the docstring
 MAP_PLUGIN = "benchmarks.coverage_map"
@@ -378,12 +380,14 @@ def build_map(root: Path, jobs: int, log=print, tests: tuple[str, ...] = ("tests
         one.read()
         combined.update(one)
     lines: dict[str, dict[str, list[str]]] = {}
-    imported: dict[str, list[int]] = {}  # lines that ran only while the module was imported (no test's context)
+    # lines that ran while the module was imported in the test process, outside any test (a subprocess's import
+    # runs them again inside its test's context, but every test that uses the module depends on them)
+    imported: dict[str, list[int]] = {}
     for path in combined.measured_files():
         module = Path(path).resolve().relative_to(root.resolve()).as_posix()
         by_line = combined.contexts_by_lineno(path)
         lines[module] = {str(n): sorted(c for c in ctx if c) for n, ctx in by_line.items() if any(ctx)}
-        imported[module] = sorted(n for n, ctx in by_line.items() if "" in ctx and not any(ctx))
+        imported[module] = sorted(n for n, ctx in by_line.items() if "" in ctx)
     return {"lines": lines, "imported": imported, "tests": tests, "seconds": round(seconds, 1)}
 
 
@@ -396,8 +400,8 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     tests = mapping["tests"]
     by_line = mapping["lines"].get(mutant.module, {})
     found = set(by_line.get(str(mutant.line), []))
-    if not found and mutant.line in mapping.get("imported", {}).get(mutant.module, []):
-        found = {t for ts in by_line.values() for t in ts}
+    if mutant.line in mapping.get("imported", {}).get(mutant.module, []):
+        found |= {t for ts in by_line.values() for t in ts}
     reach: dict[str, int] = {}
     for ts in by_line.values():
         for t in ts:
