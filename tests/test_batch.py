@@ -230,6 +230,72 @@ def test_a_queue_that_does_not_exist_is_refused_before_anything_is_written(moto_
     assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
 
 
+class _Queues:
+    """A Batch client whose DescribeJobQueues answers what the test says (or fails)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def describe_job_queues(self, **_kw):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {"jobQueues": [self.answer]}
+
+
+@pytest.mark.parametrize("detail, message", [
+    ({"jobQueueType": "EKS"}, "cluster.queue 'q' is a EKS job queue; SageMaker training jobs go to a queue of type "
+                              "SAGEMAKER_TRAINING"),
+    ({}, "cluster.queue 'q' is a container job queue"),
+    ({"jobQueueType": "SAGEMAKER_TRAINING", "state": "DISABLED", "status": "VALID"},
+     "cluster.queue 'q' is DISABLED (VALID): it accepts no jobs; enable it first"),
+    ({"jobQueueType": "SAGEMAKER_TRAINING", "state": "ENABLED", "status": "INVALID"},
+     "cluster.queue 'q' is ENABLED (INVALID): it accepts no jobs"),
+])
+def test_a_queue_of_another_type_or_not_enabled_is_refused(detail, message):
+    with pytest.raises(UsageError) as refused:
+        batch.check_queue(plan_for(queue="q"), "q", QueueOptions(), _Queues({"jobQueueName": "q", **detail}))
+    assert str(refused.value).startswith(message)
+
+
+def test_a_queue_that_cannot_be_read_is_one_line_naming_it():
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+
+    denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                          "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeJobQueues")
+    with pytest.raises(AwsError, match="reading Batch job queue q"):
+        batch.check_queue(plan_for(queue="q"), "q", QueueOptions(), _Queues(denied))
+
+
+def test_a_queue_given_by_its_arn_is_used_as_it_is(moto_world):
+    arn = f"arn:aws:batch:us-west-2:123456789012:job-queue/{QUEUE}"
+    result = submit(plan_for(queue=arn), dry_run=True)
+    assert result.queue["arn"] == arn and result.queue["service_request"]["jobQueue"] == arn
+    assert batch.queue_arn(QUEUE, "us-west-2", "123456789012") == arn
+
+
+def test_submit_into_a_queue_needs_a_queue_and_a_plan_without_errors(moto_world):
+    with pytest.raises(UsageError, match="jobs/llama7b.yaml: no Batch job queue: set cluster.queue"):
+        submit(plan_for(queue=None))
+    from launcher.core.errors import SpecError
+
+    wrong = plan_for("smp.tensor_parallel_degree=3")  # the advisor's errors refuse it before any AWS call
+    with pytest.raises(SpecError, match="SMP001"):
+        submit(wrong)
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_a_retry_strategy_holds_at_most_batchs_five_rules(monkeypatch):
+    # Two classes SageMaker names, each matched with and without a space after the prefix, and the final EXIT:
+    # exactly Batch's 5 rules. A third class would need 7.
+    monkeypatch.setattr(batch, "REASON_STARTS", {"internal_error": ("InternalServerError",), "x": ("X",)})
+    assert len(retry_strategy(["internal_error", "x"], 3)["evaluateOnExit"]) == 5
+    monkeypatch.setattr(batch, "REASON_STARTS", {**batch.REASON_STARTS, "y": ("Y",)})
+    with pytest.raises(UsageError, match="takes at most 5 rules; internal_error, x, y need 7: retry fewer classes"):
+        retry_strategy(["internal_error", "x", "y"], 3)
+
+
 def test_a_job_bigger_than_the_service_environment_is_refused_not_left_waiting_forever(moto_world):
     with pytest.raises(UsageError, match="hold at most 2 instances, so the job would wait in RUNNABLE forever"):
         submit(plan_for("cluster.instance_count=4", "smp.hybrid_shard_degree=32"))
