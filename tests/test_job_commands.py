@@ -85,6 +85,72 @@ def test_stop_asks_unless_yes(sm, run_cli):
     assert again.code == 0 and "nothing to stop" in again.err
 
 
+def test_stop_without_yes_or_anyone_to_ask_is_refused_and_a_refused_stop_is_one_line(sm):
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+    from launcher.core.errors import UsageError
+
+    emulator.add_job(emulator.EmulatedJob("long-3", training=600), sm)
+    with pytest.raises(UsageError, match="stop asks before stopping long-3, and no `confirm` was given"):
+        jobs.stop(jobs.Clients(), "long-3", yes=False, confirm=None)
+    clients = jobs.Clients()
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "StopTrainingJob")
+
+    clients.session.events.register("before-call.sagemaker.StopTrainingJob", refuse)
+    with pytest.raises(AwsError, match="stopping long-3"):
+        jobs.stop(clients, "long-3", yes=True, confirm=None)
+    assert sm.describe_training_job(TrainingJobName="long-3")["TrainingJobStatus"] == "InProgress"
+    done = jobs.stop(jobs.Clients(), "long-3", yes=True, confirm=None)
+    assert done.to_dict() == {"job_name": "long-3", "stopped": True, "status": "Stopping", "message": (
+        "long-3 is Stopping; SageMaker uploads what the job saved, then marks it Stopped")}
+
+
+def test_a_status_sagemaker_never_used_is_an_error_and_any_text_has_an_exit_code():
+    from launcher.core.errors import LauncherError
+
+    with pytest.raises(LauncherError, match="SageMaker reported a job status this version does not know: 'Paused'"):
+        jobs.JobState.parse("Paused")
+    with pytest.raises(LauncherError) as long_one:
+        jobs.JobState.parse("P" * 200)
+    assert str(long_one.value).endswith("'" + "P" * 79 + "…'")  # cut to 80 characters
+    assert [jobs.exit_code_for(s) for s in ("Completed", "Failed", "Stopped", "InProgress", "Paused")] == [
+        0, 1, 5, 0, 0]
+
+
+def test_a_heterogeneous_cluster_counts_every_group():
+    groups = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "InstanceGroupName": "a"},
+              {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "InstanceGroupName": "b"}]
+    assert jobs.instances({"ResourceConfig": {"InstanceGroups": groups}}) == ("ml.p4d.24xlarge,ml.p5.48xlarge", 3)
+    assert jobs.instances({"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 4}}) == (
+        "ml.p4d.24xlarge", 4)
+    assert jobs.instances({}) == ("?", 0)
+
+
+def test_wait_without_sagemaker_search_describes_each_job_instead_and_stops_asking(sm, clock):
+    from botocore.exceptions import ClientError
+
+    for name in ("nos-1", "nos-2"):
+        emulator.add_job(emulator.EmulatedJob(name, training=20), sm)
+    clients = jobs.Clients()
+    asked = []
+
+    def refuse(**_kw):
+        asked.append("Search")
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no sagemaker:Search"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "Search")
+
+    clients.session.events.register("before-call.sagemaker.Search", refuse)
+    clients.session.events.register("provide-client-params.sagemaker.DescribeTrainingJob",
+                                    lambda params, **_kw: asked.append(params["TrainingJobName"]))
+    done = jobs.wait(clients, ["nos-1", "nos-2"], interval=5.0, sleep=clock.sleep, clock=clock)
+    assert [(s.job_name, s.status) for s in done] == [("nos-1", "Completed"), ("nos-2", "Completed")]
+    assert asked.count("Search") == 1 and asked.count("nos-1") > 2  # refused once, then each job described
+
+
 def test_stop_then_the_job_ends_stopped(sm):
     emulator.add_job(emulator.EmulatedJob("long-2", training=600, stopping=0.0), sm)
     jobs.stop(jobs.Clients(), "long-2", yes=True, confirm=None)
