@@ -255,6 +255,7 @@ def test_a_second_holding_as_many_late_lines_as_one_query_returns_stays_with_ins
     seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert lines.stats.late_check == "insights" and lines.stats.late_rows >= QUERY_ROWS_MAX
+    assert lines.stats.fetched == logs.served  # every event and row the reads were sent, counted once
     assert not [n for n in notes if n.kind is NoteKind.INSIGHTS_MISSING]
     with pytest.raises(ClientError, match="InvalidParameterException"):  # the emulated refusal the check avoided
         logs.start_query(startTime=int(start), endTime=int(start) + 1, queryString="fields @message",

@@ -474,3 +474,16 @@ def test_the_dedup_memory_statistic_is_the_most_ids_held():
     assert reader.stats.max_seen == 6
     assert reader.poll() == [] and reader.stats.duplicates == 6
     assert reader.stats.max_seen == 6  # the same ids again are not more ids held
+
+
+def test_the_longest_lag_is_the_largest_seen_however_small_the_step(clock, monkeypatch):
+    # Two lines the fresh read finds after they reached CloudWatch late: 3.000 s and 3.001 s after their timestamps.
+    ts = int(clock.t * 1000) - 10_000
+    events = [{"logStreamName": "lag/algo-1-1", "eventId": str(i), "timestamp": ts + i, "ingestionTime": ts + i + lag,
+               "message": f"line {i}"} for i, lag in enumerate((3000, 3001))]
+    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_kw: {"events": events}))
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "InProgress"})
+    lines = iter_lines("lag", clients, until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert [ln.message for ln in lines] == ["line 0", "line 1"]
+    assert lines.stats.max_late_s == 3.001
