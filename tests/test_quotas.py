@@ -55,6 +55,55 @@ def test_running_jobs_of_the_type_count_and_others_do_not(moto_world):
         is QuotaVerdict.OK
 
 
+def _refusing(clients, operation, code="AccessDeniedException"):
+    from botocore.exceptions import ClientError
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          operation.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-call.{operation}", refuse)
+    return clients
+
+
+def test_a_quota_whose_use_cannot_be_read_is_cannot_tell_with_the_quota(moto_world):
+    fake_quotas.set_quota("ml.p4d.24xlarge", 6)
+    clients = _refusing(Clients(region="us-west-2"), "sagemaker.Search")
+    check = check_quota(clients, "ml.p4d.24xlarge", 2, "us-west-2", spot=False)
+    assert (check.verdict, check.quota, check.quota_source) == (QuotaVerdict.UNKNOWN, 6, "applied")
+    assert check.note.startswith("quota: 6, but what is in use cannot be told (")
+
+
+def test_service_quotas_that_list_nothing_for_sagemaker_is_cannot_tell(moto_world):
+    from types import SimpleNamespace
+
+    clients = Clients(region="us-west-2")
+    answer = (SimpleNamespace(status_code=200, headers={}), {"Quotas": []})  # an empty page, not sent to moto
+    for operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
+        clients.session.events.register(f"before-call.service-quotas.{operation}", lambda **_kw: answer)
+    check = check_quota(clients, "ml.p4d.24xlarge", 2, "us-west-2", spot=False)
+    assert check.verdict is QuotaVerdict.UNKNOWN
+    assert "Service Quotas listed no SageMaker quota" in check.note
+
+
+def test_a_heterogeneous_job_holds_its_groups_of_the_type(moto_world):
+    from launcher.submission.quotas import _count
+
+    groups = {"InstanceGroups": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+                                 {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 3},
+                                 {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]}
+    assert (_count(groups, "ml.p4d.24xlarge"), _count(groups, "ml.p5.48xlarge"), _count(groups, "ml.g5.xlarge")) == (
+        3, 3, 0)
+
+
+def test_a_refusal_without_the_numbers_stays_as_it_is():
+    from launcher.core.aws import AwsError
+    from launcher.submission.quotas import from_refusal
+
+    err = AwsError("ResourceLimitExceeded: too many training jobs")
+    assert from_refusal(err, "us-west-2") is err
+
+
 def test_a_job_bigger_than_the_quota_cannot_wait_for_it(moto_world):
     fake_quotas.set_quota("ml.p4d.24xlarge", 4)
     check = check_quota(Clients(region="us-west-2"), "ml.p4d.24xlarge", 8, "us-west-2", spot=False)
