@@ -504,3 +504,37 @@ def test_an_sdk_error_that_is_not_aws_is_one_line(moto_world):
 
     with pytest.raises(LauncherError, match="^the SageMaker SDK refused the job: the estimator did not like it$"):
         run(spec(), start=start)
+
+
+@pytest.mark.parametrize("action, overrides", [("iam:PassRole", []), ("batch:SubmitServiceJob", ["cluster.queue=q"])])
+def test_expired_credentials_stop_the_callers_simulations_too(moto_world, action, overrides):
+    # Any other failure there leaves the check unable to tell; credentials that no longer work are the user's to fix.
+    clients = Clients(region="us-west-2")
+
+    def expire(params, **_kw):
+        if action in params["ActionNames"]:
+            raise ClientError({"Error": {"Code": "ExpiredToken", "Message": "expired"},
+                               "ResponseMetadata": {"HTTPStatusCode": 403}}, "SimulatePrincipalPolicy")
+
+    clients.session.events.register("provide-client-params.iam.SimulatePrincipalPolicy", expire)
+    with pytest.raises(ClientError, match="ExpiredToken"):
+        check_role(build_plan(spec(*overrides)), clients.iam, clients.sts)
+
+
+def test_expired_credentials_stop_the_pipeline_role_check(moto_world):
+    from launcher.submission.role import check_pipeline_role
+
+    clients = _refuse(Clients(region="us-west-2"), "iam.SimulatePrincipalPolicy", "ExpiredToken")
+    with pytest.raises(ClientError, match="ExpiredToken"):
+        check_pipeline_role(moto_world.arns["Good"], "us-west-2", clients.iam)
+    unknown = check_pipeline_role(moto_world.arns["Good"], "us-west-2",
+                                  _refuse(Clients(region="us-west-2"), "iam.SimulatePrincipalPolicy", "Throttling").iam)
+    assert unknown.verdict == RoleVerdict.UNKNOWN
+
+
+def test_a_plan_without_a_role_cannot_be_checked(moto_world, monkeypatch):
+    monkeypatch.delenv("SMP_LAUNCH_ROLE", raising=False)
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
+    clients = Clients(region="us-west-2")
+    with pytest.raises(UsageError, match="^no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE"):
+        check_role(plan, clients.iam, clients.sts)
