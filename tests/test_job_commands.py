@@ -174,6 +174,15 @@ def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
 
 
+def test_metrics_of_an_instance_type_this_version_does_not_know_are_left_summed(sm):
+    started_ago(sm, 1200, emulator.EmulatedJob("odd", hosts=1, training=3600, instance_type="ml.x9.unknown"))
+    data = metrics.fetch(jobs.Clients(), "odd", since=900, now=time.time())
+    assert data.units["GPUUtilization"] == data.units["CPUUtilization"] == (
+        "% summed over devices (instance type unknown)")
+    assert data.units["MemoryUtilization"] == "% of memory"
+    assert data.hosts[0].series["GPUUtilization"].max > 100  # eight GPUs' percentages, summed as AWS reports them
+
+
 def test_metrics_of_an_ended_job_without_points_say_no_data_not_yet(sm, run_cli):
     from emulator import failures as scenarios
 

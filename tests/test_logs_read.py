@@ -487,3 +487,10 @@ def test_the_longest_lag_is_the_largest_seen_however_small_the_step(clock, monke
         clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
     assert [ln.message for ln in lines] == ["line 0", "line 1"]
     assert lines.stats.max_late_s == 3.001
+
+
+def test_a_notes_kind_and_the_late_check_mode_print_as_their_values():
+    # str-valued enums print as "NoteKind.THROTTLED" unless told otherwise; a caller formats them into text
+    from launcher.jobs.logrecords import LateCheckMode, NoteKind
+
+    assert f"{NoteKind.THROTTLED} / {LateCheckMode.SWEEP}" == "throttled / sweep"
