@@ -105,6 +105,8 @@ EQUIVALENT = {
         "a DescribeServiceJob answer always has jobArn, and jobId takes the id or the ARN alike",
     ("launcher/jobs/queued.py", "return last", "return X -> return None"):
         "training_jobs always ends by yielding a QueueState, on which the loop returns: this line is never reached",
+    ("launcher/orchestrate/provenance.py", 'tags = [t for t in plan.estimator.tags if t["Key"] != GIT_COMMIT_TAG] + '
+     "old_commit[:1] + [", "1 -> 2"): "tag keys are unique on a SageMaker resource: at most one git-commit tag",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
