@@ -683,6 +683,29 @@ def test_stop_of_a_queued_job_batch_is_done_with_leaves_it_alone(moto_world, clo
     scenario.set_default({})
 
 
+def test_a_refused_terminate_or_describe_of_a_service_job_is_one_line(moto_world, clock):
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+
+    scenario.set_default(QUICK)
+    job_id = _submit(moto_world.session.client("batch"), "held")
+    clients = Clients(region="us-west-2")
+    desc = queued.locate(clients, "held")
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "Op")
+
+    for operation in ("TerminateServiceJob", "DescribeServiceJob"):
+        clients.session.events.register(f"before-call.batch.{operation}", refuse)
+    with pytest.raises(AwsError, match="terminating service job held"):
+        queued.stop(clients, "held", desc)
+    with pytest.raises(AwsError, match=f"describing service job {job_id}"):
+        queued.describe_service_job(clients, job_id)
+    scenario.set_default({})
+
+
 def test_list_still_shows_sagemaker_jobs_where_batch_cannot_be_read(moto_world, clock):
     from botocore.exceptions import ClientError
 

@@ -2,6 +2,7 @@
 import io
 import json
 import tarfile
+import types
 
 import pytest
 
@@ -302,6 +303,16 @@ def test_a_hostile_tarball_is_read_without_links_or_unbounded_size():
         tar.addfile(big, io.BytesIO(b"\0" * big.size))
     with pytest.raises(ValueError, match="64 MiB"):
         read_files(raw.getvalue())
+
+
+def test_a_tarball_larger_than_s3_said_is_refused_as_it_is_read(monkeypatch):
+    from launcher.jobs import stored
+    from launcher.jobs.stored import Unreadable, read_source
+
+    monkeypatch.setattr(stored, "MAX_TARBALL", 1000)
+    s3 = types.SimpleNamespace(get_object=lambda **_kw: {"ContentLength": 10, "Body": io.BytesIO(b"x" * 1001)})
+    with pytest.raises(Unreadable, match="its source s3://b/k.tar.gz is larger than 64 MiB"):
+        read_source(s3, "s3://b/k.tar.gz")
 
 
 def test_diff_keeps_the_sdk_out():

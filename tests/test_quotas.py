@@ -204,6 +204,15 @@ def test_a_fetched_price_is_cached_and_later_plans_read_it_with_its_date(moto_wo
     assert on_demand.source.startswith("AWS Price List API") and len(on_demand.date) == 10
 
 
+def test_a_price_cache_that_cannot_be_written_is_a_note_and_the_figures_still_come_back(moto_world, tmp_path):
+    (tmp_path / "state").write_text("a file where the state folder would be")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    fake_prices.set_price("ml.p4de.24xlarge", "us-west-2", 40.5)
+    got = fetch_prices(Clients(region="us-west-2"), ["ml.p4de.24xlarge"], "us-west-2", env=env)
+    assert got.cache is None and got.prices["ml.p4de.24xlarge|us-west-2|on-demand"].usd_per_hour == 40.5
+    assert got.notes == ("prices: fetched, but the cache could not be written (Not a directory)",)
+
+
 def test_the_price_list_client_is_in_a_price_list_region(moto_world):
     from launcher.core.aws import pricing_region
 
