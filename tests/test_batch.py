@@ -698,7 +698,7 @@ def test_a_refused_terminate_or_describe_of_a_service_job_is_one_line(moto_world
                            "ResponseMetadata": {"HTTPStatusCode": 403}}, "Op")
 
     for operation in ("TerminateServiceJob", "DescribeServiceJob"):
-        clients.session.events.register(f"before-call.batch.{operation}", refuse)
+        clients.client("batch").meta.events.register(f"before-call.batch.{operation}", refuse)
     with pytest.raises(AwsError, match="terminating service job held"):
         queued.stop(clients, "held", desc)
     with pytest.raises(AwsError, match=f"describing service job {job_id}"):
