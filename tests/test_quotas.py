@@ -51,6 +51,8 @@ def test_running_jobs_of_the_type_count_and_others_do_not(moto_world):
                  "this job needs 2: 7 > 6", "Service Quotas console", "request-service-quota-increase",
                  f"--quota-code {check.quota_code}", "--desired-value 7", "--max-concurrent"):
         assert part in text, (part, text)
+    assert (f"Service Quotas console (https://us-west-2.console.aws.amazon.com/servicequotas/home/services/sagemaker/"
+            f"quotas/{check.quota_code})") in text
     assert check_quota(Clients(region="us-west-2"), "ml.p4d.24xlarge", 1, "us-west-2", spot=False).verdict \
         is QuotaVerdict.OK
 
@@ -241,7 +243,11 @@ def test_price_of_reads_price_list_strings_and_ignores_what_is_not_an_hourly_fig
              _item("ml.p5.48xlarge", "99"), "{not json", _item("ml.p4d.24xlarge", "free")]
     price = price_of(items, "ml.p4d.24xlarge", today="2026-12-02")
     assert price.usd_per_hour == 37.688 and price.date == "2026-12-02"
-    assert "USE1-Train:x" in price.source and "effective 2026-10-01" in price.source
+    assert price.source.endswith("(USE1-Train:x, effective 2026-10-01)")  # the date of its effectiveDate
+    hostile = json.loads(_item("ml.p4d.24xlarge", "1"))
+    hostile["terms"]["OnDemand"]["A.B"]["effectiveDate"] = "\x1b[2J" * 4  # escapes would make it 4 times as long
+    effective = price_of([json.dumps(hostile)], "ml.p4d.24xlarge", today="x").source.split("effective ", 1)[1]
+    assert "\x1b" not in effective and len(effective[:-1]) == 10 and effective.endswith("…)")
     assert price_of([_item("ml.p4d.24xlarge", "0")], "ml.p4d.24xlarge", today="x") is None
     assert price_of([], "ml.p4d.24xlarge", today="x") is None
 
