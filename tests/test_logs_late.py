@@ -455,8 +455,11 @@ def test_ctrl_c_while_several_jobs_are_followed_ends_every_follow_as_interrupted
         filter_log_events=lambda **_kw: {"events": []}))
     try:
         results = follow_many(["one", "two"], clients, polling=Polling(
-            clock=clock, sleep=lambda _s: None, limiter=RateLimiter(100.0, clock=clock, sleep=lambda _s: None)))
+            clock=clock, sleep=clock.sleep, limiter=RateLimiter(100.0, clock=clock, sleep=clock.sleep)))
     finally:
-        release.set()  # the follows' threads end on their own (daemon threads, a Completed job)
+        release.set()  # the follows' threads go on to the (Completed) job's end on the virtual clock
     assert [(r.job, r.exit_code, r.interrupted) for r in results] == [
         ("one", EXIT_INTERRUPTED, True), ("two", EXIT_INTERRUPTED, True)]
+    for thread in [t for t in threading.enumerate() if t.name in ("follow one", "follow two")]:
+        thread.join(30)
+        assert not thread.is_alive()  # nothing left running behind the caller's back
