@@ -65,10 +65,12 @@ def test_list_shows_only_the_tools_jobs(sm, run_cli):
     emulator.add_job(emulator.EmulatedJob("llama-running", training=600), sm)
     emulator.add_job(emulator.EmulatedJob("llama-foreign", training=600), sm, managed=False)
     emulator.add_job(emulator.EmulatedJob("mistral-running", training=600), sm)
+    started_ago(sm, 600, emulator.EmulatedJob("llama-older", training=3600))  # running, started 10 minutes ago
     names = {r["job_name"] for r in json.loads(run_cli("list", "--output", "json").out)}
-    assert names == {"llama-done", "llama-running", "mistral-running"}
+    assert names == {"llama-done", "llama-running", "mistral-running", "llama-older"}
     running = json.loads(run_cli("list", "--running", "--name-contains", "llama", "--output", "json").out)
-    assert [r["job_name"] for r in running] == ["llama-running"] and running[0]["status"] == "InProgress"
+    assert [r["job_name"] for r in running] == ["llama-running", "llama-older"]  # newest first
+    assert {r["status"] for r in running} == {"InProgress"}
     table = run_cli("list")
     assert table.code == 0 and "mistral-running" in table.out and "llama-foreign" not in table.out
 
@@ -172,6 +174,15 @@ def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     text = run_cli("metrics", "busy")
     assert text.code == 0 and "GPU utilization (% per GPU: the sum / 8)" in text.out
     assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
+
+
+def test_metrics_of_an_ended_job_read_up_to_a_minute_past_its_end(sm):
+    from launcher.core.timeutil import iso
+
+    started_ago(sm, AGO, emulator.EmulatedJob("ended-1", hosts=1, training=600))
+    ended = sm.describe_training_job(TrainingJobName="ended-1")["TrainingEndTime"].timestamp()
+    data = metrics.fetch(jobs.Clients(), "ended-1", since=300, now=time.time())
+    assert (data.start, data.end) == (iso(ended + 60 - 300), iso(ended + 60))
 
 
 def test_metrics_of_an_instance_type_this_version_does_not_know_are_left_summed(sm):

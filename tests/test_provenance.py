@@ -313,6 +313,10 @@ def test_a_tarball_larger_than_s3_said_is_refused_as_it_is_read(monkeypatch):
     s3 = types.SimpleNamespace(get_object=lambda **_kw: {"ContentLength": 10, "Body": io.BytesIO(b"x" * 1001)})
     with pytest.raises(Unreadable, match="its source s3://b/k.tar.gz is larger than 64 MiB"):
         read_source(s3, "s3://b/k.tar.gz")
+    long_uri = "s3://b/" + "k" * 300 + ".tar.gz"  # a hostile source URI is cut to 200 characters in the message
+    with pytest.raises(Unreadable) as refused:
+        read_source(s3, long_uri)
+    assert str(refused.value) == f"its source {long_uri[:199]}… is larger than 64 MiB"
 
 
 def test_diff_keeps_the_sdk_out():
