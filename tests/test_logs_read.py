@@ -1,5 +1,6 @@
 """The follower's reads against emulated jobs in-process: one call per poll whatever the host count, no line lost
 or repeated, filters, exit codes, backoff when CloudWatch throttles or fails, and the one rate limiter."""
+import dataclasses
 import io
 import random
 import types
@@ -494,3 +495,25 @@ def test_a_notes_kind_and_the_late_check_mode_print_as_their_values():
     from launcher.jobs.logrecords import LateCheckMode, NoteKind
 
     assert f"{NoteKind.THROTTLED} / {LateCheckMode.SWEEP}" == "throttled / sweep"
+
+
+def test_the_counters_of_one_read_are_exact(clock, monkeypatch):
+    # What a caller (or the bench) reads off `stats`: one FilterLogEvents page of three events, one of them from
+    # another job's stream sharing the prefix, read once without following.
+    ts = int(clock.t * 1000) - 10_000
+    events = [{"logStreamName": stream, "eventId": str(i), "timestamp": ts + i, "ingestionTime": ts + i + 100,
+               "message": f"line {i}"} for i, stream in enumerate(("cnt/algo-1-1", "cnt/algo-2-1", "cnt-x/algo-1-1"))]
+    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_kw: {"events": events}))
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "InProgress"})
+    lines = iter_lines("cnt", clients, until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert [ln.message for ln in lines] == ["line 0", "line 1"]
+    expected = {"polls": 1, "calls": 1, "sweep_calls": 0, "query_calls": 0, "queries": 0, "retried": 0,
+                "throttled": 0, "events": 3, "late_rows": 0, "duplicates": 0, "foreign": 1, "printed": 2, "late": 0,
+                "max_seen": 2, "unchecked_slices": 0, "past_horizon": 0}
+    counters = dataclasses.asdict(lines.stats)
+    assert {name: counters[name] for name in expected} == expected
+    empty = iter_lines("cnt", types.SimpleNamespace(logs=types.SimpleNamespace(
+        filter_log_events=lambda **_kw: {"events": []})), until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert list(empty) == [] and (empty.stats.max_seen, empty.stats.printed, empty.stats.events) == (0, 0, 0)
