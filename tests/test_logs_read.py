@@ -517,3 +517,39 @@ def test_the_counters_of_one_read_are_exact(clock, monkeypatch):
         filter_log_events=lambda **_kw: {"events": []})), until_end=False, polling=Polling(
         clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
     assert list(empty) == [] and (empty.stats.max_seen, empty.stats.printed, empty.stats.events) == (0, 0, 0)
+
+
+def test_a_note_of_one_kind_goes_out_at_most_every_30_seconds_unless_it_must():
+    from launcher.jobs.logrecords import NoteKind, Notes
+
+    clock, said = VirtualClock(), []
+    notes = Notes(said.append, clock)
+    assert notes.hint(NoteKind.THROTTLED, "first") is True
+    clock.t += 29.9
+    assert notes.hint(NoteKind.THROTTLED, "too soon") is False and notes.hint(NoteKind.RETRIED, "another kind")
+    clock.t += 0.1  # 30 s after the first: it may go out again
+    assert notes.hint(NoteKind.THROTTLED, "again") is True
+    assert notes.hint(NoteKind.THROTTLED, "forced", force=True, delay_s=1.5) is True
+    assert [(n.kind, n.message) for n in said] == [(NoteKind.THROTTLED, "first"), (NoteKind.RETRIED, "another kind"),
+                                                   (NoteKind.THROTTLED, "again"), (NoteKind.THROTTLED, "forced")]
+    assert dict(said[-1].args) == {"delay_s": 1.5}
+
+
+def test_records_are_read_only_slotted_and_notes_hash_without_their_figures():
+    from dataclasses import FrozenInstanceError
+    from types import MappingProxyType
+
+    from launcher.jobs.logrecords import LogNote, NoteKind, StatusChange
+
+    line = LogLine(1, 1, "j/algo-1-1", "m", "e")
+    change = StatusChange("Training", "", None)
+    assert line.late is False  # printed in order unless the follower says otherwise
+    for record, field in ((line, "message"), (change, "status")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(record, field, "changed")
+        assert not hasattr(record, "__dict__")  # slots: no dict per record, at thousands of lines a second
+    a = LogNote(NoteKind.WAITING, "waiting", MappingProxyType({"s": 1}))
+    b = LogNote(NoteKind.WAITING, "waiting", MappingProxyType({"s": 2}))
+    assert hash(a) == hash(b) and len({a, LogNote(NoteKind.WAITING, "waiting", a.args)}) == 1
+    with pytest.raises(FrozenInstanceError):
+        a.message = "changed"
