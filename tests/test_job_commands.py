@@ -226,6 +226,7 @@ def test_metrics_split_at_500_queries(sm):
 def test_sparkline_scale_and_width():
     assert metrics.sparkline([0, 50, 100]) == "▁▅█"
     assert len(metrics.sparkline(list(range(100)), width=40)) == 40
+    assert len(metrics.sparkline(list(range(100)))) == 40 and len(metrics.sparkline([1.0] * 40)) == 40  # the default
 
 
 def test_flag_parsers():
