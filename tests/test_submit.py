@@ -200,7 +200,7 @@ def test_no_role_is_a_usage_error(moto_world, monkeypatch):
     loaded = load_spec(JOBS / "llama7b.yaml")
     with pytest.raises(UsageError) as err:
         submit(loaded, Clients(region="us-west-2"), now=NOW)
-    assert "SMP_LAUNCH_ROLE" in str(err.value)
+    assert "llama7b.yaml: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE" in str(err.value)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
     assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == RoleVerdict.PASS
 
