@@ -697,8 +697,9 @@ def test_a_refused_terminate_or_describe_of_a_service_job_is_one_line(moto_world
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
                            "ResponseMetadata": {"HTTPStatusCode": 403}}, "Op")
 
+    clients = Clients(region="us-west-2")  # refusing before its Batch client exists: the refusal comes first
     for operation in ("TerminateServiceJob", "DescribeServiceJob"):
-        clients.client("batch").meta.events.register(f"before-call.batch.{operation}", refuse)
+        clients.session.events.register(f"before-send.batch.{operation}", refuse)
     with pytest.raises(AwsError, match="terminating service job held"):
         queued.stop(clients, "held", desc)
     with pytest.raises(AwsError, match=f"describing service job {job_id}"):
@@ -716,7 +717,7 @@ def test_list_still_shows_sagemaker_jobs_where_batch_cannot_be_read(moto_world, 
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
                            "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeJobQueues")
 
-    clients.session.events.register("before-call.batch.DescribeJobQueues", refuse)
+    clients.session.events.register("before-send.batch.DescribeJobQueues", refuse)
     rows = api.list_jobs(clients=clients)
     assert [r.queue for r in rows] == [None] and rows[0].job_name.startswith("llama2-7b-")
 

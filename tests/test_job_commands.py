@@ -102,7 +102,7 @@ def test_stop_without_yes_or_anyone_to_ask_is_refused_and_a_refused_stop_is_one_
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
                            "ResponseMetadata": {"HTTPStatusCode": 403}}, "StopTrainingJob")
 
-    clients.session.events.register("before-call.sagemaker.StopTrainingJob", refuse)
+    clients.session.events.register("before-send.sagemaker.StopTrainingJob", refuse)
     with pytest.raises(AwsError, match="stopping long-3"):
         jobs.stop(clients, "long-3", yes=True, confirm=None)
     assert sm.describe_training_job(TrainingJobName="long-3")["TrainingJobStatus"] == "InProgress"
@@ -145,7 +145,7 @@ def test_wait_without_sagemaker_search_describes_each_job_instead_and_stops_aski
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no sagemaker:Search"},
                            "ResponseMetadata": {"HTTPStatusCode": 403}}, "Search")
 
-    clients.session.events.register("before-call.sagemaker.Search", refuse)
+    clients.session.events.register("before-send.sagemaker.Search", refuse)
     clients.session.events.register("provide-client-params.sagemaker.DescribeTrainingJob",
                                     lambda params, **_kw: asked.append(params["TrainingJobName"]))
     done = jobs.wait(clients, ["nos-1", "nos-2"], interval=5.0, sleep=clock.sleep, clock=clock)

@@ -131,14 +131,14 @@ def test_a_topic_eventbridge_may_not_publish_to_is_a_warning_with_the_fix(moto_w
 
 
 def _refusing(clients, event, code):
-    """`clients` whose `event` call (botocore's before-call name) fails with `code`."""
+    """`clients` whose `event` call fails with `code`, as an answer would (after-call-error follows)."""
     from botocore.exceptions import ClientError
 
     def refuse(**_kw):
         raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
                           event.rsplit(".", 1)[-1])
 
-    clients.session.events.register(f"before-call.{event}", refuse)
+    clients.session.events.register(f"before-send.{event}", refuse)
     return clients
 
 

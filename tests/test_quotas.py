@@ -64,7 +64,7 @@ def _refusing(clients, operation, code="AccessDeniedException"):
         raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
                           operation.rsplit(".", 1)[-1])
 
-    clients.session.events.register(f"before-call.{operation}", refuse)
+    clients.session.events.register(f"before-send.{operation}", refuse)
     return clients
 
 

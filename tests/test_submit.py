@@ -450,14 +450,14 @@ def test_a_role_the_caller_may_not_read_is_cannot_tell():
 
 
 def _refuse(clients, operation, error):
-    """Make `operation` (botocore's before-call name) raise `error` (a ClientError code, or an exception)."""
+    """Make `operation` raise `error` (a ClientError code, or an exception) where its request would be sent."""
     def refuse(**_kw):
         if isinstance(error, BaseException):
             raise error
         raise ClientError({"Error": {"Code": error, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
                           operation.rsplit(".", 1)[-1])
 
-    clients.session.events.register(f"before-call.{operation}", refuse)
+    clients.session.events.register(f"before-send.{operation}", refuse)
     return clients
 
 
@@ -491,6 +491,7 @@ def test_ctrl_c_before_the_job_is_created_says_nothing_is_running(moto_world, op
     clients = _refuse(Clients(region="us-west-2"), operation, KeyboardInterrupt())
     with pytest.raises(Interrupted) as err:
         submit(spec(), clients, now=NOW)
+    clients.cancel_waits()  # an interrupted call emits no event to end its timers (the CLI exits here)
     assert str(err.value).startswith(when) and str(err.value).endswith("was not started; nothing is running")
     assert err.value.started is False
     assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
