@@ -145,6 +145,16 @@ EQUIVALENT = {
         "os.path.relpath raises ValueError only for paths on different Windows drives",
     ("launcher/render/progress.py", "return {f: float(v) for f, v in zip(FIELDS, m.groups(), strict=True)}",
      "True -> False"): "LINE_RE has exactly one group per field, so the two always have the same length",
+    ("launcher/orchestrate/batch.py",
+     "return batch.account_check(plan, clients, options, skip_role_check=skip_role_check)",
+     "return X -> return None"): "run_queue calls its `check` only for what it raises and drops what it returns",
+    ("launcher/jobs/queued.py",
+     "status = status_of(clients, describe_service_job(clients, item.job_arn or item.job_id))", "or -> and"):
+        "a DescribeServiceJob answer always has jobArn, and jobId takes the id or the ARN alike",
+    ("launcher/jobs/queued.py", "return last", "return X -> return None"):
+        "training_jobs always ends by yielding a QueueState, on which the loop returns: this line is never reached",
+    ("launcher/orchestrate/provenance.py", 'tags = [t for t in plan.estimator.tags if t["Key"] != GIT_COMMIT_TAG] + '
+     "old_commit[:1] + [", "1 -> 2"): "tag keys are unique on a SageMaker resource: at most one git-commit tag",
 }
 
 CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

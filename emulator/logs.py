@@ -28,6 +28,8 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PAGE_EVENTS = 10_000
 PAGE_BYTES = 1_048_576
 EVENT_OVERHEAD = 26  # bytes counted per event besides its message, as for PutLogEvents batches
+QUERY_ROWS_MAX = 100_000  # the largest `limit` a Logs Insights query may ask for
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CWL_QuerySyntax-Limit.html)
 
 
 def pump(backend: Any) -> int:
@@ -333,8 +335,15 @@ class SyntheticLogs:
     def start_query(self, startTime: int, endTime: int, queryString: str, limit: int | None = None,  # noqa: N803
                     **_ignored: Any) -> dict:
         """Logs Insights over [startTime, endTime] (whole seconds of timestamps, inclusive), as of the start; the
-        rows are made when the results are read (CloudWatch keeps them, not the caller)."""
+        rows are made when the results are read (CloudWatch keeps them, not the caller). A `limit` past what a
+        query may return is refused, as CloudWatch refuses it."""
         self.calls += 1
+        if limit is not None and not 1 <= limit <= QUERY_ROWS_MAX:
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InvalidParameterException",
+                                         "Message": f"limit must be between 1 and {QUERY_ROWS_MAX}"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "StartQuery")
         self.query_calls += 1
         query_id = f"synthetic-{self.query_calls}"
         self.queries[query_id] = (startTime, endTime, queryString, limit, int(self.clock() * 1000))

@@ -18,6 +18,7 @@ from launcher.submission import batch
 from launcher.submission.batch import QueueOptions, retry_strategy
 from tests.batch_world import FAIR_QUEUE, QUEUE, create_batch_world, create_queues
 from tests.conftest import JOBS
+from tests.test_fallback import SEVENTY  # llama2-70b that fits p5 and p4de, not p4d
 
 QUICK = dict(starting=1.0, downloading=0.5, training=4.0, uploading=0.5, line_interval=1.0, decoy=False)
 
@@ -229,6 +230,72 @@ def test_a_queue_that_does_not_exist_is_refused_before_anything_is_written(moto_
     assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
 
 
+class _Queues:
+    """A Batch client whose DescribeJobQueues answers what the test says (or fails)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def describe_job_queues(self, **_kw):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {"jobQueues": [self.answer]}
+
+
+@pytest.mark.parametrize("detail, message", [
+    ({"jobQueueType": "EKS"}, "cluster.queue 'q' is a EKS job queue; SageMaker training jobs go to a queue of type "
+                              "SAGEMAKER_TRAINING"),
+    ({}, "cluster.queue 'q' is a container job queue"),
+    ({"jobQueueType": "SAGEMAKER_TRAINING", "state": "DISABLED", "status": "VALID"},
+     "cluster.queue 'q' is DISABLED (VALID): it accepts no jobs; enable it first"),
+    ({"jobQueueType": "SAGEMAKER_TRAINING", "state": "ENABLED", "status": "INVALID"},
+     "cluster.queue 'q' is ENABLED (INVALID): it accepts no jobs"),
+])
+def test_a_queue_of_another_type_or_not_enabled_is_refused(detail, message):
+    with pytest.raises(UsageError) as refused:
+        batch.check_queue(plan_for(queue="q"), "q", QueueOptions(), _Queues({"jobQueueName": "q", **detail}))
+    assert str(refused.value).startswith(message)
+
+
+def test_a_queue_that_cannot_be_read_is_one_line_naming_it():
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+
+    denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                          "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeJobQueues")
+    with pytest.raises(AwsError, match="reading Batch job queue q"):
+        batch.check_queue(plan_for(queue="q"), "q", QueueOptions(), _Queues(denied))
+
+
+def test_a_queue_given_by_its_arn_is_used_as_it_is(moto_world):
+    arn = f"arn:aws:batch:us-west-2:123456789012:job-queue/{QUEUE}"
+    result = submit(plan_for(queue=arn), dry_run=True)
+    assert result.queue["arn"] == arn and result.queue["service_request"]["jobQueue"] == arn
+    assert batch.queue_arn(QUEUE, "us-west-2", "123456789012") == arn
+
+
+def test_submit_into_a_queue_needs_a_queue_and_a_plan_without_errors(moto_world):
+    with pytest.raises(UsageError, match="jobs/llama7b.yaml: no Batch job queue: set cluster.queue"):
+        submit(plan_for(queue=None))
+    from launcher.core.errors import SpecError
+
+    wrong = plan_for("smp.tensor_parallel_degree=3")  # the advisor's errors refuse it before any AWS call
+    with pytest.raises(SpecError, match="SMP001"):
+        submit(wrong)
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_a_retry_strategy_holds_at_most_batchs_five_rules(monkeypatch):
+    # Two classes SageMaker names, each matched with and without a space after the prefix, and the final EXIT:
+    # exactly Batch's 5 rules. A third class would need 7.
+    monkeypatch.setattr(batch, "REASON_STARTS", {"internal_error": ("InternalServerError",), "x": ("X",)})
+    assert len(retry_strategy(["internal_error", "x"], 3)["evaluateOnExit"]) == 5
+    monkeypatch.setattr(batch, "REASON_STARTS", {**batch.REASON_STARTS, "y": ("Y",)})
+    with pytest.raises(UsageError, match="takes at most 5 rules; internal_error, x, y need 7: retry fewer classes"):
+        retry_strategy(["internal_error", "x", "y"], 3)
+
+
 def test_a_job_bigger_than_the_service_environment_is_refused_not_left_waiting_forever(moto_world):
     with pytest.raises(UsageError, match="hold at most 2 instances, so the job would wait in RUNNABLE forever"):
         submit(plan_for("cluster.instance_count=4", "smp.hybrid_shard_degree=32"))
@@ -252,6 +319,91 @@ def test_the_role_check_covers_submitting_to_the_queue(moto_world):
             "resource": f"arn:aws:batch:us-west-2:123456789012:job-queue/{QUEUE}",
             "decision": "implicitDeny"} in [dict(m) for m in check.missing]
     assert api.check_role(plan_for(queue=None), clients=Clients(region="us-west-2")).verdict == "pass"
+
+
+def test_submit_many_hands_queued_plans_to_their_queue_and_starts_the_others_itself(moto_world, clock):
+    queued_plan, direct_plan = plan_for(), plan_for("training.learning_rate=2e-4", queue=None)
+    runs = api.submit_many([queued_plan, direct_plan], clients=Clients(region="us-west-2"))
+    (into_queue,), (started,) = (r.submissions for r in runs)
+    assert into_queue.queue["job_id"] and "sagemaker.CreateTrainingJob" not in into_queue.aws_calls
+    assert "sagemaker.CreateTrainingJob" in started.aws_calls and "batch.SubmitServiceJob" not in started.aws_calls
+    sm = moto_world.session.client("sagemaker")
+    assert sm.describe_training_job(TrainingJobName=started.job_name)["TrainingJobStatus"] == "InProgress"
+
+
+@pytest.mark.parametrize("given", ["factory", "shared", "none"])
+def test_waiting_follows_queued_and_direct_jobs_to_their_ends_and_says_as_each_ends(moto_world, clock, monkeypatch,
+                                                                                    given):
+    # Queued jobs and one started here that moved to its next instance type (two attempts) are all waited for,
+    # each in its plan's region, with the clients given (a factory, one Clients, or none: made per region).
+    from emulator import quotas as fake_quotas
+    from launcher.orchestrate.batch import submit_queued
+    from launcher.orchestrate.queue import EventKind
+
+    scenario.set_default({**QUICK, "starting": 20.0})  # the jobs started here take 20 s to get instances...
+    scenario.expect_attempts("AWSBatch", [QUICK, QUICK])  # ...so the queued ones end while the queue watches
+    fake_quotas.no_capacity("ml.p5.48xlarge")
+    moved = api.build_plan(api.load_spec(str(JOBS / "llama70b.yaml"), SEVENTY), region="us-west-2")
+    plans = [plan_for("training.learning_rate=1e-4"), plan_for("training.learning_rate=2e-4"), moved]
+    asked, events = [], []
+
+    def clients_for(region):
+        asked.append(region)
+        return Clients(region=region)
+
+    clients = {"factory": clients_for, "shared": Clients(region="us-west-2"), "none": None}[given]
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # the plans' region, not the default, holds the jobs
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    runs = submit_queued(plans, dry_run=False, wait=True, interval=1.0, skip_role_check=False, clients=clients,
+                         on_event=events.append, sleep=clock.sleep)
+    assert [r.attempts[-1].status.status.value for r in runs] == ["Completed"] * 3
+    assert [r.attempts[-1].status.job_name for r in runs] == [p.job_name for p in plans[:2]] + [
+        f"{moved.job_name}-r2"]
+    assert len(runs[2].attempts) == 2 and runs[2].attempts[0].job_name == moved.job_name  # the first one kept
+    ended = [e for e in events if e.kind is EventKind.ENDED]
+    assert sorted((e.index, e.job_name) for e in ended) == sorted(
+        [(i, r.job_name) for i, r in enumerate(runs)] + [(2, moved.job_name)])  # p5 had no capacity: it ended
+    assert [e.running for e in ended] == [2, 2, 1, 0]  # jobs still running after each end, each end said once
+    if given == "factory":
+        assert set(asked) == {"us-west-2"}
+    scenario.set_default({})
+
+
+def test_a_queued_plan_with_instance_types_is_left_to_the_queue_not_followed_for_capacity(moto_world, clock):
+    # Batch keeps a job queued until it has capacity: submit hands it over and returns, as for any queued plan.
+    plan = plan_for("cluster.instance_types=[ml.p4d.24xlarge, ml.p4de.24xlarge]")
+    assert plan.alternatives
+    result = api.submit(plan, clients=Clients(region="us-west-2"))
+    assert result.queue["job_id"] and result.job_name == plan.job_name and clock.slept == 0
+
+
+def test_a_plan_refused_by_its_check_leaves_nothing_started_and_nothing_to_wait_for(moto_world, clock):
+    from launcher.orchestrate.batch import submit_queued
+    from launcher.orchestrate.queue import PlanState
+
+    runs = submit_queued([plan_for(queue="nope"), plan_for("training.learning_rate=2e-4")], dry_run=False,
+                         wait=True, interval=1.0, skip_role_check=False, clients=Clients(region="us-west-2"),
+                         sleep=clock.sleep)
+    assert [r.state for r in runs] == [PlanState.ERROR, PlanState.NOT_STARTED] and clock.slept == 0
+    assert "no such Batch job queue" in str(runs[0].error) and runs[1].attempts == () and runs[1].error is None
+
+
+def test_api_submit_of_a_plan_naming_a_queue_hands_it_there_or_raises_why_not(moto_world):
+    clients = Clients(region="us-west-2")
+    queued_job = api.submit(plan_for(), priority=2, clients=clients)
+    assert queued_job.queue["name"] == QUEUE and queued_job.queue["job_id"]
+    assert "sagemaker.CreateTrainingJob" not in queued_job.aws_calls
+    with pytest.raises(UsageError, match="no such Batch job queue"):
+        api.submit(plan_for(queue="nope"), clients=clients)
+
+
+def test_a_retry_policy_needs_every_plan_in_a_queue(moto_world):
+    from launcher.orchestrate.retry import RetryPolicy
+
+    with pytest.raises(UsageError, match="a retry policy goes to the Batch queue with the plans"):
+        api.submit_many([plan_for(), plan_for("training.learning_rate=2e-4", queue=None)],
+                        retry=RetryPolicy(classes=frozenset({"capacity"})), clients=Clients(region="us-west-2"))
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
 
 
 def test_priority_or_share_without_a_queue_is_refused(moto_world):
@@ -456,6 +608,118 @@ def test_stop_of_a_running_queued_job_stops_its_training_job(moto_world, clock):
     assert after.status == "Stopped" and after.queue.status == "FAILED" and after.queue.training_job
     assert queued.STOP_REASON in after.queue.reason
     scenario.set_default({})
+
+
+def _follow_queued(name, clock, follow_job=None, until_end=True):
+    """launcher.jobs.queued.follow on the virtual clock, each training job followed by the log follower."""
+    from launcher.jobs.logs import Polling, follow
+    from launcher.jobs.ratelimit import RateLimiter
+
+    clients, notes = Clients(region="us-west-2"), []
+    polling = Polling(interval=1.0, clock=clock, sleep=clock.sleep,
+                      limiter=RateLimiter(10.0, clock=clock, sleep=clock.sleep))
+    follow_job = follow_job or (lambda job: follow(job, clients, polling=polling, until_end=until_end))
+    desc = queued.locate(clients, name)
+    return queued.follow(name, clients, desc, follow_job, notes.append, until_end=until_end, interval=1.0,
+                         sleep=clock.sleep), notes
+
+
+def test_following_a_queued_job_waits_in_the_queue_then_follows_its_training_job_to_the_end(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b", "c"):
+        _submit(b, name)
+    result, notes = _follow_queued("c", clock)  # c waits for a and b to end
+    assert (result.job, result.status, result.exit_code, result.to_end) == ("c", "Completed", 0, True)
+    assert notes[0].startswith("c is RUNNABLE in queue smp-queue")
+    assert notes[0].endswith("; waiting for Batch to start it")
+    scenario.set_default({})
+
+
+def test_following_a_job_stopped_before_batch_made_a_training_job_ends_with_batchs_state(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    for name in ("a", "b", "c"):
+        _submit(b, name)
+    clients = Clients(region="us-west-2")
+    api.stop("c", clients=clients)
+    result, _ = _follow_queued("c", clock)
+    assert (result.job, result.status, result.exit_code, result.to_end) == ("c", "Stopped", 5, True)
+    scenario.set_default({})
+
+
+def test_ctrl_c_while_following_a_queued_job_is_an_interrupted_follow(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "intr")
+    clock.sleep(3.0)  # its training job exists
+
+    def interrupted(_job):
+        raise KeyboardInterrupt
+
+    result, _ = _follow_queued("intr", clock, follow_job=interrupted)
+    assert (result.job, result.status, result.exit_code, result.interrupted) == ("intr", None, 130, True)
+    scenario.set_default({})
+
+
+def test_a_service_job_is_found_by_its_arn_and_a_vanished_one_is_not_found(moto_world, clock):
+    scenario.set_default(QUICK)
+    job_id = _submit(moto_world.session.client("batch"), "byarn")
+    clients = Clients(region="us-west-2")
+    arn = moto_world.session.client("batch").describe_service_job(jobId=job_id)["jobArn"]
+    assert api.status(arn, clients=clients).queue.job_id == job_id
+    with pytest.raises(api.JobNotFound, match="no service job named 'gone' in this region's SageMaker training"):
+        next(queued.Attempts(clients, "gone").training_jobs(lambda _note: None, True))
+    scenario.set_default({})
+
+
+def test_stop_of_a_queued_job_batch_is_done_with_leaves_it_alone(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "over")
+    clock.sleep(30)
+    clients = Clients(region="us-west-2")
+    result = queued.stop(clients, "over", queued.locate(clients, "over"))
+    assert (result.stopped, result.status, result.message) == (False, "Completed", "over is Completed; nothing to stop")
+    assert api.stop("over", clients=clients).status == "Completed"
+    scenario.set_default({})
+
+
+def test_a_refused_terminate_or_describe_of_a_service_job_is_one_line(moto_world, clock):
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+
+    scenario.set_default(QUICK)
+    job_id = _submit(moto_world.session.client("batch"), "held")
+    clients = Clients(region="us-west-2")
+    desc = queued.locate(clients, "held")
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "Op")
+
+    clients = Clients(region="us-west-2")  # refusing before its Batch client exists: the refusal comes first
+    for operation in ("TerminateServiceJob", "DescribeServiceJob"):
+        clients.session.events.register(f"before-send.batch.{operation}", refuse)
+    with pytest.raises(AwsError, match="terminating service job held"):
+        queued.stop(clients, "held", desc)
+    with pytest.raises(AwsError, match=f"describing service job {job_id}"):
+        queued.describe_service_job(clients, job_id)
+    scenario.set_default({})
+
+
+def test_list_still_shows_sagemaker_jobs_where_batch_cannot_be_read(moto_world, clock):
+    from botocore.exceptions import ClientError
+
+    clients = Clients(region="us-west-2")
+    api.submit(plan_for(queue=None), clients=clients)  # a SageMaker training job, started here
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeJobQueues")
+
+    clients.session.events.register("before-send.batch.DescribeJobQueues", refuse)
+    rows = api.list_jobs(clients=clients)
+    assert [r.queue for r in rows] == [None] and rows[0].job_name.startswith("llama2-7b-")
 
 
 def test_names_of_queues_and_environments_are_taken_once(moto_world):

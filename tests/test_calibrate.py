@@ -93,6 +93,29 @@ def test_a_running_job_and_a_job_without_progress_lines_store_nothing(moto_world
     assert not account.path(env).exists()
 
 
+def test_a_job_whose_stored_spec_is_missing_invalid_or_does_not_divide_its_gpus_is_refused(moto_world, monkeypatch,
+                                                                                           tmp_path):
+    from launcher.jobs.stored import read_files
+    from launcher.render.source import tarball
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    plan, clients = launch_finished(moto_world, monkeypatch, 1000.0)
+    s3 = moto_world.session.client("s3")
+    bucket, key = plan.source.uri[5:].split("/", 1)
+    files = read_files(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    spec = json.loads(files.pop("spec.json"))
+    s3.put_object(Bucket=bucket, Key=key, Body=tarball(files))
+    with pytest.raises(UsageError, match="did not store its spec: it cannot be predicted again"):
+        api.calibrate([plan.job_name], clients=clients, env=env)
+    for degree, why in (("two", "stored spec does not validate with this smp-launch: Input should be a valid integer"),
+                        (3, "layout does not divide its GPUs: there is nothing to compare its speed with")):
+        spec["smp"]["tensor_parallel_degree"] = degree
+        s3.put_object(Bucket=bucket, Key=key, Body=tarball({**files, "spec.json": json.dumps(spec)}))
+        with pytest.raises(UsageError, match=f"^{plan.job_name}('s)? {why}"):
+            api.calibrate([plan.job_name], clients=clients, env=env)
+    assert not account.path(env).exists()
+
+
 def test_the_cli_prints_the_table_and_json(moto_world, monkeypatch, tmp_path, run_cli):
     plan, _ = launch_finished(moto_world, monkeypatch, 0.0)
     emulator.scenario.get(plan.job_name).tokens_per_s = plan.performance.tokens_per_second_per_gpu * plan.world_size

@@ -126,6 +126,27 @@ def test_a_users_sdk_defaults_do_not_change_the_request(moto_plan, monkeypatch, 
     assert os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] == str(defaults)
 
 
+def test_an_sdk_that_reads_its_defaults_anyway_is_refused_before_any_request(moto_plan, monkeypatch, tmp_path):
+    import contextlib
+
+    from launcher.core.errors import LauncherError
+
+    defaults = tmp_path / "config.yaml"
+    defaults.write_text("SchemaVersion: '1.0'\nSageMaker:\n  TrainingJob:\n    EnableNetworkIsolation: true\n")
+    monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(defaults))
+    monkeypatch.setattr(estimator, "_no_sdk_defaults", contextlib.nullcontext)  # as if the variables were ignored
+    with pytest.raises(LauncherError, match="loaded a defaults config despite SAGEMAKER_ADMIN_CONFIG_OVERRIDE and "
+                                            "SAGEMAKER_USER_CONFIG_OVERRIDE; refusing to submit"):
+        start(moto_plan)
+
+
+def test_a_client_the_sdk_should_never_use_says_so_loudly():
+    from launcher.core.errors import LauncherError
+
+    with pytest.raises(LauncherError, match=r"used its sagemaker-runtime client \(invoke_endpoint\) while starting"):
+        estimator._Unused("sagemaker-runtime").invoke_endpoint  # noqa: B018
+
+
 def test_the_plans_image_is_what_the_sdk_sends(moto_plan):
     sent = {}
     moto_plan.clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",

@@ -486,6 +486,11 @@ def test_oom_remedy_layout_defaults_and_limits():
                                                 "training.batch_size=16"))
     assert "set smp.tensor_parallel_degree: 8 (and smp.hybrid_shard_degree: 1)" in whole_node  # TP up to the GPUs
     assert failures.oom_remedy(_plan_with("training.batch_size=1")) is None  # nothing the model gives room to
+    # 24 GPUs sharded by 8: TP 2 would need shards of 16 GPUs (24 is not a multiple), so TP 4 over shards of 6
+    three = failures.oom_remedy(_plan_with("cluster.instance_count=3", "smp.hybrid_shard_degree=8",
+                                           "training.batch_size=8"))
+    assert "set smp.tensor_parallel_degree: 4 (and smp.hybrid_shard_degree: 6) in the spec" in three
+    assert "tensor_parallel_degree: 2" not in three
 
 
 def test_failure_to_dict_names_every_key():

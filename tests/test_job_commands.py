@@ -67,10 +67,12 @@ def test_list_shows_only_the_tools_jobs(sm, run_cli):
     emulator.add_job(emulator.EmulatedJob("llama-running", training=600), sm)
     emulator.add_job(emulator.EmulatedJob("llama-foreign", training=600), sm, managed=False)
     emulator.add_job(emulator.EmulatedJob("mistral-running", training=600), sm)
+    started_ago(sm, 600, emulator.EmulatedJob("llama-older", training=3600))  # running, started 10 minutes ago
     names = {r["job_name"] for r in json.loads(run_cli("list", "--output", "json").out)}
-    assert names == {"llama-done", "llama-running", "mistral-running"}
+    assert names == {"llama-done", "llama-running", "mistral-running", "llama-older"}
     running = json.loads(run_cli("list", "--running", "--name-contains", "llama", "--output", "json").out)
-    assert [r["job_name"] for r in running] == ["llama-running"] and running[0]["status"] == "InProgress"
+    assert [r["job_name"] for r in running] == ["llama-running", "llama-older"]  # newest first
+    assert {r["status"] for r in running} == {"InProgress"}
     table = run_cli("list")
     assert table.code == 0 and "mistral-running" in table.out and "llama-foreign" not in table.out
 
@@ -85,6 +87,72 @@ def test_stop_asks_unless_yes(sm, run_cli):
     assert r.code == 0 and json.loads(r.out)["status"] == "Stopping"
     again = run_cli("stop", "long-1", "--yes")
     assert again.code == 0 and "nothing to stop" in again.err
+
+
+def test_stop_without_yes_or_anyone_to_ask_is_refused_and_a_refused_stop_is_one_line(sm):
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+    from launcher.core.errors import UsageError
+
+    emulator.add_job(emulator.EmulatedJob("long-3", training=600), sm)
+    with pytest.raises(UsageError, match="stop asks before stopping long-3, and no `confirm` was given"):
+        jobs.stop(jobs.Clients(), "long-3", yes=False, confirm=None)
+    clients = jobs.Clients()
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "StopTrainingJob")
+
+    clients.session.events.register("before-send.sagemaker.StopTrainingJob", refuse)
+    with pytest.raises(AwsError, match="stopping long-3"):
+        jobs.stop(clients, "long-3", yes=True, confirm=None)
+    assert sm.describe_training_job(TrainingJobName="long-3")["TrainingJobStatus"] == "InProgress"
+    done = jobs.stop(jobs.Clients(), "long-3", yes=True, confirm=None)
+    assert done.to_dict() == {"job_name": "long-3", "stopped": True, "status": "Stopping", "message": (
+        "long-3 is Stopping; SageMaker uploads what the job saved, then marks it Stopped")}
+
+
+def test_a_status_sagemaker_never_used_is_an_error_and_any_text_has_an_exit_code():
+    from launcher.core.errors import LauncherError
+
+    with pytest.raises(LauncherError, match="SageMaker reported a job status this version does not know: 'Paused'"):
+        jobs.JobState.parse("Paused")
+    with pytest.raises(LauncherError) as long_one:
+        jobs.JobState.parse("P" * 200)
+    assert str(long_one.value).endswith("'" + "P" * 79 + "…'")  # cut to 80 characters
+    assert [jobs.exit_code_for(s) for s in ("Completed", "Failed", "Stopped", "InProgress", "Paused")] == [
+        0, 1, 5, 0, 0]
+
+
+def test_a_heterogeneous_cluster_counts_every_group():
+    groups = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "InstanceGroupName": "a"},
+              {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "InstanceGroupName": "b"}]
+    assert jobs.instances({"ResourceConfig": {"InstanceGroups": groups}}) == ("ml.p4d.24xlarge,ml.p5.48xlarge", 3)
+    assert jobs.instances({"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 4}}) == (
+        "ml.p4d.24xlarge", 4)
+    assert jobs.instances({}) == ("?", 0)
+
+
+def test_wait_without_sagemaker_search_describes_each_job_instead_and_stops_asking(sm, clock):
+    from botocore.exceptions import ClientError
+
+    for name in ("nos-1", "nos-2"):
+        emulator.add_job(emulator.EmulatedJob(name, training=20), sm)
+    clients = jobs.Clients()
+    asked = []
+
+    def refuse(**_kw):
+        asked.append("Search")
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no sagemaker:Search"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "Search")
+
+    clients.session.events.register("before-send.sagemaker.Search", refuse)
+    clients.session.events.register("provide-client-params.sagemaker.DescribeTrainingJob",
+                                    lambda params, **_kw: asked.append(params["TrainingJobName"]))
+    done = jobs.wait(clients, ["nos-1", "nos-2"], interval=5.0, sleep=clock.sleep, clock=clock)
+    assert [(s.job_name, s.status) for s in done] == [("nos-1", "Completed"), ("nos-2", "Completed")]
+    assert asked.count("Search") == 1 and asked.count("nos-1") > 2  # refused once, then each job described
 
 
 def test_stop_then_the_job_ends_stopped(sm):
@@ -125,6 +193,24 @@ def test_metrics_per_host_normalised_in_one_call(sm, run_cli):
     assert any(line.strip().startswith("algo-2") and "▄" in line for line in text.out.splitlines())
 
 
+def test_metrics_of_an_ended_job_read_up_to_a_minute_past_its_end(sm):
+    from launcher.core.timeutil import iso
+
+    started_ago(sm, AGO, emulator.EmulatedJob("ended-1", hosts=1, training=600))
+    ended = sm.describe_training_job(TrainingJobName="ended-1")["TrainingEndTime"].timestamp()
+    data = metrics.fetch(jobs.Clients(), "ended-1", since=300, now=time.time())
+    assert (data.start, data.end) == (iso(ended + 60 - 300), iso(ended + 60))
+
+
+def test_metrics_of_an_instance_type_this_version_does_not_know_are_left_summed(sm):
+    started_ago(sm, 1200, emulator.EmulatedJob("odd", hosts=1, training=3600, instance_type="ml.x9.unknown"))
+    data = metrics.fetch(jobs.Clients(), "odd", since=900, now=time.time())
+    assert data.units["GPUUtilization"] == data.units["CPUUtilization"] == (
+        "% summed over devices (instance type unknown)")
+    assert data.units["MemoryUtilization"] == "% of memory"
+    assert data.hosts[0].series["GPUUtilization"].max > 100  # eight GPUs' percentages, summed as AWS reports them
+
+
 def test_metrics_of_an_ended_job_without_points_say_no_data_not_yet(sm, run_cli):
     from emulator import failures as scenarios
 
@@ -157,6 +243,7 @@ def test_metrics_split_at_500_queries(sm):
 def test_sparkline_scale_and_width():
     assert metrics.sparkline([0, 50, 100]) == "▁▅█"
     assert len(metrics.sparkline(list(range(100)), width=40)) == 40
+    assert len(metrics.sparkline(list(range(100)))) == 40 and len(metrics.sparkline([1.0] * 40)) == 40  # the default
 
 
 def test_flag_parsers():

@@ -92,6 +92,22 @@ def test_terminal_escapes_and_lone_surrogates_from_cloudwatch_are_neutralised(cl
     assert "\\x1b]0;pwned\\x07" in message and "\ufffd end" in message
 
 
+def test_a_stream_outside_sagemakers_naming_is_labelled_by_its_whole_name_after_the_job(clock, monkeypatch):
+    # `JOB/algo-N-<epoch>` is labelled algo-N; any other stream of the job (a sidecar's, nested with slashes) by
+    # everything after `JOB/`, so two such streams stay apart.
+    events = [{**_hostile_event("from the sidecar"), "logStreamName": "evil/sidecar/proxy-1"},
+              {**_hostile_event("from the agent"), "logStreamName": "evil/agent/proxy-1", "eventId": "2"}]
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "Completed"})
+    polling = Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    text, js = io.StringIO(), io.StringIO()
+    for out, as_json in ((text, False), (js, True)):
+        printed_follow("evil", types.SimpleNamespace(logs=_Page(events)), until_end=False, as_json=as_json, out=out,
+                       err=io.StringIO(), polling=polling)
+    # one timestamp: ordered by stream
+    assert text.getvalue().splitlines() == ["[agent/proxy-1] from the agent", "[sidecar/proxy-1] from the sidecar"]
+    assert [json.loads(x)["host"] for x in js.getvalue().splitlines()] == ["agent/proxy-1", "sidecar/proxy-1"]
+
+
 # -- the logs command --------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -124,6 +140,11 @@ def test_logs_of_several_jobs_labels_each_line_by_job_and_host_and_exits_with_th
     for job in (done, failed):
         mine = [ln.split("] ", 1)[1] for ln in r.out.splitlines() if ln.startswith(f"[{job.name}/algo-")]
         assert sorted(mine) == sorted(job.expected_messages())
+    # each job's status changes print once, in order, named by job (stderr; the time first)
+    for job, last in ((done, ["Uploading", "Completed"]), (failed, ["Failed"])):
+        changes = [ln.split(" ", 3)[3].split(" - ", 1)[0] for ln in r.err.splitlines()
+                   if ln.split(" ", 3)[2:3] == [job.name] and " - " in ln]
+        assert changes == ["Starting", "Downloading", "Training", *last]
     records = [json.loads(x) for x in run_cli("logs", "pair-a", "pair-b", "--no-follow", "--output", "json").out.split(
         "\n") if x]
     assert {x["job"] for x in records if x["type"] == "log"} == {"pair-a", "pair-b"}

@@ -235,6 +235,33 @@ def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch
     assert lines.stats.queries > lines.stats.query_calls / 2 - 1  # each query's results read once
 
 
+def test_a_second_holding_as_many_late_lines_as_one_query_returns_stays_with_insights():
+    # 50 hosts write 100,000 lines within one second, each reaching CloudWatch 15 s late: the window's query is
+    # cut, its count per second says one second holds 100,000, and that second is asked for with the largest
+    # limit a query takes (CloudWatch refuses a larger one), then re-read once the query is cut there too.
+    from emulator.logs import QUERY_ROWS_MAX, SyntheticLogs
+    from launcher.jobs.logrecords import NoteKind
+
+    clock = VirtualClock()
+    start = clock.t + 5
+    lag = emulator.LagModel(tail=1.0, tail_min=15.0, tail_max=15.0)
+    logs = SyntheticLogs("burst", 50, 2000.0, start, 1.0, clock, lag=lag, clamp=False)
+    assert logs.expected() == QUERY_ROWS_MAX and int(start) == start  # every line in one whole second
+    notes = []
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("burst", 50, start + 30, clock))
+    lines = iter_lines("burst", clients, until_end=True, on_note=notes.append,
+                       polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
+                                       limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() and set(seen.values()) == {1}
+    assert lines.stats.late_check == "insights" and lines.stats.late_rows >= QUERY_ROWS_MAX
+    assert lines.stats.fetched == logs.served  # every event and row the reads were sent, counted once
+    assert not [n for n in notes if n.kind is NoteKind.INSIGHTS_MISSING]
+    with pytest.raises(ClientError, match="InvalidParameterException"):  # the emulated refusal the check avoided
+        logs.start_query(startTime=int(start), endTime=int(start) + 1, queryString="fields @message",
+                         limit=QUERY_ROWS_MAX + 1)
+
+
 def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its_limit(sm, clock):
     late_job(sm, "emu")
     clock.t += 200  # training done, every late line arrived
@@ -380,3 +407,59 @@ def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled
     calls = sum(logs.calls for logs in per_job.values())
     assert calls / (clock.t - start + 5) <= 2.0  # all jobs within one --rate
     assert clock.t - (start + 130) <= 30.0
+
+
+def test_several_jobs_followed_together_raise_the_first_jobs_error(sm, clock):
+    from launcher.jobs.logs import follow_many
+    from launcher.jobs.status import JobNotFound
+
+    polling = Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep))
+    with pytest.raises(JobNotFound, match="no training job named 'nosuch'"):
+        follow_many(["nosuch"], Clients(), polling=polling)
+
+
+def test_ctrl_c_while_several_jobs_are_followed_ends_every_follow_as_interrupted():
+    import _thread
+    import sys
+    import threading
+    import time
+
+    from launcher.core.errors import EXIT_INTERRUPTED
+    from launcher.jobs.logs import follow_many
+
+    release = threading.Event()
+
+    def main_thread_joins():
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        while frame is not None and frame.f_code.co_name != "join":
+            frame = frame.f_back
+        return frame is not None
+
+    class SageMaker:  # Ctrl-C lands once every follow is under way; every describe waits until the test is done
+        asked = 0
+
+        def describe_training_job(self, TrainingJobName):  # noqa: N803
+            SageMaker.asked += 1
+            if SageMaker.asked == 2:
+                for _ in range(1000):
+                    if main_thread_joins():
+                        break
+                    time.sleep(0.01)
+                _thread.interrupt_main()
+            release.wait(60)
+            return {"TrainingJobName": TrainingJobName, "TrainingJobStatus": "Completed",
+                    "SecondaryStatusTransitions": []}
+
+    clock = VirtualClock()
+    clients = types.SimpleNamespace(sagemaker=SageMaker(), logs=types.SimpleNamespace(
+        filter_log_events=lambda **_kw: {"events": []}))
+    try:
+        results = follow_many(["one", "two"], clients, polling=Polling(
+            clock=clock, sleep=clock.sleep, limiter=RateLimiter(100.0, clock=clock, sleep=clock.sleep)))
+    finally:
+        release.set()  # the follows' threads go on to the (Completed) job's end on the virtual clock
+    assert [(r.job, r.exit_code, r.interrupted) for r in results] == [
+        ("one", EXIT_INTERRUPTED, True), ("two", EXIT_INTERRUPTED, True)]
+    for thread in [t for t in threading.enumerate() if t.name in ("follow one", "follow two")]:
+        thread.join(30)
+        assert not thread.is_alive()  # nothing left running behind the caller's back

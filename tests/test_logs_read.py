@@ -1,5 +1,6 @@
 """The follower's reads against emulated jobs in-process: one call per poll whatever the host count, no line lost
 or repeated, filters, exit codes, backoff when CloudWatch throttles or fails, and the one rate limiter."""
+import dataclasses
 import io
 import random
 import types
@@ -121,13 +122,28 @@ def test_paging_resumes_next_poll_without_loss(sm, clock):
     printer = Printer(out, err)
     polling = Polling(interval=1.0, settle=4.0, limiter=RateLimiter(100, clock=clock, sleep=clock.sleep),
                       clock=clock, sleep=clock.sleep, rng=random.Random(0))
+    limits = []
+    real = clients.logs
+
+    class Recording:  # every FilterLogEvents call's page size, the real (emulated) answer
+        def __getattr__(self, op):
+            return getattr(real, op)
+
+        def filter_log_events(self, **params):
+            limits.append(params.get("limit"))
+            return real.filter_log_events(**params)
+
+    clients._cache["logs"] = Recording()
     lines = iter_lines("paged", clients, until_end=True, on_note=printer.note, polling=polling)
     reader = lines.reader
+    assert reader.page_size is None  # CloudWatch's own page size unless asked
     reader.page_size, reader.max_pages = 7, 2
+    assert (reader.page_size, reader.max_pages) == (7, 2)
     for line in lines:
         printer.line(line)
     assert lost_and_duplicated(job.expected_messages(), body_of(out.getvalue())) == (0, 0)
     assert reader.stats.calls > reader.stats.polls  # pages beyond the first were read
+    assert limits and set(limits) == {7}  # both reads page at the size asked for
 
 
 def test_dedup_memory_stays_bounded_on_a_long_job(sm, clock):
@@ -459,3 +475,81 @@ def test_the_dedup_memory_statistic_is_the_most_ids_held():
     assert reader.stats.max_seen == 6
     assert reader.poll() == [] and reader.stats.duplicates == 6
     assert reader.stats.max_seen == 6  # the same ids again are not more ids held
+
+
+def test_the_longest_lag_is_the_largest_seen_however_small_the_step(clock, monkeypatch):
+    # Two lines the fresh read finds after they reached CloudWatch late: 3.000 s and 3.001 s after their timestamps.
+    ts = int(clock.t * 1000) - 10_000
+    events = [{"logStreamName": "lag/algo-1-1", "eventId": str(i), "timestamp": ts + i, "ingestionTime": ts + i + lag,
+               "message": f"line {i}"} for i, lag in enumerate((3000, 3001))]
+    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_kw: {"events": events}))
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "InProgress"})
+    lines = iter_lines("lag", clients, until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert [ln.message for ln in lines] == ["line 0", "line 1"]
+    assert lines.stats.max_late_s == 3.001
+
+
+def test_a_notes_kind_and_the_late_check_mode_print_as_their_values():
+    # str-valued enums print as "NoteKind.THROTTLED" unless told otherwise; a caller formats them into text
+    from launcher.jobs.logrecords import LateCheckMode, NoteKind
+
+    assert f"{NoteKind.THROTTLED} / {LateCheckMode.SWEEP}" == "throttled / sweep"
+
+
+def test_the_counters_of_one_read_are_exact(clock, monkeypatch):
+    # What a caller (or the bench) reads off `stats`: one FilterLogEvents page of three events, one of them from
+    # another job's stream sharing the prefix, read once without following.
+    ts = int(clock.t * 1000) - 10_000
+    events = [{"logStreamName": stream, "eventId": str(i), "timestamp": ts + i, "ingestionTime": ts + i + 100,
+               "message": f"line {i}"} for i, stream in enumerate(("cnt/algo-1-1", "cnt/algo-2-1", "cnt-x/algo-1-1"))]
+    clients = types.SimpleNamespace(logs=types.SimpleNamespace(filter_log_events=lambda **_kw: {"events": events}))
+    monkeypatch.setattr("launcher.jobs.logs.describe", lambda *_a: {"TrainingJobStatus": "InProgress"})
+    lines = iter_lines("cnt", clients, until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert [ln.message for ln in lines] == ["line 0", "line 1"]
+    expected = {"polls": 1, "calls": 1, "sweep_calls": 0, "query_calls": 0, "queries": 0, "retried": 0,
+                "throttled": 0, "events": 3, "late_rows": 0, "duplicates": 0, "foreign": 1, "printed": 2, "late": 0,
+                "max_seen": 2, "unchecked_slices": 0, "past_horizon": 0}
+    counters = dataclasses.asdict(lines.stats)
+    assert {name: counters[name] for name in expected} == expected
+    empty = iter_lines("cnt", types.SimpleNamespace(logs=types.SimpleNamespace(
+        filter_log_events=lambda **_kw: {"events": []})), until_end=False, polling=Polling(
+        clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock, sleep=clock.sleep)))
+    assert list(empty) == [] and (empty.stats.max_seen, empty.stats.printed, empty.stats.events) == (0, 0, 0)
+
+
+def test_a_note_of_one_kind_goes_out_at_most_every_30_seconds_unless_it_must():
+    from launcher.jobs.logrecords import NoteKind, Notes
+
+    clock, said = VirtualClock(), []
+    notes = Notes(said.append, clock)
+    assert notes.hint(NoteKind.THROTTLED, "first") is True
+    clock.t += 29.9
+    assert notes.hint(NoteKind.THROTTLED, "too soon") is False and notes.hint(NoteKind.RETRIED, "another kind")
+    clock.t += 0.1  # 30 s after the first: it may go out again
+    assert notes.hint(NoteKind.THROTTLED, "again") is True
+    assert notes.hint(NoteKind.THROTTLED, "forced", force=True, delay_s=1.5) is True
+    assert [(n.kind, n.message) for n in said] == [(NoteKind.THROTTLED, "first"), (NoteKind.RETRIED, "another kind"),
+                                                   (NoteKind.THROTTLED, "again"), (NoteKind.THROTTLED, "forced")]
+    assert dict(said[-1].args) == {"delay_s": 1.5}
+
+
+def test_records_are_read_only_slotted_and_notes_hash_without_their_figures():
+    from dataclasses import FrozenInstanceError
+    from types import MappingProxyType
+
+    from launcher.jobs.logrecords import LogNote, NoteKind, StatusChange
+
+    line = LogLine(1, 1, "j/algo-1-1", "m", "e")
+    change = StatusChange("Training", "", None)
+    assert line.late is False  # printed in order unless the follower says otherwise
+    for record, field in ((line, "message"), (change, "status")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(record, field, "changed")
+        assert not hasattr(record, "__dict__")  # slots: no dict per record, at thousands of lines a second
+    a = LogNote(NoteKind.WAITING, "waiting", MappingProxyType({"s": 1}))
+    b = LogNote(NoteKind.WAITING, "waiting", MappingProxyType({"s": 2}))
+    assert hash(a) == hash(b) and len({a, LogNote(NoteKind.WAITING, "waiting", a.args)}) == 1
+    with pytest.raises(FrozenInstanceError):
+        a.message = "changed"

@@ -113,7 +113,8 @@ def test_submit_again_replaces_the_rules_and_a_dry_run_only_names_them(moto_worl
     topic, _ = _topic_and_queue(moto_world.session)
     clients = Clients(region=REGION)
     dry = submit(plan(f"notify.sns={topic}"), dry_run=True, clients=clients)
-    assert any("would put" in n for n in dry.notes)
+    assert f"notify: would put {len(MARKERS) + 2} EventBridge rules (smp-launch-llama2-7b-done, ...) sending to " \
+           f"{topic}" in dry.notes
     events = moto_world.session.client("events")
     assert events.list_rules(NamePrefix="smp-launch-")["Rules"] == []
     for _ in range(2):
@@ -127,6 +128,38 @@ def test_a_topic_eventbridge_may_not_publish_to_is_a_warning_with_the_fix(moto_w
     assert "events.amazonaws.com" in warning and "sns:Publish" in warning
     (missing,) = check_topic(Clients(region=REGION), TOPIC.replace("training-alerts", "nope"))
     assert "does not exist" in missing
+
+
+def _refusing(clients, event, code):
+    """`clients` whose `event` call fails with `code`, as an answer would (after-call-error follows)."""
+    from botocore.exceptions import ClientError
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          event.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-send.{event}", refuse)
+    return clients
+
+
+def test_a_topic_that_cannot_be_read_is_a_warning_naming_why(moto_world):
+    clients = _refusing(Clients(region=REGION), "sns.GetTopicAttributes", "AuthorizationError")
+    assert check_topic(clients, TOPIC) == [
+        f"notify: cannot tell whether EventBridge may publish to {TOPIC} (AuthorizationError)"]
+
+
+def test_rules_that_cannot_be_put_leave_the_job_running_with_a_warning(moto_world):
+    from launcher.api import submit
+
+    topic, _ = _topic_and_queue(moto_world.session)
+    clients = _refusing(Clients(region=REGION), "events.PutRule", "AccessDeniedException")
+    done = submit(plan(f"notify.sns={topic}"), clients=clients)
+    (warning,) = done.warnings
+    assert warning.startswith("notify: the job runs, but its end will not be announced: ")
+    assert "creating the EventBridge rule smp-launch-llama2-7b-done: access denied for PutRule" in warning
+    assert not any("EventBridge rules" in n for n in done.notes)
+    status = moto_world.sagemaker.describe_training_job(TrainingJobName=done.job_name)["TrainingJobStatus"]
+    assert status == "InProgress"
 
 
 def test_a_pipeline_execution_that_ends_is_announced(moto_world, clock):

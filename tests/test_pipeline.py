@@ -181,6 +181,46 @@ def test_bad_pipeline_names_are_refused(moto_world, name):
         upsert_pipeline([plan()], name, clients=Clients(region="us-west-2"))
 
 
+def test_a_pipeline_needs_specs_of_one_region_and_values_only_with_start(moto_world):
+    clients = Clients(region="us-west-2")
+    with pytest.raises(UsageError, match="a pipeline needs at least one spec"):
+        upsert_pipeline([], "empty", clients=clients)
+    east = build_plan(load_spec(JOBS / "llama7b.yaml", [f"role={PIPELINE_ROLE}"]), region="us-east-1")
+    with pytest.raises(UsageError, match=r"one region \(got us-east-1, us-west-2\)"):
+        upsert_pipeline([plan(), east], "split", clients=clients)
+    with pytest.raises(UsageError, match="parameter values are for an execution: give them with start"):
+        upsert_pipeline([plan()], "later", parameters={"MaxSteps": 10}, clients=clients)
+
+
+def _refusing(clients, operation, code="AccessDeniedException"):
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          operation.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-send.{operation}", refuse)
+    return clients
+
+
+@pytest.mark.parametrize("operation, code, doing", [
+    ("s3.PutObject", "AccessDenied", "uploading a source tarball"),
+    ("sagemaker.StartPipelineExecution", "AccessDeniedException", "starting an execution of pipeline refused"),
+    ("iam.SimulatePrincipalPolicy", "ExpiredToken", "your AWS session token has expired"),  # not a "cannot tell"
+    ("sagemaker.CreatePipeline", "AccessDeniedException", "upserting the pipeline"),
+])
+def test_a_refused_call_is_one_line_saying_what_was_being_done(moto_world, operation, code, doing):
+    clients = _refusing(Clients(region="us-west-2"), operation, code)
+    with pytest.raises(AwsError) as refused:
+        upsert_pipeline([plan()], "refused", clients=clients, start=True, skip_role_check=operation.startswith("s3"))
+    assert doing in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_notify_rule_of_a_dry_run_is_named_not_put(moto_world):
+    topic = f"arn:aws:sns:us-west-2:{ACCOUNT}:training-alerts"
+    result = upsert_pipeline([plan()], "quiet", clients=Clients(region="us-west-2"), dry_run=True, notify=topic)
+    assert result.notifications == ("smp-launch-quiet-executions",)
+    assert moto_world.session.client("events").list_rules()["Rules"] == []
+
+
 def test_an_endpoint_without_the_pipelines_api_says_cannot_tell():
     from botocore.parsers import ResponseParserError
 

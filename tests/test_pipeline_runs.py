@@ -290,6 +290,7 @@ def test_cli_starts_an_execution_with_params_and_reports_json(moto_world, run_cl
     (["--start", "--dry-run"], "contradict"),
     (["--start", "--param", "MaxStep=3"], "did you mean 'MaxSteps'"),
     (["--start", "--param", "M" * 500], f"--param '{'M' * 80}': write NAME=VALUE"),  # quoted cut short
+    (["--start", "--param", "Q" * 100 + "=3"], f"--param {'Q' * 80!r}: no such pipeline parameter; the parameters "),
 ])
 def test_cli_bad_params_are_one_line_and_exit_2(moto_world, run_cli, args, message):
     result = run_cli("pipeline", "jobs/llama7b.yaml", "--name", "bad", "--set", f"role={PIPELINE_ROLE}",

@@ -2,12 +2,13 @@
 import io
 import json
 import tarfile
+import types
 
 import pytest
 
 from launcher import api
 from launcher.core.aws import Clients
-from launcher.core.errors import UsageError
+from launcher.core.errors import LauncherError, UsageError
 from launcher.core.names import RERUN_TAG
 from launcher.jobs.stored import read_files
 from launcher.orchestrate.provenance import (
@@ -152,6 +153,69 @@ def test_a_job_stored_before_spec_json_cannot_be_rerun_but_can_be_diffed(recorde
     with pytest.raises(UsageError, match="older smp-launch"):
         api.rerun(first.job_name, clients=Clients(region="us-west-2"))
     assert api.diff(first.job_name, first.job_name, clients=Clients(region="us-west-2")) == []
+    with pytest.raises(UsageError, match="did not store its spec; diff its plan instead"):
+        api.diff(first.job_name, first.job_name, spec=True, clients=Clients(region="us-west-2"))
+
+
+def _restore(recorded_world, job, **changes):
+    """Put `job`'s source tarball back with some of its files changed (a name mapped to None drops it)."""
+    bucket, key = job.source_uri[5:].split("/", 1)
+    s3 = recorded_world.session.client("s3")
+    files = read_files(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    for name, text in changes.items():
+        if text is None:
+            files.pop(name)
+        else:
+            files[name] = text
+    s3.put_object(Bucket=bucket, Key=key, Body=tarball(files))
+    return files
+
+
+def test_a_stored_spec_this_version_cannot_validate_is_refused_for_rerun_and_diffed_as_stored(recorded_world):
+    first = launch(recorded_world)
+    stored = json.loads(_restore(recorded_world, first)["spec.json"])
+    stored["smp"]["tensor_parallel_degree"] = "two"
+    _restore(recorded_world, first, **{"spec.json": json.dumps(stored)})
+    here = Clients(region="us-west-2")
+    with pytest.raises(UsageError, match=f"^{first.job_name}'s stored spec does not validate with this smp-launch: "
+                                         "Input should be a valid integer"):
+        api.rerun(first.job_name, clients=here)
+    changes = {c.path: (c.a, c.b) for c in api.diff(first.job_name, str(JOBS / "llama7b.yaml"), spec=True,
+                                                      clients=here)}
+    assert changes["smp.tensor_parallel_degree"] == ("two", 1)
+
+
+def test_a_rerun_warns_when_this_version_renders_the_stored_spec_differently(recorded_world):
+    first = launch(recorded_world)
+    files = _restore(recorded_world, first)
+    plan = json.loads(files["plan.json"])
+    plan["spec_hash"] = "0123abcd"
+    _restore(recorded_world, first, **{"train.py": files["train.py"] + b"# changed\n", "plan.json": json.dumps(plan)})
+    again = api.rerun(first.job_name, dry_run=True, clients=recorded_world.clients())
+    assert again.warnings[0] == (f"this smp-launch renders {first.job_name}'s spec differently (plan.json, train.py); "
+                                 "the rerun runs the job's own source, as stored")
+    assert again.warnings[1].startswith("the stored spec's hash (0123abcd) is not the one planned now (")
+
+
+def test_a_job_whose_tags_cannot_be_read_is_still_rerun(recorded_world, monkeypatch):
+    first = launch(recorded_world)
+    clients = recorded_world.clients()
+
+    def refused(**_kw):
+        raise RuntimeError("AccessDenied: sagemaker:ListTags")
+
+    monkeypatch.setattr(clients.sagemaker, "list_tags", refused)
+    again = api.rerun(first.job_name, dry_run=True, clients=clients)
+    assert {"Key": RERUN_TAG, "Value": first.job_name} in again.request["Tags"] and again.warnings == ()
+
+
+def test_a_source_tarball_that_is_gone_is_one_line_naming_the_job_and_its_uri(recorded_world):
+    first = launch(recorded_world)
+    bucket, key = first.source_uri[5:].split("/", 1)
+    recorded_world.session.client("s3").delete_object(Bucket=bucket, Key=key)
+    with pytest.raises(LauncherError) as err:
+        stored_job(Clients(region="us-west-2"), first.job_name)
+    assert f"reading {first.job_name}'s source {first.source_uri}" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_redacted_environment_value_comes_back_from_the_job_or_the_rerun_is_refused():
@@ -215,6 +279,16 @@ def test_flatten_keys_tags_by_key_and_objects_by_position():
         ("x.y", 1, 2, "changed"), ("gone", 1, None, "removed"), ("new.k", None, "v", "added")]
 
 
+def test_an_object_left_whole_reads_with_its_keys_sorted_on_both_sides():
+    # A tag list is known by its shape alone, so a stored plan may hold an object as a tag's value: it is one
+    # leaf, shown with its keys in one order, so only the value that changed differs between the sides.
+    a = {"tags": [{"Key": "owner", "Value": {"team": "nlp", "cost": 1}}]}
+    b = {"tags": [{"Key": "owner", "Value": {"cost": 2, "team": "nlp"}}]}
+    (change,) = compare(a, b)
+    assert change.line() == '  tags[owner]: {"cost": 1, "team": "nlp"} -> {"cost": 2, "team": "nlp"}'
+    assert [c.line() for c in compare({"gone": {"x": 1}}, {"new": {"k": "v"}})] == ['- gone.x: 1', '+ new.k: "v"']
+
+
 def test_a_hostile_tarball_is_read_without_links_or_unbounded_size():
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
@@ -229,6 +303,20 @@ def test_a_hostile_tarball_is_read_without_links_or_unbounded_size():
         tar.addfile(big, io.BytesIO(b"\0" * big.size))
     with pytest.raises(ValueError, match="64 MiB"):
         read_files(raw.getvalue())
+
+
+def test_a_tarball_larger_than_s3_said_is_refused_as_it_is_read(monkeypatch):
+    from launcher.jobs import stored
+    from launcher.jobs.stored import Unreadable, read_source
+
+    monkeypatch.setattr(stored, "MAX_TARBALL", 1000)
+    s3 = types.SimpleNamespace(get_object=lambda **_kw: {"ContentLength": 10, "Body": io.BytesIO(b"x" * 1001)})
+    with pytest.raises(Unreadable, match="its source s3://b/k.tar.gz is larger than 64 MiB"):
+        read_source(s3, "s3://b/k.tar.gz")
+    long_uri = "s3://b/" + "k" * 300 + ".tar.gz"  # a hostile source URI is cut to 200 characters in the message
+    with pytest.raises(Unreadable) as refused:
+        read_source(s3, long_uri)
+    assert str(refused.value) == f"its source {long_uri[:199]}… is larger than 64 MiB"
 
 
 def test_diff_keeps_the_sdk_out():

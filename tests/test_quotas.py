@@ -51,8 +51,59 @@ def test_running_jobs_of_the_type_count_and_others_do_not(moto_world):
                  "this job needs 2: 7 > 6", "Service Quotas console", "request-service-quota-increase",
                  f"--quota-code {check.quota_code}", "--desired-value 7", "--max-concurrent"):
         assert part in text, (part, text)
+    assert (f"Service Quotas console (https://us-west-2.console.aws.amazon.com/servicequotas/home/services/sagemaker/"
+            f"quotas/{check.quota_code})") in text
     assert check_quota(Clients(region="us-west-2"), "ml.p4d.24xlarge", 1, "us-west-2", spot=False).verdict \
         is QuotaVerdict.OK
+
+
+def _refusing(clients, operation, code="AccessDeniedException"):
+    from botocore.exceptions import ClientError
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          operation.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-send.{operation}", refuse)
+    return clients
+
+
+def test_a_quota_whose_use_cannot_be_read_is_cannot_tell_with_the_quota(moto_world):
+    fake_quotas.set_quota("ml.p4d.24xlarge", 6)
+    clients = _refusing(Clients(region="us-west-2"), "sagemaker.Search")
+    check = check_quota(clients, "ml.p4d.24xlarge", 2, "us-west-2", spot=False)
+    assert (check.verdict, check.quota, check.quota_source) == (QuotaVerdict.UNKNOWN, 6, "applied")
+    assert check.note.startswith("quota: 6, but what is in use cannot be told (")
+
+
+def test_service_quotas_that_list_nothing_for_sagemaker_is_cannot_tell(moto_world):
+    from types import SimpleNamespace
+
+    clients = Clients(region="us-west-2")
+    answer = (SimpleNamespace(status_code=200, headers={}), {"Quotas": []})  # an empty page, not sent to moto
+    for operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
+        clients.session.events.register(f"before-call.service-quotas.{operation}", lambda **_kw: answer)
+    check = check_quota(clients, "ml.p4d.24xlarge", 2, "us-west-2", spot=False)
+    assert check.verdict is QuotaVerdict.UNKNOWN
+    assert "Service Quotas listed no SageMaker quota" in check.note
+
+
+def test_a_heterogeneous_job_holds_its_groups_of_the_type(moto_world):
+    from launcher.submission.quotas import _count
+
+    groups = {"InstanceGroups": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+                                 {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 3},
+                                 {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]}
+    assert (_count(groups, "ml.p4d.24xlarge"), _count(groups, "ml.p5.48xlarge"), _count(groups, "ml.g5.xlarge")) == (
+        3, 3, 0)
+
+
+def test_a_refusal_without_the_numbers_stays_as_it_is():
+    from launcher.core.aws import AwsError
+    from launcher.submission.quotas import from_refusal
+
+    err = AwsError("ResourceLimitExceeded: too many training jobs")
+    assert from_refusal(err, "us-west-2") is err
 
 
 def test_a_job_bigger_than_the_quota_cannot_wait_for_it(moto_world):
@@ -155,6 +206,15 @@ def test_a_fetched_price_is_cached_and_later_plans_read_it_with_its_date(moto_wo
     assert on_demand.source.startswith("AWS Price List API") and len(on_demand.date) == 10
 
 
+def test_a_price_cache_that_cannot_be_written_is_a_note_and_the_figures_still_come_back(moto_world, tmp_path):
+    (tmp_path / "state").write_text("a file where the state folder would be")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    fake_prices.set_price("ml.p4de.24xlarge", "us-west-2", 40.5)
+    got = fetch_prices(Clients(region="us-west-2"), ["ml.p4de.24xlarge"], "us-west-2", env=env)
+    assert got.cache is None and got.prices["ml.p4de.24xlarge|us-west-2|on-demand"].usd_per_hour == 40.5
+    assert got.notes == ("prices: fetched, but the cache could not be written (Not a directory)",)
+
+
 def test_the_price_list_client_is_in_a_price_list_region(moto_world):
     from launcher.core.aws import pricing_region
 
@@ -183,7 +243,11 @@ def test_price_of_reads_price_list_strings_and_ignores_what_is_not_an_hourly_fig
              _item("ml.p5.48xlarge", "99"), "{not json", _item("ml.p4d.24xlarge", "free")]
     price = price_of(items, "ml.p4d.24xlarge", today="2026-12-02")
     assert price.usd_per_hour == 37.688 and price.date == "2026-12-02"
-    assert "USE1-Train:x" in price.source and "effective 2026-10-01" in price.source
+    assert price.source.endswith("(USE1-Train:x, effective 2026-10-01)")  # the date of its effectiveDate
+    hostile = json.loads(_item("ml.p4d.24xlarge", "1"))
+    hostile["terms"]["OnDemand"]["A.B"]["effectiveDate"] = "\x1b[2J" * 4  # escapes would make it 4 times as long
+    effective = price_of([json.dumps(hostile)], "ml.p4d.24xlarge", today="x").source.split("effective ", 1)[1]
+    assert "\x1b" not in effective and len(effective[:-1]) == 10 and effective.endswith("…)")
     assert price_of([_item("ml.p4d.24xlarge", "0")], "ml.p4d.24xlarge", today="x") is None
     assert price_of([], "ml.p4d.24xlarge", today="x") is None
 

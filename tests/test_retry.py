@@ -46,6 +46,15 @@ def test_attempt_names_link_to_the_first_and_fit_sagemakers_limit():
     assert attempt_name("llama2-7b-20261201-150930-067", 2) == "llama2-7b-20261201-150930-067-r2"
     long = "x" * 60 + "-yz"
     assert len(attempt_name(long, 12)) <= 63 and attempt_name(long, 12).endswith("-r12")
+    # the head, 8 hex digits of the whole first name's hash, the attempt: exactly 63 characters
+    import hashlib
+    import re
+
+    cut = attempt_name(long, 12)
+    assert re.fullmatch(r"x{50}-[0-9a-f]{8}-r12", cut) and len(cut) == 63
+    assert cut.split("-")[-2] == hashlib.sha256(long.encode()).hexdigest()[:8]
+    assert attempt_name("x" * 60, 2) == "x" * 60 + "-r2"  # 63: fits as it is; one more is cut and hashed
+    assert re.fullmatch(r"x{51}-[0-9a-f]{8}-r2", attempt_name("x" * 61, 2))
 
 
 def test_next_attempt_links_the_name_and_tag_and_pins_the_checkpoint_uri(plan):

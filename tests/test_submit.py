@@ -200,7 +200,7 @@ def test_no_role_is_a_usage_error(moto_world, monkeypatch):
     loaded = load_spec(JOBS / "llama7b.yaml")
     with pytest.raises(UsageError) as err:
         submit(loaded, Clients(region="us-west-2"), now=NOW)
-    assert "SMP_LAUNCH_ROLE" in str(err.value)
+    assert "llama7b.yaml: no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE" in str(err.value)
     monkeypatch.setenv("SMP_LAUNCH_ROLE", "Good")
     assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == RoleVerdict.PASS
 
@@ -488,3 +488,95 @@ def test_a_role_the_caller_may_not_read_is_cannot_tell():
     assert check.verdict == RoleVerdict.UNKNOWN and not check.missing and not check.problems
     assert check.unknowns == ("cannot read the role (AccessDenied); the job may still work",)
     assert check.as_dict()["verdict"] == RoleVerdict.UNKNOWN
+
+
+def _refuse(clients, operation, error):
+    """Make `operation` raise `error` (a ClientError code, or an exception) where its request would be sent."""
+    def refuse(**_kw):
+        if isinstance(error, BaseException):
+            raise error
+        raise ClientError({"Error": {"Code": error, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          operation.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-send.{operation}", refuse)
+    return clients
+
+
+@pytest.mark.parametrize("operation, doing", [
+    ("s3.GetBucketLocation", "checking bucket my-smp-bucket"),
+    ("iam.GetRole", "looking up role NoPerms"),
+    ("s3.PutObject", "uploading the source tarball"),
+])
+def test_a_refused_call_of_submit_is_one_line_saying_what_was_being_done(moto_world, operation, doing):
+    clients = _refuse(Clients(region="us-west-2"), operation, "AccessDenied")
+    with pytest.raises(AwsError) as err:
+        submit(spec(role="NoPerms"), clients, now=NOW, skip_role_check=True)
+    assert doing in str(err.value) and "\n" not in str(err.value)
+    assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_a_role_given_as_an_arn_is_sent_as_it_is_without_looking_it_up(moto_world):
+    clients = _refuse(Clients(region="us-west-2"), "iam.GetRole", "AccessDenied")
+    captured = {}
+    clients.session.events.register("provide-client-params.sagemaker.CreateTrainingJob",
+                                    lambda params, **_: captured.update(params))
+    submit(spec(role=moto_world.arns["Good"]), clients, now=NOW, skip_role_check=True)
+    assert captured["RoleArn"] == moto_world.arns["Good"]
+
+
+@pytest.mark.parametrize("operation, when", [("sts.GetCallerIdentity", "interrupted: "),
+                                             ("s3.PutObject", "interrupted while uploading the source: ")])
+def test_ctrl_c_before_the_job_is_created_says_nothing_is_running(moto_world, operation, when):
+    from launcher.core.errors import Interrupted
+
+    clients = _refuse(Clients(region="us-west-2"), operation, KeyboardInterrupt())
+    with pytest.raises(Interrupted) as err:
+        submit(spec(), clients, now=NOW)
+    clients.cancel_waits()  # an interrupted call emits no event to end its timers (the CLI exits here)
+    assert str(err.value).startswith(when) and str(err.value).endswith("was not started; nothing is running")
+    assert err.value.started is False
+    assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_an_sdk_error_that_is_not_aws_is_one_line(moto_world):
+    from launcher.core.errors import LauncherError
+
+    def start(*_args, **_kw):
+        raise ValueError("the estimator did not like it")
+
+    with pytest.raises(LauncherError, match="^the SageMaker SDK refused the job: the estimator did not like it$"):
+        run(spec(), start=start)
+
+
+@pytest.mark.parametrize("action, overrides", [("iam:PassRole", []), ("batch:SubmitServiceJob", ["cluster.queue=q"])])
+def test_expired_credentials_stop_the_callers_simulations_too(moto_world, action, overrides):
+    # Any other failure there leaves the check unable to tell; credentials that no longer work are the user's to fix.
+    clients = Clients(region="us-west-2")
+
+    def expire(params, **_kw):
+        if action in params["ActionNames"]:
+            raise ClientError({"Error": {"Code": "ExpiredToken", "Message": "expired"},
+                               "ResponseMetadata": {"HTTPStatusCode": 403}}, "SimulatePrincipalPolicy")
+
+    clients.session.events.register("provide-client-params.iam.SimulatePrincipalPolicy", expire)
+    with pytest.raises(ClientError, match="ExpiredToken"):
+        check_role(build_plan(spec(*overrides)), clients.iam, clients.sts)
+
+
+def test_expired_credentials_stop_the_pipeline_role_check(moto_world):
+    from launcher.submission.role import check_pipeline_role
+
+    clients = _refuse(Clients(region="us-west-2"), "iam.SimulatePrincipalPolicy", "ExpiredToken")
+    with pytest.raises(ClientError, match="ExpiredToken"):
+        check_pipeline_role(moto_world.arns["Good"], "us-west-2", clients.iam)
+    unknown = check_pipeline_role(moto_world.arns["Good"], "us-west-2",
+                                  _refuse(Clients(region="us-west-2"), "iam.SimulatePrincipalPolicy", "Throttling").iam)
+    assert unknown.verdict == RoleVerdict.UNKNOWN
+
+
+def test_a_plan_without_a_role_cannot_be_checked(moto_world, monkeypatch):
+    monkeypatch.delenv("SMP_LAUNCH_ROLE", raising=False)
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml"))
+    clients = Clients(region="us-west-2")
+    with pytest.raises(UsageError, match="^no IAM role: set `role:` in the spec or export SMP_LAUNCH_ROLE"):
+        check_role(plan, clients.iam, clients.sts)

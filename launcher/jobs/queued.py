@@ -221,7 +221,7 @@ def stop(clients: Clients, name: str, desc: Mapping[str, Any]) -> StopResult:
                             (f"; SageMaker stops {state.training_job}" if state.training_job else "")))
 
 
-def waiting_jobs(clients: Clients, name_contains: str | None = None, limit: int = 50) -> list[JobSummary]:
+def waiting_jobs(clients: Clients, name_contains: str | None, limit: int) -> list[JobSummary]:
     """`list` rows for jobs still waiting in the account's SageMaker training queues (Batch's WAITING statuses),
     newest first; their training jobs, once made, are listed by SageMaker Search like any other."""
     from botocore.exceptions import BotoCoreError, ClientError

@@ -61,10 +61,6 @@ class LogReader:
         return int(self._clock() * 1000) - self.fresh.ahead_ms - MARGIN_MS
 
     @property
-    def horizon_s(self) -> float:
-        return self._horizon / 1000
-
-    @property
     def page_size(self) -> int | None:
         """Events a FilterLogEvents page may hold (None: CloudWatch's own limit), for both reads."""
         return self.fresh.page_size
@@ -81,11 +77,6 @@ class LogReader:
     @max_pages.setter
     def max_pages(self, value: int) -> None:
         self.fresh.max_pages = value
-
-    @property
-    def check_from(self) -> int | None:
-        """Every line with a timestamp below this has been handed over once, late ones included."""
-        return self.late.check_from
 
     def poll(self, drain: bool = False) -> list[LogLine]:
         """New lines since the last poll, in order; `drain` pages to the end however long."""
@@ -108,9 +99,6 @@ class LogReader:
             self.slowdown = min(self.slowdown * 2, 8.0)
         else:
             self.slowdown = max(1.0, self.slowdown / 2)
-
-    def finish(self) -> list[LogLine]:
-        return [line for page in self.finish_pages() for line in page]
 
     def finish_pages(self, job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
         """After the job has ended (and a draining poll): check every arrival not yet checked, then count the

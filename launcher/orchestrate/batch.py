@@ -44,12 +44,13 @@ def queue_options(retry: RetryPolicy | None, priority: int | None, share: str | 
 
 
 def submit_queued(plans: Sequence[Plan], *, priority: int | None = None, share: str | None = None,
-                  retry: RetryPolicy | None = None, max_concurrent: int | None = None, dry_run: bool = False,
-                  wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
+                  retry: RetryPolicy | None = None, max_concurrent: int | None = None, dry_run: bool,
+                  wait: bool, interval: float = 30.0, skip_role_check: bool,
                   clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
                   sleep: Callable[[float], None] | None = None) -> tuple[PlanRun, ...]:
     """Submit every plan in order, those naming a Batch queue into it; one PlanRun per plan. With `wait`, return
     once every job ended (polled every `interval` seconds; Batch's retries happen meanwhile, on AWS)."""
+    from launcher.jobs import queued
     from launcher.orchestrate.queue import run_queue
     from launcher.submission import batch, create
 
@@ -66,11 +67,11 @@ def submit_queued(plans: Sequence[Plan], *, priority: int | None = None, share: 
             return batch.submit(plan, clients, options=options, dry_run=dry_run, skip_role_check=skip_role_check)
         return create.submit(plan, clients, dry_run=dry_run, skip_role_check=skip_role_check)
 
-    def check(plan: Plan, clients: Clients, *, skip_role_check: bool = False) -> AccountCheck:
+    def check(plan: Plan, clients: Clients, *, skip_role_check: bool) -> AccountCheck:
         return batch.account_check(plan, clients, options, skip_role_check=skip_role_check)
 
     runs = run_queue(plans, dry_run=dry_run, interval=interval, skip_role_check=skip_role_check, clients=clients,
-                     on_event=on_event, submit=submit, check=check)
+                     on_event=on_event, submit=submit, check=check, lookup=queued.job_status, sleep=sleep)
     if not wait or dry_run:
         return runs
     return follow_runs(runs, interval=interval, clients=clients, on_event=on_event, sleep=sleep)
@@ -85,7 +86,9 @@ def follow_runs(runs: tuple[PlanRun, ...], *, interval: float, clients: ClientsF
 
     emit = on_event or (lambda _event: None)
     poll_client = _poller(clients)
-    started = [r for r in runs if r.state is PlanState.STARTED and r.attempts and r.error is None]
+    # a job that ended while the queue still polled (watching another for capacity) had its ENDED event then
+    started = [r for r in runs if r.state is PlanState.STARTED and r.attempts and r.error is None
+               and not (r.status is not None and r.status.terminal)]
     by_region: dict[str | None, list[PlanRun]] = {}
     for run in started:
         by_region.setdefault(run.plan.region, []).append(run)
@@ -122,11 +125,11 @@ def _wait_for(group: list[PlanRun], clients: Clients, interval: float, emit: Cal
     return {index[s.job_name]: s for s in done}
 
 
-def submit_one(plan: Plan, *, priority: int | None = None, share: str | None = None, dry_run: bool = False,
-               skip_role_check: bool = False, clients: ClientsFor = None) -> Submission:
+def submit_one(plan: Plan, *, priority: int | None = None, share: str | None = None, dry_run: bool,
+               skip_role_check: bool, clients: ClientsFor = None) -> Submission:
     """A single plan into its Batch queue; its Submission (a QueuedSubmission), or the error that stopped it."""
-    (run,) = submit_queued([plan], priority=priority, share=share, dry_run=dry_run, skip_role_check=skip_role_check,
-                           clients=clients)
+    (run,) = submit_queued([plan], priority=priority, share=share, dry_run=dry_run, wait=False,
+                           skip_role_check=skip_role_check, clients=clients)
     if run.error is not None:
         raise run.error
     return run.attempts[0].submission

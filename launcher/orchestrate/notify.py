@@ -52,10 +52,6 @@ class NotifyRule:
     paths: dict[str, str]
     description: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "event_pattern": self.pattern, "input_template": self.template,
-                "description": self.description}
-
 
 def rule_name(subject: str, kind: str) -> str:
     """`smp-launch-<subject>-<kind>`, shortened with a hash of the subject where it passes 64 characters."""

@@ -248,7 +248,8 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
               retry: RetryPolicy | None = None, on_failure: OnFailure | None = None,
               submit: Callable[..., Submission] | None = None, check: Callable[..., AccountCheck | None] | None = None,
               sleep: Callable[[float], None] | None = None,
-              refusals: RefusalWait | None | bool = True) -> tuple[PlanRun, ...]:
+              refusals: RefusalWait | None | bool = True,
+              lookup: Callable[..., JobStatus] | None = None) -> tuple[PlanRun, ...]:
     """Submit every plan, in order, keeping at most `max_concurrent` jobs running (None: no limit).
 
     With several plans, the account checks (buckets, role) run first, once for each distinct account_key:
@@ -262,7 +263,10 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     time.sleep (tests). Ctrl-C while waiting stops the queue: the plans not yet (re)submitted get an
     Interrupted error. `refusals` (a RefusalWait; True, the default, means RefusalWait() for a queue of
     several plans) lets a plan whose CreateTrainingJob was refused for quota or throttling wait and be tried
-    again, each wait a WAIT event, before the queue gives up on it."""
+    again, each wait a WAIT event, before the queue gives up on it. `lookup` replaces
+    launcher.jobs.status.job_status for the polls (a Batch queue's jobs are found by launcher.jobs.queued's); a
+    job handed to a Batch queue is not followed for capacity fallback: Batch keeps it queued until it has
+    capacity."""
     if max_concurrent is not None and max_concurrent < 1:
         raise UsageError(f"max_concurrent {max_concurrent}: give 1 or more")
     from launcher.jobs import status as jobs
@@ -275,6 +279,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     else:
         waits = refusals or None
 
+    status_of = lookup or jobs.job_status
     submit_plan = _announcing(submit or create.submit)
     check_plan = check or create.check_account
     nap = sleep or (lambda seconds: time.sleep(seconds))
@@ -301,7 +306,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
     def watched() -> bool:
         """A job the queue follows until it has its instances: its plan has another instance type to fall back on."""
         return not dry_run and any(fallback.has_alternatives(current[i]) and name not in provisioned
-                                   for name, i in running.items())
+                                   and not _in_batch_queue(runs[i]) for name, i in running.items())
 
     def update(i: int, **changes: Any) -> None:
         runs[i] = dataclasses.replace(runs[i], **changes)
@@ -377,7 +382,7 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         for name, i in list(running.items()):
             # A failed job that may be resubmitted is classified (algo-1's log tail, its plan) so the
             # policy or hook sees why.
-            status = _polled(functools.partial(jobs.job_status, poll_client(current[i].region or ""), name,
+            status = _polled(functools.partial(status_of, poll_client(current[i].region or ""), name,
                                                diagnose=again_after is not None), nap)
             run = runs[i]
             update(i, attempts=(*run.attempts[:-1], dataclasses.replace(run.attempts[-1], status=status)))
@@ -467,6 +472,11 @@ def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_r
         for i in running.values():
             update(i, error=err)
         return _finish(runs)
+
+
+def _in_batch_queue(run: PlanRun) -> bool:
+    """Its latest job was handed to an AWS Batch queue (a QueuedSubmission carries the queue)."""
+    return bool(run.attempts and getattr(run.attempts[-1].submission, "queue", None))
 
 
 def _finish(runs: list[PlanRun]) -> tuple[PlanRun, ...]:
