@@ -1,0 +1,45 @@
+"""The mutation tool (benchmarks/mutation.py) measures what docs/reliability.md quotes: its parts that decide a
+score are checked here, on small sources, without running a mutant."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import mutation  # noqa: E402
+
+
+def test_every_equivalent_mutant_still_names_a_mutant_of_its_module():
+    """An entry whose line changed would silently stop excluding anything, or exclude by accident later."""
+    stale = []
+    for module, code, change in mutation.EQUIVALENT:
+        source = (REPO / module).read_text()
+        lines = source.splitlines()
+        sites = [c for node, c, _ in mutation._sites(ast.parse(source))
+                 if getattr(node, "lineno", 0) and lines[node.lineno - 1].strip() == code and c == change]
+        if not sites:
+            stale.append((module, code, change))
+    assert not stale
+
+
+def test_a_not_inside_a_raise_is_mutated():
+    source = "def f(x):\n    if x:\n        raise ValueError(not x)\n"
+    changes = [c for _, c, _ in mutation._sites(ast.parse(source))]
+    assert "drop `not`" in changes and "drop `raise`" in changes
+    index = changes.index("drop `not`")
+    assert "ValueError(x)" in mutation.mutate(source, index)
+
+
+def test_a_decorators_argument_is_run_by_every_test_of_its_module(tmp_path, monkeypatch):
+    module = "launcher/cli/calibrate.py"
+    text = (REPO / module).read_text().splitlines()
+    line = next(i for i, code in enumerate(text, 1) if code.startswith("@click.argument"))
+    mapping = {"lines": {module: {str(line + 5): ["t::a"], "1": ["t::b"]}},
+               "tests": {"t::a": [1.0, True], "t::b": [1.0, True], "t::c": [1.0, False]}, "imported": {}}
+    mutant = mutation.Mutant(module, 0, line, "-1 -> 0")
+    assert set(mutation.covering_tests(mapping, mutant)) == {"t::a", "t::b"}, "failing tests never count"
+    inside = next(i for i, code in enumerate(text, 1) if code.startswith("    ") and "import" in code)
+    assert mutation.covering_tests(mapping, mutation.Mutant(module, 0, inside, "x")) == []
