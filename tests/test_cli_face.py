@@ -97,8 +97,9 @@ def test_validate_json_gives_structured_problems(run_cli, write_spec):
 
 
 def test_validate_json_marks_an_unreadable_file_at_its_start(run_cli, tmp_path):
-    absent = str(tmp_path / "absent.yaml")
-    r = run_cli("validate", absent, "--output", "json")
+    given = str(tmp_path / "absent.yaml")
+    absent = shown(tmp_path / "absent.yaml")  # relative to the working folder when that is shorter
+    r = run_cli("validate", given, "--output", "json")
     (row,) = json.loads(r.out)
     assert r.code == 2 and row["valid"] is False
     assert row["problems"] == [{"file": absent, "line": 1, "column": 1, "path": "",

@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from launcher.spec.loader import _display as shown
 from tests.conftest import MINIMAL
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
@@ -356,7 +357,8 @@ def test_a_templates_folder_that_is_a_link_loop_is_not_a_folder(run_cli, write_s
     p = write_spec(MINIMAL + "templates: loop\n")
     m = one_error(run_cli("validate", str(p)))
     assert m["path"] == "templates"
-    assert m["msg"] == f"'loop' is not a folder of templates (looked for {tmp_path / 'loop'}, relative to {p})"
+    assert m["msg"] == (f"'loop' is not a folder of templates (looked for {shown(tmp_path / 'loop')}, "
+                        f"relative to {shown(p)})")
 
 
 def test_more_than_twenty_problems_print_twenty_and_a_count_at_the_next_ones_place(run_cli, write_spec):
@@ -365,8 +367,8 @@ def test_more_than_twenty_problems_print_twenty_and_a_count_at_the_next_ones_pla
     lines = r.err.strip().splitlines()
     assert r.code == 2 and len(lines) == 21, lines
     assert all(LINE.match(line)["path"] == f"smp.unknown_{i:02}" for i, line in enumerate(lines[:20]))
-    assert lines[20] == f"{p}:29:3: (spec): 5 more problems not shown"  # where the 21st is: unknown_20's line
-    assert lines[19].startswith(f"{p}:28:3: smp.unknown_19")
+    assert lines[20] == f"{shown(p)}:29:3: (spec): 5 more problems not shown"  # where the 21st is: unknown_20's
+    assert lines[19].startswith(f"{shown(p)}:28:3: smp.unknown_19")
     m = one_error(run_cli("validate", str(write_spec(MINIMAL + "smp:\n  unknown: 1\n", "one.yaml"))))
     assert m["path"] == "smp.unknown"  # one problem: no count line
 

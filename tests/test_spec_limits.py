@@ -155,9 +155,11 @@ def _long_path(tmp_path):
 
 
 def _shown(path) -> str:
-    """A path as a message shows it: cut to 200 characters."""
-    assert len(str(path)) > 200
-    return str(path)[:199] + "…"
+    """A path as a message shows it (relative to the working folder when that is shorter), cut to 200 characters."""
+    from launcher.spec.loader import _display
+
+    assert len(_display(path)) > 200
+    return _display(path)[:199] + "…"
 
 
 def test_a_spec_that_grows_after_it_was_measured_is_still_cut_at_the_limit(tmp_path, monkeypatch):
