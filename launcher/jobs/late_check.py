@@ -127,7 +127,7 @@ class LateCheck:
         self._plan_from: int | None = None  # timestamps below it are planned into slices
         self._slices: list[Slice] = []
         self._deadline: float | None = None  # the end-of-job check makes no call after this
-        self._ended_cw: int | None = None  # CloudWatch's clock when the end-of-job check began
+        self._ended_cw: int | None = None  # when the job ended (or the end-of-job check began): later arrivals counted
         self._past = PastHorizonCount(job, _regex_literal(self.prefix), horizon_ms, since_ms, self._start_query,
                                       self._results, clock)
 
@@ -536,6 +536,10 @@ class LateCheck:
 
     # -- the job's end ----------------------------------------------------------------------------------------
 
+    def ended(self, job_end_ms: int) -> None:
+        """The job ended at `job_end_ms`: late lines found from now on that arrived after it are counted."""
+        self._ended_cw = job_end_ms
+
     def finish(self, fresh_from: int | None, newest_ms: int | None = None,
                job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
         """After the job has ended (and a draining read): check every arrival not yet checked.
@@ -550,7 +554,9 @@ class LateCheck:
             return
         started = self._clock()
         deadline = self._deadline = None if self._drain_timeout is None else started + self._drain_timeout
-        first_upper = self._ended_cw = self._cw_now()
+        first_upper = self._cw_now()
+        if self._ended_cw is None:
+            self._ended_cw = first_upper
         end_ms = int(started * 1000) + 1
         if self._insights is False:
             self._say_reread(end_ms)

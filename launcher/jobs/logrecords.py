@@ -154,7 +154,7 @@ class Stats:
     past_horizon: int = 0  # lines that reached CloudWatch later than the horizon (counted, not printed)
     past_horizon_max_s: float = 0.0  # the latest of them
     checked_until: float | None = None  # every late line that reached CloudWatch by then (its clock, epoch s) printed
-    late_after_end: int = 0  # late lines printed that reached CloudWatch after the end-of-job check began
+    late_after_end: int = 0  # late lines printed that reached CloudWatch after the job ended
     late_check: LateCheckMode = LateCheckMode.INSIGHTS  # SWEEP where Logs Insights is missing
 
     @property

@@ -192,6 +192,7 @@ class LogLines(Iterator[LogLine]):
             # noticed it); then one draining read and the final late check, and nothing waits for more.
             noticed = self._clock()
             ended = min(noticed, epoch(watcher.desc.get("TrainingEndTime")) or noticed)
+            reader.ended(int(ended * 1000))
             if ended + self._settle > noticed:
                 self._on_idle()
                 self._sleep(ended + self._settle - noticed)

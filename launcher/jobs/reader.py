@@ -113,6 +113,10 @@ class LogReader:
     def finish(self) -> list[LogLine]:
         return [line for page in self.finish_pages() for line in page]
 
+    def ended(self, job_end_ms: int) -> None:
+        """The job ended then: late lines found that arrived later are counted (`stats.late_after_end`)."""
+        self.late.ended(job_end_ms)
+
     def finish_pages(self, job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
         """After the job has ended (and a draining poll): check every arrival not yet checked, then count the
         lines later than the horizon (from `job_start_ms`, the job's start).
