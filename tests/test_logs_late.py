@@ -224,6 +224,20 @@ def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     assert logs.served / logs.expected() <= 1.5
 
 
+def test_one_read_of_minutes_of_lines_holds_the_ids_of_a_few_seconds_not_of_the_minutes():
+    # --no-follow on an ended job, or a follower whose polls a shared --rate spaces a minute apart: one read of
+    # minutes of lines. Only the ids the next read can meet again (its overlap) are worth keeping while it goes on.
+    clock = VirtualClock()
+    logs = SyntheticLogs("backlog", 8, 20.0, clock.t - 400, 360, clock, seed=8)
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("backlog", 8, clock.t - 30, clock))
+    lines = iter_lines("backlog", clients, until_end=False,
+                       polling=Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock,
+                                                                                           sleep=clock.sleep)))
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() == 57_600 and set(seen.values()) == {1}
+    assert logs.calls >= 8 and lines.stats.max_seen <= 2 * 10_000  # two pages' worth at most, not 57,600
+
+
 def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch):
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
