@@ -105,6 +105,20 @@ class FakeSageMaker:
 SAMPLE_S = 300.0
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory: VmHWM, its own address space's high-water mark (getrusage's
+    ru_maxrss carries the parent's peak across fork and exec, so a child forked from a big bench would
+    report the bench's)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def resident_mb() -> float:
     """This process's resident memory now (not its peak), from /proc."""
     try:
@@ -156,7 +170,7 @@ class CountingSink(io.TextIOBase):
             if PROGRESS:  # a long run leaves its curve behind even if it is stopped before the end
                 with open(PROGRESS, "a") as f:
                     f.write(f"{self.curve[-1][0]} min: resident {self.curve[-1][1]:.1f} MB, peak "
-                            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB, "
+                            f"{peak_mb():.1f} MB, "
                             f"behind {self.behind:.1f} s, lines {len(self.counts) - self.counts.count(0)}\n")
         now_ms = self.clock() * 1000
         for m in self.LINE.finditer(text):
@@ -220,7 +234,7 @@ def volume_run(cfg: dict) -> dict:
 
     hosts, minutes, rate = cfg["hosts"], cfg["minutes"], cfg["rate"]
     gc.collect()
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base_rss = peak_mb()
     clock = SharedClock(START, cfg["clock"]) if cfg.get("endpoint") else VirtualClock(START)
     duration = minutes * 60
     logs = synthetic(cfg, clock)  # with a server: the ground truth only (times and messages)
@@ -254,7 +268,7 @@ def volume_run(cfg: dict) -> dict:
     counts = Counter(sink.counts)
     stats = result.stats
     elapsed = clock() - START
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the ground truth below is worked out
+    rss = peak_mb()  # before the ground truth below is worked out
     horizon_ms = int(cfg.get("horizon", 300.0) * 1000)
     past = logs.late_lines(horizon_ms)
     end_ms = int(clock() * 1000)
@@ -464,7 +478,7 @@ def multi_run(jobs: int, hosts: int, minutes: float, rate: float) -> dict:
     from tests.emulation import ThreadedVirtualClock
 
     gc.collect()
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base_rss = peak_mb()
     clock = ThreadedVirtualClock(START, threads=jobs)
     names = [f"sweep-{i}" for i in range(jobs)]
     duration = minutes * 60
@@ -506,7 +520,7 @@ def multi_run(jobs: int, hosts: int, minutes: float, rate: float) -> dict:
                                           limiter=limiter),
                           on_line=hooks["on_line"], on_note=hooks["on_note"], on_idle=hooks["on_idle"])
     elapsed = clock() - START
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_mb()
     tallies = Counter()
     for c in counts.values():
         tallies.update(Counter(c))

@@ -281,7 +281,8 @@ class _Arriving(SyntheticLogs):
         return ts, self.arrive.get((host, k), ingested)
 
 
-def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, arrive=None, sagemaker=None, **polling):
+def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, arrive=None, sagemaker=None, on_idle=None,
+               **polling):
     """A SyntheticLogs job followed to its end: (its logs, the end of writing, the job's end, lines, clock).
     `arrive(start, end)` names lines that reach CloudWatch at given times ((host, step) -> epoch s)."""
     clock = VirtualClock()
@@ -291,17 +292,19 @@ def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, arrive=None,
                      arrive=arrive(start, end) if arrive else None)
     notes = []
     clients = types.SimpleNamespace(logs=logs, sagemaker=(sagemaker or _FakeSageMaker)(job, hosts, end, clock))
-    lines = iter_lines(job, clients, until_end=True, on_note=notes.append,
+    lines = iter_lines(job, clients, until_end=True, on_note=notes.append, on_idle=on_idle,
                        polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
                                        limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep), **polling))
     return logs, start + minutes * 60, end, lines, clock, notes
 
 
-def _tally(logs, lines):
+def _tally(logs, lines, on_line=None):
     seen = bytearray(logs.expected())
     for line in lines:
         step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
         seen[(line.host - 1) * logs.count + step] += 1
+        if on_line is not None:
+            on_line(line.host, step)
     return Counter(seen)
 
 
@@ -362,8 +365,14 @@ def test_each_late_line_found_after_the_end_moves_the_wait_on_and_a_note_says_la
     def arrive(start, end):
         return {(1, 1100): end + 3, (2, 1110): end + 11, (1, 1120): end + 19, (2, 1130): end + 27}
 
-    logs, _, end, lines, clock, notes = _synthetic("trickle", 2, 1, lag=QUICK, clamp=False, arrive=arrive)
-    assert _tally(logs, lines) == {1: logs.expected()}
+    shown = []  # the lines that arrived after the end, and each flush of the output (the printer's on_idle)
+    logs, _, end, lines, clock, notes = _synthetic("trickle", 2, 1, lag=QUICK, clamp=False, arrive=arrive,
+                                                   on_idle=lambda: shown.append("flush"))
+    after = set(arrive(0, 0))
+    assert _tally(logs, lines, lambda host, step: (host, step) in after and shown.append(step)) == {
+        1: logs.expected()}
+    found = [shown.index(step) for step in (1100, 1110, 1120, 1130)]  # in the order they arrived
+    assert found == sorted(found) and all("flush" in shown[a:b] for a, b in pairwise([*found, len(shown)]))
     assert lines.stats.late_after_end == 4 and lines.stats.checked_until >= end + 27
     (note,) = [n for n in notes if n.kind is NoteKind.ARRIVING_AFTER_END]
     assert note.args["count"] == 4 and round(note.args["after_s"]) == 27

@@ -201,6 +201,7 @@ class LogLines(Iterator[LogLine]):
             began = epoch(watcher.desc.get("TrainingStartTime")) or epoch(watcher.desc.get("CreationTime"))
             for page in reader.finish_pages(None if began is None else int(began * 1000)):
                 yield from page
+                self._on_idle()  # the end-of-job check may go on for a while: what it finds shows as it comes
             self.failure_reason = watcher.desc.get("FailureReason")
             self.billable = watcher.desc.get("BillableTimeInSeconds")
             self.exit_code = exit_code_for(watcher.status or "")
