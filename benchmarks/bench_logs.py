@@ -297,10 +297,11 @@ def volume_run(cfg: dict) -> dict:
             "tally_mb": len(sink.counts) / 2**20, "query_calls": logs.query_calls, "rows": logs.rows_served,
             "late_check": stats.late_check, "elapsed_s": elapsed,
             "curve": sink.curve,
-            "notes": [line for line in err.getvalue().splitlines()
-                      if "once more" in line or "behind" in line or "could not finish" in line
-                      or "after the job ended" in line
-                      or "were not printed" in line][:3]}
+            # what the end of the follow said first, then the first few notes of lines printed out of order
+            "notes": sorted((line for line in err.getvalue().splitlines()
+                             if "once more" in line or "behind" in line or "could not finish" in line
+                             or "after the job ended" in line or "were not printed" in line),
+                            key=lambda line: "out of order" in line)[:4]}
 
 
 def run_volume_child(hosts: int, per_host: float, minutes: float, rate: float, **more) -> dict:
