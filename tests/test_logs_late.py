@@ -7,12 +7,14 @@ import random
 import types
 from collections import Counter
 from datetime import datetime, timezone
+from itertools import pairwise
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 import emulator
+from emulator.logs import SyntheticLogs
 from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_OK
 from launcher.jobs.logs import Polling, iter_lines
@@ -124,7 +126,8 @@ def test_an_unfinished_final_check_says_so_and_still_returns(sm, clock, monkeypa
     clients._cache["logs"] = _Wrapped(clients.logs, get_query_results=lambda **_kw: {"status": "Running"})
     result, _, err = run("slowq", clock, clients)
     end = sm.describe_training_job(TrainingJobName="slowq")["TrainingEndTime"].timestamp()
-    assert result.exit_code == EXIT_OK and clock.t - end <= 5 + 20 + 5
+    # the settle time after the end (5 s), then the drain timeout: the draining read waits for no query
+    assert result.exit_code == EXIT_OK and clock.t - end <= 5 + 20 + 1
     assert "warning: could not finish checking slowq for lines that reached CloudWatch late" in err
     assert result.stats.unchecked_s > 0
 
@@ -187,8 +190,6 @@ class _FakeSageMaker:
 def _six_minutes(job, hosts, rate):
     """A job's `hosts` hosts writing 20 lines a second for 6 minutes of virtual time, followed at `rate`
     calls a second: (its logs, when it ends, the lines iterator, the clock)."""
-    from emulator.logs import SyntheticLogs
-
     clock = VirtualClock()
     start, minutes = clock.t + 5, 6
     logs = SyntheticLogs(job, hosts, 20.0, start, minutes * 60, clock, seed=hosts)
@@ -221,6 +222,20 @@ def test_a_read_that_takes_several_pages_re_reads_only_the_overlap():
     assert len(seen) == logs.expected() and set(seen.values()) == {1}
     assert logs.calls > 10 * lines.stats.polls  # many pages a poll
     assert logs.served / logs.expected() <= 1.5
+
+
+def test_one_read_of_minutes_of_lines_holds_the_ids_of_a_few_seconds_not_of_the_minutes():
+    # --no-follow on an ended job, or a follower whose polls a shared --rate spaces a minute apart: one read of
+    # minutes of lines. Only the ids the next read can meet again (its overlap) are worth keeping while it goes on.
+    clock = VirtualClock()
+    logs = SyntheticLogs("backlog", 8, 20.0, clock.t - 400, 360, clock, seed=8)
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("backlog", 8, clock.t - 30, clock))
+    lines = iter_lines("backlog", clients, until_end=False,
+                       polling=Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock,
+                                                                                           sleep=clock.sleep)))
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() == 57_600 and set(seen.values()) == {1}
+    assert logs.calls >= 8 and lines.stats.max_seen <= 2 * 10_000  # two pages' worth at most, not 57,600
 
 
 def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch):
@@ -281,27 +296,42 @@ def test_the_emulated_insights_query_returns_late_lines_only_and_counts_past_its
     assert all("@ptr" in r for r in rows)
 
 
-def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, **polling):
-    """A SyntheticLogs job followed to its end: (its logs, the end of writing, the job's end, lines, clock)."""
-    from emulator.logs import SyntheticLogs
+class _Arriving(SyntheticLogs):
+    """SyntheticLogs where the lines named in `arrive` reach CloudWatch when it says ((host, step) -> epoch s)."""
 
+    def __init__(self, *args, arrive=None, **kw):
+        super().__init__(*args, **kw)
+        self.arrive = {key: int(at * 1000) for key, at in (arrive or {}).items()}
+
+    def times(self, host, k):
+        ts, ingested = super().times(host, k)
+        return ts, self.arrive.get((host, k), ingested)
+
+
+def _synthetic(job, hosts, minutes, rate=2.0, lag=None, clamp=True, arrive=None, sagemaker=None, on_idle=None,
+               **polling):
+    """A SyntheticLogs job followed to its end: (its logs, the end of writing, the job's end, lines, clock).
+    `arrive(start, end)` names lines that reach CloudWatch at given times ((host, step) -> epoch s)."""
     clock = VirtualClock()
     start = clock.t + 5
-    logs = SyntheticLogs(job, hosts, 20.0, start, minutes * 60, clock, lag=lag, seed=hosts, clamp=clamp)
     end = start + minutes * 60 + 10
+    logs = _Arriving(job, hosts, 20.0, start, minutes * 60, clock, lag=lag, seed=hosts, clamp=clamp,
+                     arrive=arrive(start, end) if arrive else None)
     notes = []
-    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker(job, hosts, end, clock))
-    lines = iter_lines(job, clients, until_end=True, on_note=notes.append,
+    clients = types.SimpleNamespace(logs=logs, sagemaker=(sagemaker or _FakeSageMaker)(job, hosts, end, clock))
+    lines = iter_lines(job, clients, until_end=True, on_note=notes.append, on_idle=on_idle,
                        polling=Polling(interval=5.0, clock=clock, sleep=clock.sleep, rng=random.Random(0),
                                        limiter=RateLimiter(rate, clock=clock, sleep=clock.sleep), **polling))
     return logs, start + minutes * 60, end, lines, clock, notes
 
 
-def _tally(logs, lines):
+def _tally(logs, lines, on_line=None):
     seen = bytearray(logs.expected())
     for line in lines:
         step = int(line.message.split("step=", 1)[1].split(" ", 1)[0])
         seen[(line.host - 1) * logs.count + step] += 1
+        if on_line is not None:
+            on_line(line.host, step)
     return Counter(seen)
 
 
@@ -350,6 +380,152 @@ def test_lines_that_arrive_after_the_job_ended_are_waited_for_while_they_keep_co
     assert [n for n in notes if n.kind is NoteKind.FINAL_PROGRESS]  # said while it waited
 
 
+QUICK = emulator.LagModel(median=0.05, sigma=0.1, tail=0.0)  # every line in CloudWatch within a moment
+
+
+def test_each_late_line_found_after_the_end_moves_the_wait_on_and_a_note_says_later_ones_will_not_print():
+    # No flush at the end: late lines 3 s after the job's end, then every 8 s, each within the 10 s quiet time of the
+    # one before. A wait measured from a line found before the last window was read stopped after the second.
+    from launcher.cli.logprint import worded
+    from launcher.jobs.logrecords import NoteKind
+
+    def arrive(start, end):
+        return {(1, 1100): end + 3, (2, 1110): end + 11, (1, 1120): end + 19, (2, 1130): end + 27}
+
+    shown = []  # the lines that arrived after the end, and each flush of the output (the printer's on_idle)
+    logs, _, end, lines, clock, notes = _synthetic("trickle", 2, 1, lag=QUICK, clamp=False, arrive=arrive,
+                                                   on_idle=lambda: shown.append("flush"))
+    after = set(arrive(0, 0))
+    assert _tally(logs, lines, lambda host, step: (host, step) in after and shown.append(step)) == {
+        1: logs.expected()}
+    found = [shown.index(step) for step in (1100, 1110, 1120, 1130)]  # in the order they arrived
+    assert found == sorted(found) and all("flush" in shown[a:b] for a, b in pairwise([*found, len(shown)]))
+    assert lines.stats.late_after_end == 4 and lines.stats.checked_until >= end + 27
+    (note,) = [n for n in notes if n.kind is NoteKind.ARRIVING_AFTER_END]
+    assert note.args["count"] == 4 and round(note.args["after_s"]) == 27
+    assert worded(note).endswith("lines that arrive from now on are not printed (`smp-launch logs trickle "
+                                 "--no-follow` later prints every line)")
+    logs, _, _, lines, _, notes = _synthetic("flushed", 2, 1, lag=QUICK)  # nothing after the end: nothing said
+    assert _tally(logs, lines) == {1: logs.expected()} and lines.stats.late_after_end == 0
+    assert not [n for n in notes if n.kind is NoteKind.ARRIVING_AFTER_END]
+
+
+def _query_kind(query: str) -> str:
+    if "by sec" in query:
+        return "histogram"
+    if "worst" in query:
+        return "count"
+    return "part" if "toMillis(@timestamp) >=" in query else "window"
+
+
+def test_a_flush_is_read_in_parts_that_return_only_their_own_lines_and_the_windows_after_it_stay_whole(monkeypatch):
+    # 2,000 lines written over a minute reach CloudWatch in one millisecond (an agent's flush) in a job whose other
+    # lines arrive at once. StartQuery's range is whole seconds: a part must not return its neighbours' lines too.
+    # And one flush says nothing of what comes next: the windows after it are not split in parts for it.
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 400)
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT_FINAL", 400)
+
+    def arrive(start, end):
+        return {(h, k): start + 210 for h in range(1, 9) for k in range(1200, 1450)}
+
+    logs, _, _, lines, clock, _ = _synthetic("flush", 8, 6, lag=QUICK, arrive=arrive)
+    started = []
+    real = logs.start_query
+
+    def recording(**params):
+        started.append((clock.t, _query_kind(params["queryString"])))
+        return real(**params)
+
+    logs.start_query = recording
+    assert _tally(logs, lines) == {1: logs.expected()}
+    kinds = Counter(kind for _, kind in started)
+    assert kinds["histogram"] == 1 and kinds["part"] >= 2000 / 400
+    assert logs.rows_served == len(logs.late_lines(2000)) + 400  # each late line once, and the cut query's rows
+    windows = [t for t, kind in started if kind == "window"]
+    assert all(b - a > 2.5 for a, b in pairwise(windows))  # one window a poll at most: none split
+
+
+def test_while_late_lines_flow_every_poll_plans_a_window():
+    # 24 hosts, half their lines 90-250 s late: from the 4th minute over 1,000 late lines arrive a poll. Polls are
+    # jittered around the interval, so a window must not wait for a whole interval of arrivals.
+    lag = emulator.LagModel(tail=0.5, tail_min=90.0, tail_max=250.0)
+    logs, written, _, lines, clock, _ = _synthetic("flow", 24, 5, lag=lag)
+    windows = []
+    real = logs.start_query
+
+    def recording(**params):
+        if _query_kind(params["queryString"]) == "window" and clock.t < written:
+            windows.append(clock.t)
+        return real(**params)
+
+    logs.start_query = recording
+    assert _tally(logs, lines) == {1: logs.expected()}
+    flowing = [b for a, b in pairwise(windows) if b - a < 10][0]  # the first window of a poll's arrivals
+    later = [t for t in windows if t >= flowing]
+    assert len(later) >= 8 and all(b - a <= 1.5 * 5.0 for a, b in pairwise(later))
+
+
+def test_the_status_is_read_every_poll_though_polls_come_up_to_a_tenth_early():
+    reads = []
+
+    class Counting(_FakeSageMaker):
+        def describe_training_job(self, TrainingJobName):  # noqa: N803
+            reads.append(self.clock())
+            return super().describe_training_job(TrainingJobName)
+
+    logs, _, end, lines, clock, _ = _synthetic("status", 2, 2, sagemaker=Counting)
+    assert _tally(logs, lines) == {1: logs.expected()}
+    assert len(reads) >= lines.stats.polls  # one a poll (and the first)
+    assert min(t for t in reads if t >= end) - end <= 5.0 * 1.1  # the end is seen within a poll
+
+
+def test_past_horizon_counts_of_stretches_add_up_and_one_missing_says_nothing():
+    from launcher.jobs.logrecords import NoteKind, Notes, Stats
+    from launcher.jobs.past_horizon import PastHorizonCount
+
+    clock = VirtualClock()
+    started, replies = [], {}
+
+    def start_query(ts_lo, ts_hi, query, limit):
+        started.append(query)
+        return f"q{len(started)}"
+
+    def results(query_id):
+        return replies.get(query_id, {"status": "Running"})
+
+    said = []
+    count = PastHorizonCount("job", "job\\/", 300_000, None, start_query, results, clock)
+    count.start(1_000_000, 2_000_000, job_start_ms=0)
+    count.start(1_000_000, 2_000_000, job_start_ms=0)  # nothing new to count
+    count.start(1_000_000, 2_500_000, job_start_ms=0)  # the stretch since
+    assert len(started) == 2 and "> 2000000 and toMillis(@ingestionTime) <= 2500000" in started[1]
+    count.read(1.0)
+    assert count.pending and not count.count  # read no sooner than a second after each started
+    clock.t += 1.0
+    replies["q1"] = {"status": "Complete", "results": [[{"field": "n", "value": "3"},
+                                                        {"field": "worst", "value": "400000"}]]}
+    count.read(1.0)
+    assert count.pending and count.count == 3  # q2 still running: read again a second later
+    replies["q2"] = {"status": "Complete", "results": [[{"field": "n", "value": "2"},
+                                                        {"field": "worst", "value": "650000"}]]}
+    count.read(1.0)
+    assert count.pending
+    clock.t += 1.0
+    count.read(1.0)
+    stats = Stats()
+    count.say(stats, Notes(said.append, clock))
+    assert not count.pending and stats.past_horizon == 5 and stats.past_horizon_max_s == 650.0
+    (note,) = said
+    assert note.kind is NoteKind.PAST_HORIZON and note.args["count"] == 5 and note.args["suggest_s"] == 660.0
+    count.start(1_000_000, 3_000_000, job_start_ms=0)
+    clock.t += 1.0
+    replies["q3"] = {"status": "Failed"}
+    count.read(1.0)
+    stats, said = Stats(), []
+    count.say(stats, Notes(said.append, clock))
+    assert count.unknown and not said and stats.past_horizon == 0  # a total it cannot vouch for is not given
+
+
 def test_a_drain_timeout_says_how_many_slices_were_left_unchecked():
     from launcher.jobs.logrecords import NoteKind
 
@@ -363,7 +539,6 @@ def test_a_drain_timeout_says_how_many_slices_were_left_unchecked():
 
 
 def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled_by_job_and_host():
-    from emulator.logs import SyntheticLogs
     from launcher.cli.logprint import Printer
     from launcher.jobs.logs import follow_many
     from tests.emulation import ThreadedVirtualClock

@@ -32,6 +32,10 @@ CLI_WORDS = {
     "past_horizon": "warning: {count} line(s) of {job} reached CloudWatch more than {horizon_s:.0f}s after their "
                     "timestamps (up to {worst_s:.0f}s) and were not printed; --late-horizon {suggest_s:.0f}s prints "
                     "them",
+    "arriving_after_end": "note: {count} late line(s) of {job} reached CloudWatch after the job ended, the last "
+                          "{after_s:.0f}s after; none for {quiet_s:.0f}s since, so the check stopped: lines that "
+                          "arrive from now on are not printed (`smp-launch logs {job} --no-follow` later prints every "
+                          "line)",
 }
 
 

@@ -15,7 +15,7 @@ check's (launcher.jobs.late_check); the fresh read remembers which late ones it 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from launcher.core.names import LOG_GROUP
@@ -131,13 +131,14 @@ class FreshRead:
         self.ahead_ms = 0  # the least of them (each is an upper bound; 0 until a read returned a line)
         self.first_sent: int | None = None  # our clock when the first page of the first read was sent
         self._ids = SeenIds()
+        self._counted: int | None = None  # the least bound of a page of this read that counts, as it came
 
     def read(self, drain: bool) -> Generator[list[LogLine], None, int]:
         """One poll's read, a page of ordered lines at a time; returns the pages it took (its cost)."""
         params = self._resume
         if params is None:
             params = filter_params(self.prefix, self.start, None, self.page_size)
-            self._pages, self._ahead = [], _FAR
+            self._pages, self._ahead, self._counted = [], _FAR, None
         self._resume = None
         lo = params.get("startTime") if not self._pages else self._pages[-1][1]
         pages = 0
@@ -158,6 +159,9 @@ class FreshRead:
             hi = max(int(e["timestamp"]) for e in events) if events else lo
             self._pages.append((lo, hi, sent, not token or not events))
             lo = hi
+            settled = self._settled_below()
+            if settled is not None:  # a long read (a backlog) holds only the ids the next read can meet again
+                self._ids.forget_below(settled)
             if out:
                 yield self.shaper.order(out)
             if not token:
@@ -192,16 +196,45 @@ class FreshRead:
         pages took at the call rate.
         """
         floor: int | None = None
-        known = self._ahead < _FAR  # no ingestionTime seen: fall back to the newest timestamp
-        for lo, hi, sent, last in self._pages:
-            at = sent - self._ahead if known else min(sent, self._high if self._high is not None else sent)
-            bound = at - self._overlap
-            if lo is not None:
-                bound = max(lo, bound)
-            if last or hi is None or bound <= hi:
+        for bound, counts in self._bounds():
+            if counts:
                 floor = bound if floor is None else min(floor, bound)
         self._pages = []
         return floor if floor is not None else (self.start or 0)
+
+    def _bounds(self) -> Iterator[tuple[int, bool]]:
+        """Each page of this read: the lowest timestamp of a line it may have missed, and whether that counts."""
+        for page in self._pages:
+            yield self._bound(*page)
+
+    def _bound(self, lo: int | None, hi: int | None, sent: int, last: bool) -> tuple[int, bool]:
+        """A page's lowest timestamp of a line it may have missed, and whether that counts (it lies within the
+        page's timestamps, or the page was the last or empty)."""
+        known = self._ahead < _FAR  # no ingestionTime seen: fall back to the newest timestamp
+        at = sent - self._ahead if known else min(sent, self._high if self._high is not None else sent)
+        bound = at - self._overlap
+        if lo is not None:
+            bound = max(lo, bound)
+        return bound, last or hi is None or bound <= hi
+
+    def _settled_below(self) -> int | None:
+        """While a read goes on: no later read starts below this, so ids under it will not be met again.
+
+        The pages' times and lower ends only grow and the estimate of how far our clock runs ahead only
+        shrinks, so a bound only grows: every later page's is at least the newest page's, and the floor is at
+        least the least bound (as it was when its page came) of a page that counts; and this read's later pages
+        lie above the newest page's top. Without an ingestionTime seen yet, nothing is settled.
+        """
+        if self._ahead >= _FAR or not self._pages:
+            return None
+        newest = self._pages[-1]
+        bound, counts = self._bound(*newest)
+        if counts:
+            self._counted = bound if self._counted is None else min(self._counted, bound)
+        if newest[1] is None:
+            return None
+        # this read's own later pages start at the newest page's top: the ids the read before left above it serve them
+        return min(bound, newest[1]) if self._counted is None else min(self._counted, bound, newest[1])
 
     def _accept(self, event: dict[str, Any], out: list[LogLine]) -> None:
         self.stats.events += 1

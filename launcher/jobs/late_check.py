@@ -38,7 +38,9 @@ from typing import Any
 from launcher.core.names import LOG_GROUP
 from launcher.core.sanitize import clean
 from launcher.jobs.fresh_read import LateKeys, filter_params
-from launcher.jobs.logrecords import BUCKET_MS, LateCheckMode, LogLine, NoteKind, Notes, Stats
+from launcher.jobs.logrecords import BUCKET_MS, POLL_JITTER, LateCheckMode, LogLine, NoteKind, Notes, Stats
+from launcher.jobs.past_horizon import LAG as _LAG
+from launcher.jobs.past_horizon import PastHorizonCount
 from launcher.jobs.ratelimit import LogsCalls, Unsupported
 from launcher.jobs.shaping import Shaper
 
@@ -56,9 +58,8 @@ PROGRESS_S = 10.0  # the end-of-job check says how it is getting on this often
 FINAL_CHECK_S: float | None = None  # the end-of-job check's deadline when none is given (None: until done)
 
 _ROW_FIELDS = "fields @logStream, @message, toMillis(@timestamp) as ts, toMillis(@ingestionTime) as ingested"
-_LAG = "toMillis(@ingestionTime) - toMillis(@timestamp)"
 _SECOND = "fields floor(toMillis(@timestamp) / 1000) as sec"
-HISTOGRAM_FILL = 0.95  # parts sized from an exact count per second are packed this close to the limit
+HISTOGRAM_FILL = 0.98  # parts sized from an exact count per second are packed this close to the limit
 MAX_LIMIT = 100_000  # the most rows StartQuery returns
 
 
@@ -117,13 +118,18 @@ class LateCheck:
         self._first_cut: int | None = None  # arrivals before it were all seen by the first fresh read
         self._windows: list[Window] = []
         self._rate = 0.0  # late rows per millisecond of arrivals, from the windows read so far
+        self._recent = 0.0  # the same, of the newest window read alone (a burst long past does not count)
         self._flowing = False  # late lines arrive at FLOWING_ROWS a poll or more
+        self._was_cut = False  # the newest window read (not a part) was cut at its row limit
         self._last_arrival = 0  # the newest arrival among the late lines found
         self._done: list[tuple[int, int]] = []  # arrival ranges read by Insights before it was given up
         # sweeps: slices of timestamps
         self._plan_from: int | None = None  # timestamps below it are planned into slices
         self._slices: list[Slice] = []
         self._deadline: float | None = None  # the end-of-job check makes no call after this
+        self._ended_cw: int | None = None  # when the job ended (or the end-of-job check began): later arrivals counted
+        self._past = PastHorizonCount(job, _regex_literal(self.prefix), horizon_ms, since_ms, self._start_query,
+                                      self._results, clock)
 
     @property
     def check_from(self) -> int | None:
@@ -150,11 +156,16 @@ class LateCheck:
 
     # -- while following --------------------------------------------------------------------------------
 
-    def check(self, now_ms: int, fresh_from: int | None, budget: int | None) -> Generator[list[LogLine], None, None]:
+    def check(self, now_ms: int, fresh_from: int | None, budget: int | None,
+              wait: bool = True) -> Generator[list[LogLine], None, None]:
         """A poll's share of the check, within `budget` calls: queries started now are read in the same poll
-        when the budget and the poll's time allow (the wait counts against the poll's interval)."""
+        when the budget and the poll's time allow (the wait counts against the poll's interval, up to the
+        soonest the next poll can start). Without `wait` (the draining read at the job's end, which the
+        end-of-job check follows at once) nothing is waited for."""
         spent = yield from self._run(now_ms, fresh_from, budget, final=False)
-        until = now_ms / 1000 + 0.8 * self._poll_ms / 1000
+        if not wait:
+            return
+        until = now_ms / 1000 + (1 - POLL_JITTER) * self._poll_ms / 1000
         while self._insights is not False and (budget is None or spent < budget) and self._clock() < until:
             pending = [w for w in self._windows if not w.done]
             running = [w.started for w in pending if w.query_id and not w.sweep]
@@ -170,11 +181,16 @@ class LateCheck:
             spent += more
 
     def _run(self, now_ms: int, fresh_from: int | None, budget: int | None, *, final: bool,
-             upper: int | None = None) -> Generator[list[LogLine], None, int]:
+             upper: int | Callable[[], int] | None = None) -> Generator[list[LogLine], None, int]:
+        """Read the windows' results, plan windows up to `upper` (CloudWatch's clock; a callable is asked after
+        the results are in), start them; or sweep, without Insights. Returns the calls made."""
         spent = 0
         if self._insights is not False and self._cut is not None:
-            self._plan(self._cw_now() if upper is None else upper, final)
-            spent += yield from self._windows_due(budget, final)
+            # the results in first: what they found (often that a burst is over) sizes the windows planned now
+            spent += yield from self._windows_due(budget, final, starting=False)
+            if self._insights is not False:
+                self._plan(self._cw_now() if upper is None else upper() if callable(upper) else upper, final)
+                spent += yield from self._windows_due(None if budget is None else budget - spent, final)
         if self._insights is False:
             left = None if budget is None else max(0, budget - spent)
             if left is None or left > 0:
@@ -185,11 +201,14 @@ class LateCheck:
         """Cut arrivals from the last window's end up to `upper` into windows sized for the rows expected."""
         assert self._cut is not None
         span = upper - self._cut
-        least = 1 if final else (self._poll_ms if self._flowing else int(WINDOW_S * 1000))
+        # flowing: a window each poll (half a poll at least, as polls are jittered around their interval)
+        least = 1 if final else (self._poll_ms // 2 if self._flowing else int(WINDOW_S * 1000))
         if span < max(1, least):
             return
         limit = LATE_LIMIT_FINAL if final else LATE_LIMIT
-        parts = max(1, min(8, math.ceil(self._rate * span / (FILL * limit))))
+        # at the job's end, sized by what arrives now: a burst read minutes ago would split a quiet tail in parts
+        rate = min(self._rate, self._recent) if final else self._rate
+        parts = max(1, min(8, math.ceil(rate * span / (FILL * limit))))
         lo = self._cut
         for i in range(1, parts + 1):
             hi = self._cut + span * i // parts
@@ -198,12 +217,16 @@ class LateCheck:
             lo = hi
         self._cut = upper
 
-    def _windows_due(self, budget: int | None, final: bool) -> Generator[list[LogLine], None, int]:
+    def _windows_due(self, budget: int | None, final: bool,
+                     starting: bool = True) -> Generator[list[LogLine], None, int]:
+        """Start the windows' queries and read their results, within `budget` calls (`starting`=False: only read)."""
         spent = 0
-        for w in list(self._windows):
+        # Windows of new arrivals go before the parts of a cut one: they are few, and what they find (often that
+        # a burst is over) sizes the windows planned next.
+        for w in [w for w in self._windows if not w.part] + [w for w in self._windows if w.part]:
             if (budget is not None and spent >= budget) or self._late():
                 break
-            if w.done:
+            if w.done or (not starting and (w.sweep or w.query_id is None)):
                 continue
             if w.sweep:
                 spent += yield from self._sweep_window(w, None if budget is None else budget - spent)
@@ -229,6 +252,8 @@ class LateCheck:
         where = (f"filter @logStream like /^{_regex_literal(self.prefix)}/"
                  f" and {_LAG} > {self._late_ms} and {_LAG} <= {self._horizon}"
                  f" and toMillis(@ingestionTime) > {w.lo} and toMillis(@ingestionTime) <= {w.hi}")
+        if w.part:  # StartQuery's range is whole seconds: a part's own bounds keep out its neighbours' lines
+            where += f" and toMillis(@timestamp) >= {w.ts_lo} and toMillis(@timestamp) < {w.ts_hi}"
         if w.histogram:
             query = f"{_SECOND} | {where} | stats count(*) as n by sec"
         else:
@@ -292,12 +317,19 @@ class LateCheck:
             return 1
         matched = int(float((reply.get("statistics") or {}).get("recordsMatched") or 0))
         matched = max(matched, len(rows))
-        if not w.part:  # a burst (lines flushed at once) moves the estimate at most 4x a window
+        cut = len(rows) >= w.limit or matched > len(rows)
+        if not w.part:
             span = max(1, w.hi - w.lo)
-            sample = matched / span if not self._rate else min(matched / span, 4 * self._rate)
-            self._rate = sample if not self._rate else (self._rate + sample) / 2
+            # The first window cut at its limit is taken for a burst (an agent flushing at shutdown), which the next
+            # windows will not see again: it moves no estimate. A second in a row is a flow above the limit, and
+            # moves it at most 4x a window.
+            if not cut or self._was_cut:
+                sample = matched / span if not self._rate else min(matched / span, 4 * self._rate)
+                self._rate = sample if not self._rate else (self._rate + sample) / 2
+                self._recent = matched / span
+            self._was_cut = cut
             self._flowing = matched / span * self._poll_ms >= FLOWING_ROWS
-        if len(rows) >= w.limit or matched > len(rows):  # cut at the row limit: ask again in parts
+        if cut:  # cut at the row limit: ask again in parts
             self._split(w, matched)
             return 1
         out: list[LogLine] = []
@@ -348,14 +380,13 @@ class LateCheck:
         start = size = 0
         for second in sorted(counts):
             n = counts[second]
-            # a part's query reaches into the second after its last (StartQuery's endTime is whole seconds)
-            if parts and size + n + counts.get(second + 1, 0) <= most:
+            if parts and size + n <= most:
                 size += n
                 parts[-1].ts_hi = min(w.ts_hi, (second + 1) * 1000)
                 continue
             start, size = max(w.ts_lo, second * 1000), n
             parts.append(Window(w.lo, w.hi, start, min(w.ts_hi, (second + 1) * 1000),
-                                max(limit, min(MAX_LIMIT, n + counts.get(second + 1, 0) + 1)), part=True))
+                                max(limit, min(MAX_LIMIT, n + 1)), part=True))
         i = self._windows.index(w)
         if not parts:
             w.histogram, w.done = False, True  # nothing arrived late in it after all
@@ -499,9 +530,15 @@ class LateCheck:
             self.stats.max_late_s = (ingested - ts) / 1000
         if ingested > self._last_arrival:
             self._last_arrival = ingested
+        if self._ended_cw is not None and ingested > self._ended_cw:
+            self.stats.late_after_end += 1
         self.shaper.emit(stream, ts, raw, event_id, out)
 
     # -- the job's end ----------------------------------------------------------------------------------------
+
+    def ended(self, job_end_ms: int) -> None:
+        """The job ended at `job_end_ms`: late lines found from now on that arrived after it are counted."""
+        self._ended_cw = job_end_ms
 
     def finish(self, fresh_from: int | None, newest_ms: int | None = None,
                job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
@@ -509,13 +546,17 @@ class LateCheck:
 
         Keeps going while late lines keep arriving (until QUIET_S passes without one, or every line's
         horizon has passed), saying every PROGRESS_S how it is getting on; with a drain timeout it stops
-        then and says how many slices it left unchecked. Then counts the lines later than the horizon.
+        then and says how many slices it left unchecked. The count of the lines later than the horizon runs
+        beside the last windows; `stats.checked_until` says up to when arrivals were checked (a second or two
+        before this returns).
         """
         if fresh_from is None or (self._cut is None and self._plan_from is None):
             return
         started = self._clock()
         deadline = self._deadline = None if self._drain_timeout is None else started + self._drain_timeout
         first_upper = self._cw_now()
+        if self._ended_cw is None:
+            self._ended_cw = first_upper
         end_ms = int(started * 1000) + 1
         if self._insights is False:
             self._say_reread(end_ms)
@@ -523,20 +564,23 @@ class LateCheck:
         found = self.stats.printed
         while True:
             calls = self.stats.calls + self.stats.query_calls
-            upper, target = self._cw_now(), first_upper
+            target = first_upper
             if self._insights is not False and self._cut is not None:
-                target = max(first_upper, self._last_arrival + int(QUIET_S * 1000))
-                if newest_ms is not None:
-                    target = max(first_upper, min(target, newest_ms + self._horizon))
-                if self._cut < target and upper < target and upper - self._cut < int(QUIET_S * 500):
-                    upper = self._cut  # waiting for arrivals: plan a window once it spans half the quiet time
-                yield from self._run(end_ms, fresh_from, None, final=True, upper=min(upper, target))
-                if self._insights is not False and not self._windows and self._cut >= target:
-                    break
+                # a line just found moves the target on: the check waits QUIET_S past the newest arrival
+                yield from self._run(end_ms, fresh_from, None, final=True,
+                                     upper=lambda: self._final_upper(first_upper, newest_ms))
+                target = self._target(first_upper, newest_ms)
+                if self._insights is not False and self._cut >= target:
+                    assert self._first_cut is not None
+                    # the last windows are planned: count past the horizon beside them, not after
+                    self._past.start(self._first_cut, self._cut, job_start_ms)
+                    if not self._windows:
+                        break
             if self._insights is False:
                 yield from self._run(end_ms, fresh_from, None, final=True)
                 if not self._slices and self._plan_from is not None and self._plan_from >= end_ms:
                     break
+            self._past.read(QUERY_WAIT_S)
             now = self._clock()
             if deadline is not None and now >= deadline:
                 self._unchecked(target, end_ms, now - started)
@@ -553,7 +597,44 @@ class LateCheck:
                 self._sleep(QUERY_WAIT_S)  # queries are running, or arrivals are awaited: give them a moment
         if self._insights is not False and self._cut is not None:
             self.stats.checked_until = self._cut / 1000
-            self._count_past_horizon(job_start_ms, deadline)
+            assert self._first_cut is not None
+            self._past.start(self._first_cut, self._cut, job_start_ms)  # what the cut reached since, if anything
+            while self._past.pending and not self._late():
+                self._past.read(QUERY_WAIT_S)
+                self._past.give_up_older_than(QUERY_GIVE_UP_S)
+                if self._past.pending:
+                    self._sleep(QUERY_WAIT_S / 2)
+            self._past.say(self.stats, self.notes)
+            self._say_after_end()
+
+    def _final_upper(self, first_upper: int, newest_ms: int | None) -> int:
+        """Where the end-of-job check's next window ends: CloudWatch's clock, within the target; while it waits for
+        arrivals, the cut itself (no window) until the wait spans half the quiet time."""
+        assert self._cut is not None
+        upper, target = self._cw_now(), self._target(first_upper, newest_ms)
+        if self._cut < target and upper < target and upper - self._cut < int(QUIET_S * 500):
+            return self._cut
+        return min(upper, target)
+
+    def _target(self, first_upper: int, newest_ms: int | None) -> int:
+        """Arrivals the end-of-job check reads up to: QUIET_S past the newest late arrival found (no sooner than
+        CloudWatch's clock when it began, no later than the newest line's horizon)."""
+        target = max(first_upper, self._last_arrival + int(QUIET_S * 1000))
+        if newest_ms is not None:
+            target = max(first_upper, min(target, newest_ms + self._horizon))
+        return target
+
+    def _say_after_end(self) -> None:
+        """Late lines that kept arriving after the job ended: say so, and that later ones will not print."""
+        if not self.stats.late_after_end:
+            return
+        after_s = (self._last_arrival - (self._ended_cw or self._last_arrival)) / 1000
+        quiet_s = (self._cut or self._last_arrival) / 1000 - self._last_arrival / 1000
+        self.notes.say(NoteKind.ARRIVING_AFTER_END, f"note: {self.stats.late_after_end} late line(s) of {self.job} "
+                       f"reached CloudWatch after the job ended, the last {after_s:.0f}s after; none for "
+                       f"{quiet_s:.0f}s since, so the check stopped: lines that arrive from now on are not printed "
+                       "(reading the job's logs again later shows them)", job=self.job,
+                       count=self.stats.late_after_end, after_s=after_s, quiet_s=quiet_s)
 
     def _say_reread(self, end_ms: int) -> None:
         span_s = (end_ms - (self.check_from or end_ms)) / 1000
@@ -579,48 +660,3 @@ class LateCheck:
                        f"reached CloudWatch late ({slices} slice(s), {left_s:.0f}s of arrivals, left unchecked after "
                        f"{after_s:.0f}s); reading its logs again later shows them", job=self.job, slices=slices,
                        left_s=left_s, after_s=after_s)
-
-    def _count_past_horizon(self, job_start_ms: int | None, deadline: float | None) -> None:
-        """One aggregate query: how many of the job's lines arrived later than the horizon, and the latest."""
-        assert self._cut is not None and self._first_cut is not None
-        lo, hi = self._first_cut, self._cut
-        ts_hi = hi - self._horizon
-        ts_lo = job_start_ms if job_start_ms is not None else lo - self._horizon
-        if self._since is not None:
-            ts_lo = max(ts_lo, self._since)
-        if ts_hi <= ts_lo:
-            return  # no line of the job can have arrived that late yet
-        query = (f"filter @logStream like /^{_regex_literal(self.prefix)}/ and {_LAG} > {self._horizon}"
-                 f" and toMillis(@ingestionTime) > {lo} and toMillis(@ingestionTime) <= {hi}"
-                 f" | stats count(*) as n, max({_LAG}) as worst")
-        try:
-            query_id = self._start_query(ts_lo, ts_hi, query, 1)
-            if not query_id:
-                return
-            started = self._clock()
-            while True:
-                self._sleep(QUERY_WAIT_S)
-                reply = self._results(query_id)
-                if reply.get("status") != "Running" and reply.get("status") != "Scheduled":
-                    break
-                if (deadline is not None and self._clock() >= deadline) or self._clock() - started > QUERY_GIVE_UP_S:
-                    return
-        except Unsupported:
-            return
-        if reply.get("status") != "Complete":
-            return
-        values: dict[Any, Any] = {}
-        for row in reply.get("results") or []:
-            values.update({f.get("field"): f.get("value") for f in row if isinstance(f, dict)})
-        try:
-            count, worst = int(float(values.get("n") or 0)), float(values.get("worst") or 0) / 1000
-        except (TypeError, ValueError):
-            return
-        if count:
-            self.stats.past_horizon += count
-            self.stats.past_horizon_max_s = max(self.stats.past_horizon_max_s, worst)
-            horizon_s = self._horizon / 1000
-            self.notes.say(NoteKind.PAST_HORIZON, f"warning: {count} line(s) of {self.job} reached CloudWatch more "
-                           f"than {horizon_s:.0f}s after their timestamps (up to {worst:.0f}s) and were not printed; "
-                           "a longer late-line horizon prints them", job=self.job, count=count, worst_s=worst,
-                           horizon_s=horizon_s, suggest_s=60.0 * math.ceil((worst + 1) / 60))

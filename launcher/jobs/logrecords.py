@@ -2,8 +2,8 @@
 
 The follower never prints. A caller (the CLI's printer, a pipeline, a test) gets these records through
 callbacks and decides how they look; every string in them from AWS has passed through `sanitize.clean`.
-The shared units of the reader's memory (BUCKET_MS) and lateness (HORIZON_S) live here too, so the fresh
-read and the late check agree on them without importing each other.
+The shared units of the reader's memory (BUCKET_MS), lateness (HORIZON_S) and polling (POLL_JITTER) live here
+too, so the fresh read, the late check and the poll loop agree on them without importing each other.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from launcher.core.timeutil import epoch
 BUCKET_MS = 2_000  # ids and keys are remembered, and forgotten, by 2 s of event timestamp
 HORIZON_S = 300.0  # a line that reaches CloudWatch up to this long after its own timestamp prints (later: counted)
 HINT_EVERY_S = 30.0  # a note of one kind goes out at most this often (unless it must)
+POLL_JITTER = 0.1  # polls start `interval` x (1 +- this) apart, so many followers do not poll in step
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class NoteKind(str, Enum):
     FINAL_UNCHECKED = "final_unchecked"  # the end-of-job check stopped at its drain timeout before it was done
     FINAL_PROGRESS = "final_progress"  # the end-of-job check is still at work (late lines still arriving)
     PAST_HORIZON = "past_horizon"  # lines later than the horizon, not printed: how many, how late
+    ARRIVING_AFTER_END = "arriving_after_end"  # late lines kept arriving after the job ended; later ones will not print
     OUT_OF_ORDER = "out_of_order"  # late lines came out after newer ones
     NO_SUCH_HOST = "no_such_host"  # a host asked for that the job does not have
     NO_LINES_YET = "no_lines_yet"  # the job has written nothing yet
@@ -152,6 +154,7 @@ class Stats:
     past_horizon: int = 0  # lines that reached CloudWatch later than the horizon (counted, not printed)
     past_horizon_max_s: float = 0.0  # the latest of them
     checked_until: float | None = None  # every late line that reached CloudWatch by then (its clock, epoch s) printed
+    late_after_end: int = 0  # late lines printed that reached CloudWatch after the job ended
     late_check: LateCheckMode = LateCheckMode.INSIGHTS  # SWEEP where Logs Insights is missing
 
     @property

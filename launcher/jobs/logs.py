@@ -18,7 +18,16 @@ from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_OK
 from launcher.core.names import TERMINAL
 from launcher.core.timeutil import epoch
-from launcher.jobs.logrecords import HORIZON_S, LogLine, LogNote, NoteKind, Stats, StatusChange, waiting_notes
+from launcher.jobs.logrecords import (
+    HORIZON_S,
+    POLL_JITTER,
+    LogLine,
+    LogNote,
+    NoteKind,
+    Stats,
+    StatusChange,
+    waiting_notes,
+)
 from launcher.jobs.ratelimit import RateLimiter, shared_limiter
 from launcher.jobs.reader import LogReader
 from launcher.jobs.status import describe, exit_code_for
@@ -173,15 +182,17 @@ class LogLines(Iterator[LogLine]):
                     yield from page
                 self._on_idle()
                 # Polls start `interval` apart: time spent reading (pages, waits for tokens) is not added to it.
-                self._sleep(max(0.0, self._interval * reader.slowdown * self._rng.uniform(0.9, 1.1)
-                                - (self._clock() - started)))
-                if self._clock() >= next_status:
+                jitter = self._rng.uniform(1 - POLL_JITTER, 1 + POLL_JITTER)
+                self._sleep(max(0.0, self._interval * reader.slowdown * jitter - (self._clock() - started)))
+                # a poll may come POLL_JITTER early: a status read due every poll must not skip those
+                if self._clock() >= next_status - 2 * POLL_JITTER * self._interval:
                     watcher.check()
                     next_status = self._clock() + self._status_interval
             # Lines still on their way get `settle` seconds from the job's end time (not from when we
             # noticed it); then one draining read and the final late check, and nothing waits for more.
             noticed = self._clock()
             ended = min(noticed, epoch(watcher.desc.get("TrainingEndTime")) or noticed)
+            reader.ended(int(ended * 1000))
             if ended + self._settle > noticed:
                 self._on_idle()
                 self._sleep(ended + self._settle - noticed)
@@ -190,6 +201,7 @@ class LogLines(Iterator[LogLine]):
             began = epoch(watcher.desc.get("TrainingStartTime")) or epoch(watcher.desc.get("CreationTime"))
             for page in reader.finish_pages(None if began is None else int(began * 1000)):
                 yield from page
+                self._on_idle()  # the end-of-job check may go on for a while: what it finds shows as it comes
             self.failure_reason = watcher.desc.get("FailureReason")
             self.billable = watcher.desc.get("BillableTimeInSeconds")
             self.exit_code = exit_code_for(watcher.status or "")

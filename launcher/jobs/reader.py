@@ -93,12 +93,17 @@ class LogReader:
             self.late.start_at(self.fresh.first_sent - self.fresh.ahead_ms - MARGIN_MS)
         if drain and self.stats.polls == 1:
             return  # what exists now, read once: nothing can have arrived late since
-        budget = max(pages + 2, int(self.limiter.rate * self._poll_s) - pages)
-        yield from self.late.check(now_ms, self.fresh.start, budget)
+        # the calls the rate allows in a poll, and the few the bucket holds at its start
+        budget = max(pages + 2, int(self.limiter.rate * self._poll_s + self.limiter.burst) - pages)
+        yield from self.late.check(now_ms, self.fresh.start, budget, wait=not drain)
         if self.stats.throttled + self.stats.retried > before:
             self.slowdown = min(self.slowdown * 2, 8.0)
         else:
             self.slowdown = max(1.0, self.slowdown / 2)
+
+    def ended(self, job_end_ms: int) -> None:
+        """The job ended then: late lines found that arrived later are counted (`stats.late_after_end`)."""
+        self.late.ended(job_end_ms)
 
     def finish_pages(self, job_start_ms: int | None = None) -> Iterator[list[LogLine]]:
         """After the job has ended (and a draining poll): check every arrival not yet checked, then count the
