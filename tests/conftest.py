@@ -310,3 +310,16 @@ def pytest_configure(config):
 
 def pytest_collection_finish(session):
     gc.freeze()
+
+
+def refusing(clients, operation: str, code: str = "AccessDeniedException"):
+    """`clients` whose `operation` ("sns.GetTopicAttributes") fails with `code` as an AWS answer would: raised
+    at before-send, so botocore's own deadline timer for the call is already stopped."""
+    from botocore.exceptions import ClientError
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                          operation.rsplit(".", 1)[-1])
+
+    clients.session.events.register(f"before-send.{operation}", refuse)
+    return clients

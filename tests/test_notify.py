@@ -7,6 +7,7 @@ import pytest
 
 from launcher.core.aws import Clients
 from launcher.orchestrate.notify import MARKERS, RULE_NAME_MAX, check_topic, job_rules, rule_name
+from tests.conftest import refusing
 from tests.test_pipeline import pipeline_world, plan
 
 REGION = "us-west-2"
@@ -130,20 +131,10 @@ def test_a_topic_eventbridge_may_not_publish_to_is_a_warning_with_the_fix(moto_w
     assert "does not exist" in missing
 
 
-def _refusing(clients, event, code):
-    """`clients` whose `event` call fails with `code`, as an answer would (after-call-error follows)."""
-    from botocore.exceptions import ClientError
-
-    def refuse(**_kw):
-        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
-                          event.rsplit(".", 1)[-1])
-
-    clients.session.events.register(f"before-send.{event}", refuse)
-    return clients
 
 
 def test_a_topic_that_cannot_be_read_is_a_warning_naming_why(moto_world):
-    clients = _refusing(Clients(region=REGION), "sns.GetTopicAttributes", "AuthorizationError")
+    clients = refusing(Clients(region=REGION), "sns.GetTopicAttributes", "AuthorizationError")
     assert check_topic(clients, TOPIC) == [
         f"notify: cannot tell whether EventBridge may publish to {TOPIC} (AuthorizationError)"]
 
@@ -152,7 +143,7 @@ def test_rules_that_cannot_be_put_leave_the_job_running_with_a_warning(moto_worl
     from launcher.api import submit
 
     topic, _ = _topic_and_queue(moto_world.session)
-    clients = _refusing(Clients(region=REGION), "events.PutRule", "AccessDeniedException")
+    clients = refusing(Clients(region=REGION), "events.PutRule", "AccessDeniedException")
     done = submit(plan(f"notify.sns={topic}"), clients=clients)
     (warning,) = done.warnings
     assert warning.startswith("notify: the job runs, but its end will not be announced: ")

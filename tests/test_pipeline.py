@@ -16,7 +16,7 @@ from launcher.plan.build import build_plan
 from launcher.spec import load_spec
 from launcher.submission.role import PIPELINE_JOB_ACTIONS, RoleRefused
 from tests.aws_setup import ACCOUNT, BUCKET, TRUST_SAGEMAKER, create_world, job_policy
-from tests.conftest import JOBS
+from tests.conftest import JOBS, refusing
 from tests.test_submit import VARIANTS
 
 FINE_TUNE = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
@@ -192,13 +192,6 @@ def test_a_pipeline_needs_specs_of_one_region_and_values_only_with_start(moto_wo
         upsert_pipeline([plan()], "later", parameters={"MaxSteps": 10}, clients=clients)
 
 
-def _refusing(clients, operation, code="AccessDeniedException"):
-    def refuse(**_kw):
-        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
-                          operation.rsplit(".", 1)[-1])
-
-    clients.session.events.register(f"before-send.{operation}", refuse)
-    return clients
 
 
 @pytest.mark.parametrize("operation, code, doing", [
@@ -208,7 +201,7 @@ def _refusing(clients, operation, code="AccessDeniedException"):
     ("sagemaker.CreatePipeline", "AccessDeniedException", "upserting the pipeline"),
 ])
 def test_a_refused_call_is_one_line_saying_what_was_being_done(moto_world, operation, code, doing):
-    clients = _refusing(Clients(region="us-west-2"), operation, code)
+    clients = refusing(Clients(region="us-west-2"), operation, code)
     with pytest.raises(AwsError) as refused:
         upsert_pipeline([plan()], "refused", clients=clients, start=True, skip_role_check=operation.startswith("s3"))
     assert doing in str(refused.value) and "\n" not in str(refused.value)

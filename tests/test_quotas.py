@@ -16,7 +16,7 @@ from launcher.spec import load_spec
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.pricing import brief, fetch_prices, filters, price_of
 from launcher.submission.quotas import NotOffered, OverQuota, QuotaVerdict, check_quota, quota_name
-from tests.conftest import JOBS
+from tests.conftest import JOBS, refusing
 
 
 def plan_of(*overrides, region="us-west-2"):
@@ -57,20 +57,11 @@ def test_running_jobs_of_the_type_count_and_others_do_not(moto_world):
         is QuotaVerdict.OK
 
 
-def _refusing(clients, operation, code="AccessDeniedException"):
-    from botocore.exceptions import ClientError
-
-    def refuse(**_kw):
-        raise ClientError({"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
-                          operation.rsplit(".", 1)[-1])
-
-    clients.session.events.register(f"before-send.{operation}", refuse)
-    return clients
 
 
 def test_a_quota_whose_use_cannot_be_read_is_cannot_tell_with_the_quota(moto_world):
     fake_quotas.set_quota("ml.p4d.24xlarge", 6)
-    clients = _refusing(Clients(region="us-west-2"), "sagemaker.Search")
+    clients = refusing(Clients(region="us-west-2"), "sagemaker.Search")
     check = check_quota(clients, "ml.p4d.24xlarge", 2, "us-west-2", spot=False)
     assert (check.verdict, check.quota, check.quota_source) == (QuotaVerdict.UNKNOWN, 6, "applied")
     assert check.note.startswith("quota: 6, but what is in use cannot be told (")
