@@ -196,3 +196,23 @@ def test_the_api_refuses_an_unknown_order_or_instance_type_and_an_unreachable_ba
         advise("llama2-70b", global_batch_tokens=2**40)
     assert str(err.value).startswith(f"no cluster of up to {INSTANCE_COUNTS[-1]} instances reaches "
                                      f"{2**40:,} tokens per step")
+
+
+def test_the_table_points_to_aws_reference_only_when_the_top_rows_leave_it_out(run_cli):
+    args = ("advise", "--model", "llama2-7b", "--instances", "1")
+    rows = json.loads(run_cli(*args, "--output", "json", "--top", "500").out)
+    rank = next(i for i, row in enumerate(rows, start=1) if row["seed_reference"])
+    assert rank > 1
+    note = f"AWS's reference configuration is #{rank} of {len(rows)} (--top {rank} shows it)"
+    assert note in run_cli(*args, "--top", str(rank - 1)).out
+    assert "AWS's reference configuration is #" not in run_cli(*args, "--top", str(rank)).out
+
+
+def test_a_sequence_of_one_token_is_advised_and_a_budget_no_layout_can_train_is_one_error(run_cli):
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--seq-length", "1", "--tokens", "1M",
+                "--output", "json", "--top", "1")
+    assert r.code == 0 and json.loads(r.out)[0]["training"]["batch_size"] >= 1, r.err
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--seq-length", "1")
+    assert r.code == 2 and r.out == "" and "Traceback" not in r.err, r.err
+    assert r.err.strip().startswith("--tokens: no layout can train this budget: training.tokens 1,000,000,000,000")
+    assert r.err.strip().endswith("give a smaller --tokens or a longer --seq-length")

@@ -183,6 +183,8 @@ def test_logs_for_hosts_the_job_does_not_have_is_refused(jobs_world, run_cli):
         r = run_cli("logs", "eight", "--host", "9", *args)
         assert (r.code, r.out) == (2, ""), r.err
         assert r.err.strip() == "--host 9: eight has 8 hosts, algo-1 to algo-8"
+    last = run_cli("logs", "eight", "--host", "8", "--no-follow")  # the job's last host is one of its own
+    assert last.code == 0 and last.out and all(ln.startswith("[algo-8]") for ln in last.out.splitlines()), last.err
     some = run_cli("logs", "eight", "--host", "8,9", "--no-follow")
     assert some.code == 0 and "nothing will print for algo-9" in some.err
     assert some.out and all(ln.startswith("[algo-8]") for ln in some.out.splitlines())

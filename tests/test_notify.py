@@ -177,3 +177,15 @@ def test_the_spec_field_is_checked():
     with pytest.raises(SpecError, match="notify.sns"):
         plan("notify.sns=not-an-arn")
     assert plan(f"notify.sns={TOPIC}").spec.notify.sns == TOPIC
+
+
+def test_the_pipeline_command_names_its_rule_only_when_it_put_one(moto_world, run_cli):
+    from tests.test_pipeline import PIPELINE_ROLE
+
+    topic, _ = _topic_and_queue(moto_world.session)
+    base = ("pipeline", "jobs/llama7b.yaml", "--set", f"role={PIPELINE_ROLE}")
+    quiet = run_cli(*base, "--name", "quiet")
+    assert quiet.code == 0 and "  params:" in quiet.out and "notify:" not in quiet.out, quiet.err
+    told = run_cli(*base, "--name", "told", "--notify", topic)
+    assert told.code == 0, told.err
+    assert f"  notify:  EventBridge rule {rule_name('told', 'executions')}" in told.out.splitlines()

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from launcher.catalog.smp import INSTANCES
 from launcher.core.errors import ArgumentError
 from launcher.predict import Cost, Performance, TrainingTime
@@ -135,6 +137,7 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
     cluster = Topology(instances, INSTANCES[instance_type].gpus, seq_length=seq)
     limit = target or MAX_GLOBAL_TOKENS
     found: list[AdvisedLayout] = []
+    refused: list[str] = []  # why a layout that fits makes a spec the launcher would refuse (a token budget)
     for tp in TP_CHOICES:
         if cluster.world_size % tp or arch.num_heads % tp or arch.num_key_value_heads % tp:
             continue
@@ -151,8 +154,13 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                     mem = estimate(arch, lay)
                     if not mem.fits:
                         continue
-                    spec = _spec(preset, instance_type, instances, seq, precision,
-                                 {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch}, budget)
+                    try:
+                        spec = _spec(preset, instance_type, instances, seq, precision,
+                                     {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch},
+                                     budget)
+                    except ValidationError as err:
+                        refused.append(str(err.errors()[0]["msg"]).removeprefix("Value error, "))
+                        continue
                     advisories, ctx = run_rules(spec, budget.region, env=budget.env)
                     if any(a.is_error for a in advisories):
                         continue
@@ -160,6 +168,9 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                     warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity is Severity.WARNING)
                     found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns,
                                                performance=ctx.performance, time=ctx.training_time, cost=ctx.cost))
+    if not found and refused:
+        raise ArgumentError(f"{{tokens}}: no layout can train this budget: {refused[0]}; give a smaller {{tokens}} "
+                            "or a longer {seq_length}")
     return _rank(found, budget.by)
 
 
