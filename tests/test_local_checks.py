@@ -53,3 +53,16 @@ def test_only_well_formed_local_run_lines_are_kept():
 def test_a_verdict_cannot_be_changed_after_it_is_made():
     with pytest.raises(dataclasses.FrozenInstanceError):
         Check("loss falls", False, "x").ok = True  # type: ignore[misc]
+
+
+def test_loss_falls_is_judged_on_the_first_batch_and_names_the_first_and_last_steps():
+    steps = [{"check": "step", "step": s, "loss": loss} for s, loss in ((1, 5.5), (2, 5.9), (3, 5.2))]
+    again = {"check": "loss_on_first_batch", "step": 1, "after": 5.4, "steps": 3}
+    (falls,) = [c for c in judge_runs(_run(*steps, again), None, 3, activation_checkpointing=False)
+                if c.name == "loss falls"]
+    assert falls.ok is True
+    assert falls.detail == ("on step 1's batch 5.5000 -> 5.4000 after 3 steps "
+                            "(training loss 5.5000 at step 1, 5.2000 at step 3)")
+    (same,) = [c for c in judge_runs(_run(*steps, {**again, "after": 5.5}), None, 3, activation_checkpointing=False)
+               if c.name == "loss falls"]
+    assert same.ok is False, "a loss that did not fall on the same batch fails, whatever later batches did"

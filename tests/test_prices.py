@@ -229,3 +229,16 @@ def test_prices_without_any_region_says_where_to_give_one(run_cli, monkeypatch, 
     r = run_cli("prices", "ml.p4d.24xlarge")
     assert (r.code, r.out) == (2, "")
     assert r.err == "no AWS region: give --region, or set AWS_REGION or a profile region\n"
+
+
+@pytest.mark.parametrize("pad,read", [(0, True), (1, False)])
+def test_a_cache_of_exactly_the_limit_is_read_and_one_byte_more_is_not(tmp_path, pad, read):
+    row = {"instance_type": "ml.p4d.24xlarge", "region": "us-east-1", "spot": False, "usd_per_hour": 1.0,
+           "date": "2026-11-30", "source": "a figure from the account's own fetch"}
+    text = json.dumps({"version": 1, "prices": [row]})
+    path = prices.cache_path(_env(tmp_path))
+    path.parent.mkdir(parents=True)
+    path.write_text(text + " " * (prices.MAX_CACHE_BYTES - len(text) + pad))
+    assert path.stat().st_size == prices.MAX_CACHE_BYTES + pad
+    price = hourly_price("ml.p4d.24xlarge", "us-east-1", spot=False, env=_env(tmp_path))
+    assert (price.usd_per_hour == 1.0) is read
