@@ -283,3 +283,27 @@ def test_schema_takes_output_json_and_an_unwritable_path_is_one_line(run_cli, tm
     deep = tmp_path / ("d" * 250) / "schema.json"  # a path of any length is named cut to 200 characters
     r = run_cli("schema", "--write", str(deep))
     assert r.code == 2 and r.err == f"--write {str(deep)[:199]}…: cannot write it (No such file or directory)\n"
+
+
+@pytest.mark.parametrize("advisories,errors,shown_", [
+    ([], 0, "no advisories"),
+    ([{"severity": "warning", "rule": "SMP062", "message": "predicted peak 39.2 of 40 GB"}], 0,
+     "warning SMP062 predicted peak 39.2 of 40 GB"),
+    ([], 2, "2 errors (on stderr): submit refuses this plan"),  # never "no advisories" beside errors
+])
+def test_advisories_print_one_line_each_and_none_says_so_only_without_errors(advisories, errors, shown_):
+    import io
+
+    from rich.console import Console
+
+    from launcher.cli.present import show_advisories
+
+    buffer = io.StringIO()
+    show_advisories(advisories, out=Console(file=buffer, width=200), errors=errors)
+    assert buffer.getvalue().strip() == shown_
+
+
+def test_a_late_horizon_under_ten_seconds_is_refused_before_any_call(run_cli):
+    r = run_cli("logs", "some-job", "--late-horizon", "5s")
+    assert (r.code, r.out) == (2, "")
+    assert r.err.strip() == "--late-horizon '5s': give at least 10s (lines up to 2s late print anyway)"
