@@ -458,18 +458,35 @@ def import_time_lines(module: str) -> frozenset[int]:
     return frozenset(lines)
 
 
+CLI_ENTRY = ("launcher/cli/app.py", "cli.main(args=argv")  # the line every command line a test runs passes
+
+
+@functools.cache
+def _cli_entry_line() -> int:
+    module, code = CLI_ENTRY
+    return next(n for n, line in enumerate((REPO / module).read_text().splitlines(), 1) if code in line)
+
+
+def _runs_a_command_line(mapping: dict) -> set[str]:
+    """Tests that ran the CLI: a command module's decorators (its options' types, defaults, flags) act in every
+    one of them, even one that never enters the module's functions (click refuses a bad value first)."""
+    return set(mapping["lines"].get(CLI_ENTRY[0], {}).get(str(_cli_entry_line()), []))
+
+
 def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     """The tests that run the mutant's line and passed unmutated, the likeliest to notice first: those that
     run the most of the module per second of their own time (pytest stops at the first failure, so the order
     decides how soon a killed mutant is known, never whether it is). A line that runs only when its module is
     imported (a decorator's argument, a constant) belongs to no test: every test that runs any line of the
-    module covers it."""
+    module covers it, and for a command module every test that runs the CLI."""
     tests = mapping["tests"]
     by_line = mapping["lines"].get(mutant.module, {})
     found = set(by_line.get(str(mutant.line), []))
     if mutant.line in mapping.get("imported", {}).get(mutant.module, []) or \
             mutant.line in import_time_lines(mutant.module):
         found |= {t for ts in by_line.values() for t in ts}
+        if mutant.module.startswith("launcher/cli/"):
+            found |= _runs_a_command_line(mapping)
     reach: dict[str, int] = {}
     for ts in by_line.values():
         for t in ts:

@@ -43,3 +43,17 @@ def test_a_decorators_argument_is_run_by_every_test_of_its_module(tmp_path, monk
     assert set(mutation.covering_tests(mapping, mutant)) == {"t::a", "t::b"}, "failing tests never count"
     inside = next(i for i, code in enumerate(text, 1) if code.startswith("    ") and "import" in code)
     assert mutation.covering_tests(mapping, mutation.Mutant(module, 0, inside, "x")) == []
+
+
+def test_a_command_modules_decorators_are_run_by_every_test_that_runs_the_cli():
+    module = "launcher/cli/calibrate.py"
+    line = next(i for i, code in enumerate((REPO / module).read_text().splitlines(), 1)
+                if code.startswith("@click.argument"))
+    entry = {str(mutation._cli_entry_line()): ["t::cli"]}
+    mapping = {"lines": {module: {}, mutation.CLI_ENTRY[0]: entry},
+               "tests": {"t::cli": [1.0, True]}, "imported": {}}
+    assert mutation.covering_tests(mapping, mutation.Mutant(module, 0, line, "-1 -> 0")) == ["t::cli"]
+    other = "launcher/core/timeutil.py"  # not a command module: the CLI's tests are not added
+    first = next(n for n in sorted(mutation.import_time_lines(other)) if n > 1)
+    assert mutation.covering_tests({**mapping, "lines": {other: {}, mutation.CLI_ENTRY[0]: entry}},
+                                   mutation.Mutant(other, 0, first, "x")) == []
