@@ -82,6 +82,8 @@ def test_write_produces_a_valid_spec(run_cli, tmp_path):
     out = tmp_path / "best.yaml"
     r = run_cli("advise", "--model", "llama2-70b", "--instances", "32", "--write", str(out))
     assert r.code == 0 and out.exists() and "why #1" in r.out
+    assert r.out.strip().splitlines()[-1] == f"wrote {out}"
+    assert "wrote" not in run_cli("advise", "--model", "llama2-70b", "--instances", "32").out
     spec = load_spec(out, env={}).spec
     assert spec.cluster.instance_count == 32 and spec.model.preset == "llama2-70b"
     assert run_cli("validate", str(out)).code == 0

@@ -173,6 +173,13 @@ def test_a_huge_host_range_is_refused_at_once_not_expanded():
         parse_hosts("1-100000000")
     with pytest.raises(UsageError, match="give host numbers like 1,3 or 1-4"):
         parse_hosts("3-1")
+    long = "x" * 79 + "yz" + "9" * 100  # a long value is quoted by its first 80 characters only
+    with pytest.raises(UsageError) as err:
+        parse_hosts(long)
+    assert str(err.value).startswith(f"--host {long[:80]!r}: give host numbers")
+    with pytest.raises(UsageError) as err:
+        parse_hosts("1-" + "9" * 100)
+    assert str(err.value).startswith(f"--host {('1-' + '9' * 78)!r}: host numbers go up to {MAX_HOST}")
     assert parse_hosts("algo-2,4-5,2") == [2, 4, 5] and len(parse_hosts(f"1-{MAX_HOST}")) == MAX_HOST
 
 
