@@ -68,6 +68,13 @@ def test_rule_names_fit_eventbridges_limit_and_stay_distinct():
     assert rule_name("short", "done") == "smp-launch-short-done"
 
 
+def test_a_rule_name_of_eventbridges_64_characters_is_kept_and_one_more_is_shortened_to_64():
+    kept = rule_name("s" * 48, "done")  # PutRule's Name is 1 to 64 characters
+    assert kept == "smp-launch-" + "s" * 48 + "-done" and len(kept) == 64
+    cut = rule_name("s" * 49, "done")
+    assert len(cut) == 64 and cut.startswith("smp-launch-sss") and cut.endswith("-done") and cut != kept
+
+
 def _topic_and_queue(session, allow_events=True):
     sns, sqs = session.client("sns"), session.client("sqs")
     topic = sns.create_topic(Name="training-alerts")["TopicArn"]
