@@ -66,3 +66,17 @@ def test_loss_falls_is_judged_on_the_first_batch_and_names_the_first_and_last_st
     (same,) = [c for c in judge_runs(_run(*steps, {**again, "after": 5.5}), None, 3, activation_checkpointing=False)
                if c.name == "loss falls"]
     assert same.ok is False, "a loss that did not fall on the same batch fails, whatever later batches did"
+
+
+@pytest.mark.parametrize("layers,units,checkpointed,ok", [
+    (2, 2, {"LlamaDecoderLayer": 2}, True),
+    (0, 0, {}, False),                        # a model with no decoder layer found: nothing was wrapped
+    (2, 1, {"LlamaDecoderLayer": 2}, False),  # two layers in one FSDP unit
+    (2, 2, {"LlamaDecoderLayer": 1}, False),  # one layer not checkpointed
+])
+def test_each_decoder_layer_must_be_its_own_unit_and_checkpointed(layers, units, checkpointed, ok):
+    fact = {"check": "wrapping", "layers": layers, "fsdp_units": units, "checkpointed": checkpointed,
+            "layer_class": "LlamaDecoderLayer"}
+    (wrapping,) = [c for c in judge_runs(_run(fact), None, 3, activation_checkpointing=True)
+                   if c.name == "every decoder layer is its own FSDP unit and is checkpointed"]
+    assert wrapping.ok is ok

@@ -309,3 +309,22 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
     assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
     with pytest.raises(dataclasses.FrozenInstanceError):
         spot.cost.usd = 0.0  # type: ignore[misc]
+
+
+def test_an_account_sample_with_no_measured_or_predicted_speed_is_not_used(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    good = {"job": "a", "instance_type": "ml.p4d.24xlarge", "measured": 900.0, "predicted": 1000.0, "steps": 50,
+            "measured_at": "2026-12-01"}
+    rows = [good, {**good, "job": "b", "measured": 0.0}, {**good, "job": "c", "predicted": 0.0},
+            {**good, "job": "d", "measured": -900.0, "predicted": -1000.0}]
+    account.path(env).parent.mkdir(parents=True, exist_ok=True)
+    account.path(env).write_text(json.dumps({"version": account.VERSION, "samples": rows}))
+    assert [s.job for s in account.samples(env)] == ["a"]
+
+
+def test_the_hardware_tables_cannot_be_changed_in_place():
+    import dataclasses
+
+    gpu = next(iter(hardware.GPUS.values()))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gpu.bf16_tflops = 1.0  # type: ignore[misc]
