@@ -329,10 +329,10 @@ def mutation_line() -> str:
     m = json.loads(MUTATION.read_text())
     if not m.get("run"):
         return "Mutation score: no mutant ran in the last `make mutation`."
-    per = ", ".join(f"{Path(k).stem} {v['killed']}/{v['run']}" for k, v in m["per_module"].items() if v["run"])
-    line = (f"Mutation score (`make mutation`, seed {m['seed']}, {m['budget_s']:.0f} s budget, a sample of the core's "
-            f"mutants): **{m['killed']}/{m['run']} = {m['score']:.1%} killed** ({per}); "
-            f"{len(m['survivors'])} survivors listed in `benchmarks/results/mutation.json`.")
+    line = (f"Mutation score (`make mutation`, seed {m['seed']}, {m['budget_s']:.0f} s budget, "
+            f"{m.get('workers', 1)} workers, a round-robin sample of every product module's mutants): "
+            f"**{m['killed']}/{m['run']} = {m['score']:.1%} killed**, {len(m['survivors'])} survivors "
+            f"({m.get('uncovered', 0)} on lines no test runs) listed in `benchmarks/results/mutation.json`.")
     rechecked = m.get("killed_by_recheck", 0)
     equivalent = len(m.get("equivalent", []))
     if rechecked or equivalent:
@@ -341,7 +341,7 @@ def mutation_line() -> str:
                  f"--survivors`) the same sample scored {m['killed'] - rechecked}/{fresh_run} = "
                  f"{(m['killed'] - rechecked) / fresh_run:.1%}; {equivalent} survivors were found equivalent and "
                  "left the sample. A fresh seed measures the suite without that help.")
-    return line
+    return line + " [Mutation testing](mutation.md) says how it is measured and gives every run."
 
 
 def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
