@@ -473,12 +473,28 @@ def _runs_a_command_line(mapping: dict) -> set[str]:
     return set(mapping["lines"].get(CLI_ENTRY[0], {}).get(str(_cli_entry_line()), []))
 
 
+@functools.cache
+def _importers(module: str) -> frozenset[str]:
+    """Test files that import `module` by name: a test that reads its data (a table, a constant) depends on its
+    import-time lines without running any line of it, so coverage alone never links the two."""
+    dotted = module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    found = set()
+    for path in (REPO / "tests").glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if dotted in names:
+                found.add(path.relative_to(REPO).as_posix())
+    return frozenset(found)
+
+
 def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
     """The tests that run the mutant's line and passed unmutated, the likeliest to notice first: those that
     run the most of the module per second of their own time (pytest stops at the first failure, so the order
     decides how soon a killed mutant is known, never whether it is). A line that runs only when its module is
     imported (a decorator's argument, a constant) belongs to no test: every test that runs any line of the
-    module covers it, and for a command module every test that runs the CLI."""
+    module covers it, every test in a file that imports the module, and for a command module every test that
+    runs the CLI."""
     tests = mapping["tests"]
     by_line = mapping["lines"].get(mutant.module, {})
     found = set(by_line.get(str(mutant.line), []))
@@ -487,6 +503,8 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
         found |= {t for ts in by_line.values() for t in ts}
         if mutant.module.startswith("launcher/cli/"):
             found |= _runs_a_command_line(mapping)
+        importers = _importers(mutant.module)
+        found |= {t for t in mapping["tests"] if t.split("::", 1)[0] in importers}
     reach: dict[str, int] = {}
     for ts in by_line.values():
         for t in ts:

@@ -57,3 +57,13 @@ def test_a_command_modules_decorators_are_run_by_every_test_that_runs_the_cli():
     first = next(n for n in sorted(mutation.import_time_lines(other)) if n > 1)
     assert mutation.covering_tests({**mapping, "lines": {other: {}, mutation.CLI_ENTRY[0]: entry}},
                                    mutation.Mutant(other, 0, first, "x")) == []
+
+
+def test_a_module_level_table_is_covered_by_the_tests_of_a_file_that_imports_it():
+    """tests/test_published_points.py reads the published rows without running a line of their module."""
+    module = "launcher/predict/published.py"
+    line = max(mutation.import_time_lines(module))
+    mapping = {"lines": {module: {}}, "imported": {},
+               "tests": {"tests/test_published_points.py::test_x": [0.1, True], "tests/test_other.py::t": [0.1, True]}}
+    assert mutation.covering_tests(mapping, mutation.Mutant(module, 0, line, "64 -> 65")) == [
+        "tests/test_published_points.py::test_x"]
