@@ -146,7 +146,8 @@ def test_a_topic_that_cannot_be_read_is_a_warning_naming_why(moto_world):
         f"notify: cannot tell whether EventBridge may publish to {TOPIC} (AuthorizationError)"]
 
 
-def test_rules_that_cannot_be_put_leave_the_job_running_with_a_warning(moto_world):
+def test_rules_that_cannot_be_put_leave_the_job_running_with_a_warning(moto_world, clock):
+    """On the virtual clock: the emulated job cannot end while the test looks, however slow the machine."""
     from launcher.api import submit
 
     topic, _ = _topic_and_queue(moto_world.session)
