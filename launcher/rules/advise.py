@@ -159,7 +159,10 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                                      {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch},
                                      budget)
                     except ValidationError as err:
-                        refused.append(str(err.errors()[0]["msg"]).removeprefix("Value error, "))
+                        why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
+                        if not why.startswith("training.tokens"):
+                            raise  # only the token budget depends on the layout: anything else is our bug
+                        refused.append(why)
                         continue
                     advisories, ctx = run_rules(spec, budget.region, env=budget.env)
                     if any(a.is_error for a in advisories):
