@@ -672,6 +672,17 @@ def test_a_service_job_is_found_by_its_arn_and_a_vanished_one_is_not_found(moto_
     scenario.set_default({})
 
 
+def test_a_name_batch_holds_twice_is_its_newest_service_job_whatever_order_batch_lists_them(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    older = _submit(b, "twice")
+    clock.sleep(2.0)
+    newer = _submit(b, "twice")
+    clients = Clients(region="us-west-2")
+    assert queued.locate(clients, "twice")["jobId"] == newer != older  # Batch lists the newer first here
+    scenario.set_default({})
+
+
 def test_stop_of_a_queued_job_batch_is_done_with_leaves_it_alone(moto_world, clock):
     scenario.set_default(QUICK)
     _submit(moto_world.session.client("batch"), "over")

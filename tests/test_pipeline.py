@@ -141,6 +141,7 @@ def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
 def test_dry_run_writes_nothing(moto_world):
     result = upsert_pipeline([plan()], "dry", dry_run=True, clients=Clients(region="us-west-2"))
     assert result.arn is None and result.definition["Steps"][0]["Name"] == "llama2-7b"
+    assert result.region == "us-west-2"
     assert not [c for c in result.aws_calls if c.endswith(("PutObject", "CreatePipeline", "UpdatePipeline"))]
     with pytest.raises(ClientError):
         moto_world.sagemaker.describe_pipeline(PipelineName="dry")
