@@ -7,8 +7,8 @@ First the whole suite runs once in a copy of the tree under coverage, each test 
 module, which tests run it, how long each took and whether it passed. Each mutant changes one thing in one
 module (a comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return`
 or `raise` removed, True for False, a condition negated), found by walking the module's syntax tree, and runs
-against EVERY test that runs its line and passed unmutated, the fastest first (pytest stops at the first
-failure). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
+against EVERY test that runs its line and passed unmutated, those whose own text names what the line holds
+first, then the fastest (pytest stops at the first failure: the order decides only how soon a kill is known). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
 Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
 is killed when a test fails or the run passes three times its tests' own time.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import contextlib
 import functools
 import hashlib
@@ -511,7 +512,73 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
             if t in found:
                 reach[t] = reach.get(t, 0) + 1
     passing = [t for t in found if tests.get(t, [0, False])[1]]
-    return sorted(passing, key=lambda t: (-reach.get(t, 0) / (tests[t][0] + 0.05), t))
+    named = _naming_tests(mutant, passing)
+    return sorted(passing, key=lambda t: (-named.get(t, 0), -reach.get(t, 0) / (tests[t][0] + 0.05), t))
+
+
+COMMON = frozenset(dir(builtins)) | {
+    "self", "cls", "True", "False", "None", "and", "or", "not", "return", "raise", "if", "else", "elif", "for",
+    "in", "is", "lambda", "def", "class", "import", "from", "with", "as", "while", "yield", "assert", "await"}
+
+
+def _line_tokens(module: str, line: int) -> set[str]:
+    """The names, numbers and string contents on the mutant's (unmutated) line that could appear in a test
+    that checks it: an exit code's value, a constant's name, an option's flag, a message's words."""
+    import io
+    import tokenize
+
+    text = (REPO / module).read_text().splitlines()[line - 1].strip()
+    found: set[str] = set()
+    with contextlib.suppress(tokenize.TokenError, SyntaxError, IndentationError):
+        for tok in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
+            if tok.type == tokenize.NAME and len(tok.string) >= 3 and tok.string not in COMMON:
+                found.add(tok.string)
+            elif tok.type == tokenize.NUMBER and tok.string not in ("0", "1", "2"):
+                found.add(tok.string)
+            elif tok.type == tokenize.STRING:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    value = ast.literal_eval(tok.string)
+                    if isinstance(value, str):
+                        found |= {w.strip(".,;:!?()") for w in value.split() if len(w.strip(".,;:!?()")) >= 4}
+    return found
+
+
+@functools.cache
+def _test_sources(path: str) -> dict[str, str]:
+    """Each test function's own text (its decorators included), by its name within the file."""
+    source = (REPO / path).read_text()
+    lines = source.splitlines()
+    out: dict[str, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out[node.name] = "\n".join(lines[first - 1:node.end_lineno])
+    return out
+
+
+def _naming_tests(mutant: Mutant, tests: list[str]) -> dict[str, int]:
+    """How many of the line's distinctive tokens each test's own text names. A test that names what the line
+    holds (the 143 an exit code is, the flag an option takes) is the likeliest to notice it, wherever the map
+    would rank it: among the hundreds of tests that run a module's import-time lines it comes first. Tokens
+    that most of the tests name say nothing and are left out."""
+    import re
+
+    tokens = _line_tokens(mutant.module, mutant.line)
+    if not tokens or not tests:
+        return {}
+    texts = {}
+    for t in tests:
+        path, _, rest = t.partition("::")
+        with contextlib.suppress(OSError, SyntaxError):
+            texts[t] = _test_sources(path).get(rest.split("::")[-1].split("[")[0], "")
+    hits = {tok: {t for t, text in texts.items() if re.search(rf"(?<!\w){re.escape(tok)}(?!\w)", text)}
+            for tok in tokens}
+    out: dict[str, int] = {}
+    for named in hits.values():
+        if 0 < len(named) <= max(3, len(tests) // 4):
+            for t in named:
+                out[t] = out.get(t, 0) + 1
+    return out
 
 
 def _run_all(root: Path, worker: Worker, budget_s: float, order: Iterator[Mutant], started: float, mapping: dict,

@@ -67,3 +67,24 @@ def test_a_module_level_table_is_covered_by_the_tests_of_a_file_that_imports_it(
                "tests": {"tests/test_published_points.py::test_x": [0.1, True], "tests/test_other.py::t": [0.1, True]}}
     assert mutation.covering_tests(mapping, mutation.Mutant(module, 0, line, "64 -> 65")) == [
         "tests/test_published_points.py::test_x"]
+
+
+def test_a_test_that_names_what_the_line_holds_runs_first_however_slow():
+    """Ordering decides only how soon a killed mutant is known; among the hundreds of tests that run a module's
+    import-time lines, the one that names the constant's value should not wait behind the rest."""
+    module = "launcher/core/errors.py"
+    line = next(i for i, code in enumerate((REPO / module).read_text().splitlines(), 1)
+                if code.startswith("EXIT_TERMINATED = 143"))
+    names = "tests/test_name_ownership.py::test_sigterm_during_the_create_says_the_job_exists_records_it_and_exits_143"
+    others = [f"tests/test_render.py::{name}" for name in (
+        "test_rendered_source_matches_the_goldens[llama7b]",
+        "test_every_golden_folder_is_a_variant_and_every_example_job_has_one",
+        "test_every_condition_in_a_template_is_true_in_one_golden_and_false_in_another[train.py.j2]",
+        "test_rendered_source_matches_the_goldens[p5]", "test_rendered_source_matches_the_goldens[fp8]")]
+    mapping = {"lines": {module: {"1": [names, *others]}}, "imported": {},
+               "tests": {names: [30.0, True], **{t: [0.1, True] for t in others}}}
+    assert "143" in mutation._line_tokens(module, line) and "EXIT_TERMINATED" in mutation._line_tokens(module, line)
+    ordered = mutation.covering_tests(mapping, mutation.Mutant(module, 0, line, "143 -> 144"))
+    assert ordered[0] == names and set(ordered[1:]) == set(others)
+    body = mutation.covering_tests(mapping, mutation.Mutant(module, 0, 1, "x"))
+    assert body[-1] == names, "a line it does not name keeps the map's order: the slow test last"
