@@ -8,7 +8,8 @@ module, which tests run it, how long each took and whether it passed. Each mutan
 module (a comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return`
 or `raise` removed, True for False, a condition negated), found by walking the module's syntax tree, and runs
 against EVERY test that runs its line and passed unmutated, those whose own text names what the line holds
-first, then the fastest (pytest stops at the first failure: the order decides only how soon a kill is known). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
+first, then the fastest (pytest stops at the first failure: the order decides only how soon a kill is
+known). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
 Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
 is killed when a test fails or the run passes three times its tests' own time.
 
@@ -67,6 +68,8 @@ _NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a
                  "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
+    ("launcher/catalog/prices.py", 'json.dump({"version": CACHE_VERSION, "prices": rows}, f, indent=1)', "1 -> 2"):
+        "the price cache's indentation: json reads it back the same, and no output shows the file's bytes",
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):
         "the current degree's global batch is over the limit by definition, so it is never suggested",
     ("launcher/submission/role.py", 'repo_account = image.split(".", 1)[0] if image else SMP_IMAGE_ACCOUNT', "1 -> 2"):
@@ -482,7 +485,8 @@ def _importers(module: str) -> frozenset[str]:
     found = set()
     for path in (REPO / "tests").glob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+            names = ([node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                     if isinstance(node, ast.ImportFrom) and node.module else
                      [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             if dotted in names:
                 found.add(path.relative_to(REPO).as_posix())

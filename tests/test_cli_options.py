@@ -209,3 +209,11 @@ def test_max_cost_takes_any_positive_amount_and_refuses_zero(name, run_cli):
     r = run_cli(name, spec, "--max-cost", "0")
     assert (r.code, r.out) == (2, "")
     assert r.err.startswith(f"smp-launch {name}: Invalid value for '--max-cost': 0.0 is not in the range x>0."), r.err
+
+
+def test_help_stops_at_100_columns_however_wide_the_terminal(run_cli):
+    """A wide terminal still gets help paragraphs a person can read: at most 100 columns of text."""
+    narrow = run_cli("submit", "--help", env={"COLUMNS": "100"}).out
+    wide = run_cli("submit", "--help", env={"COLUMNS": "240"}).out
+    assert wide == narrow and max(len(line) for line in wide.splitlines()) <= 100
+    assert run_cli("submit", "--help", env={"COLUMNS": "90"}).out != narrow, "the terminal's width is honoured below"

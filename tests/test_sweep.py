@@ -186,3 +186,12 @@ def test_a_plan_refused_outside_the_spec_is_listed_with_its_reason_and_no_plan(t
     candidates = plan_sweep([SPEC], ["role=Good", f"templates={team}"], ["training.batch_size=2,4"])
     assert len(candidates) == 2 and all(c.plan is None for c in candidates)
     assert all(len(c.reasons) == 1 and "holds no template (*.j2)" in c.reasons[0] for c in candidates)
+
+
+def test_a_refusal_in_the_sweep_table_drops_its_position_and_is_cut_at_90_characters():
+    from launcher.cli.submit import _short
+
+    assert _short("jobs/a.yaml:3: smp.tensor_parallel_degree: must divide 8") == "must divide 8"
+    assert _short("no layout fits: 8 GPUs") == "no layout fits: 8 GPUs", "no position to drop"
+    assert _short("x" * 90) == "x" * 90
+    assert _short("x" * 91) == "x" * 87 + "..."
