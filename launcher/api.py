@@ -325,12 +325,13 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
     from launcher.catalog.smp import INSTANCES
     from launcher.core.aws import resolve_region as _resolve
     from launcher.core.errors import ArgumentError, UsageError
+    from launcher.core.sanitize import quoted
 
     env = os.environ if env is None else env
     types = list(instance_types) or list(INSTANCES)
     unknown = [t for t in types if not t.startswith("ml.")]
     if unknown:
-        raise ArgumentError(f"{{instance_types}}: {unknown[0][:40]!r} is not a SageMaker instance type (they "
+        raise ArgumentError(f"{{instance_types}}: {quoted(unknown[0])} is not a SageMaker instance type (they "
                             "start with `ml.`, e.g. ml.p4d.24xlarge)")
     where = _resolve(None, env, flag=region or (clients.region if clients else None), profile=profile)
     if not where:

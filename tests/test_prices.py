@@ -244,12 +244,12 @@ def test_a_cache_of_exactly_the_limit_is_read_and_one_byte_more_is_not(tmp_path,
     assert (price.usd_per_hour == 1.0) is read
 
 
-def test_a_type_without_the_ml_prefix_is_named_in_one_line_cut_at_40_characters(tmp_path):
+def test_a_type_without_the_ml_prefix_is_named_in_one_line_cut_at_80_characters(tmp_path):
     from launcher import api
     from launcher.core.errors import ArgumentError
 
-    long = "p4d.24xlarge" + "x" * 60
+    long = "p4d.24xlarge" + "x" * 100
     with pytest.raises(ArgumentError) as err:
         api.prices(["ml.p4d.24xlarge", long], region="us-east-1", env=_env(tmp_path))
-    assert f"{long[:40]!r} is not a SageMaker instance type" in str(err.value)
-    assert long[:41] not in str(err.value) and "\n" not in str(err.value)
+    assert f"{long[:80]!r} is not a SageMaker instance type" in str(err.value)
+    assert long[:81] not in str(err.value) and "\n" not in str(err.value)

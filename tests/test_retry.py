@@ -241,8 +241,8 @@ def test_policy_defaults_and_bounds():
     assert first_name(SimpleNamespace(job_name="job-r2"), 2) == "job"
 
 
-@pytest.mark.parametrize("text,cut", [("c" * 100, 40), ("exit:" + "9" * 100, 40), ("exit:x" + "y" * 100, 40)])
-def test_a_bad_token_is_quoted_cut_to_forty_characters(text, cut):
+@pytest.mark.parametrize("text,cut", [("c" * 100, 80), ("exit:" + "9" * 100, 80), ("exit:x" + "y" * 100, 80)])
+def test_a_bad_token_is_quoted_cut_to_eighty_characters(text, cut):
     with pytest.raises(UsageError) as err:
         RetryPolicy.parse(text)
     assert repr(text[:cut]) in str(err.value) and text[:cut + 1] not in str(err.value)

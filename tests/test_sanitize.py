@@ -40,3 +40,12 @@ def test_limit_cuts_long_values():
 def test_clean_data_reaches_nested_strings_and_keys():
     data = clean_data({"a\x1b": ["\x1b[2J", {"b": "\ud800"}], "n": 3})
     assert json.loads(json.dumps(data, ensure_ascii=False)) == {"a\\x1b": ["\\x1b[2J", {"b": "\ufffd"}], "n": 3}
+
+
+def test_a_quoted_value_is_its_repr_cut_at_80_characters():
+    from launcher.core.sanitize import QUOTED, quoted
+
+    assert QUOTED == 80
+    assert quoted("a" * 80) == repr("a" * 80) and quoted("a" * 81) == repr("a" * 80)
+    assert quoted("\x1b[2J") == repr("\x1b[2J") and "\x1b" not in quoted("\x1b[2J")
+    assert quoted(12) == "'12'"

@@ -257,3 +257,14 @@ def test_a_usage_error_is_one_line(run_cli, args, said):
 def test_no_command_still_prints_the_help(run_cli):
     result = run_cli()
     assert "Usage: smp-launch" in result.out + result.err
+
+
+def test_an_aws_errors_code_and_message_are_cut_to_100_and_500_characters():
+    from botocore.exceptions import ClientError
+
+    code, message = "C" * 100, "m" * 500
+    whole = str(explain(ClientError({"Error": {"Code": code, "Message": message}}, "DescribeTrainingJob"), "x"))
+    assert f"DescribeTrainingJob failed: {code}: {message}" in whole, "at the limits nothing is cut"
+    cut = str(explain(ClientError({"Error": {"Code": code + "C", "Message": message + "m"}}, "DescribeTrainingJob"),
+                      "x"))
+    assert f"failed: {'C' * 99}…: {'m' * 499}…" in cut

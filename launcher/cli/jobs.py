@@ -18,6 +18,7 @@ MAX_HOST = 4096  # far above any training job's instance count; a typo like 1-10
 def parse_hosts(text: str | None) -> list[int] | None:
     """`1,3`, `algo-2` or `1-4` -> host numbers (algo-N), each at most MAX_HOST."""
     from launcher.core.errors import UsageError
+    from launcher.core.sanitize import quoted
 
     if not text:
         return None
@@ -30,9 +31,9 @@ def parse_hosts(text: str | None) -> list[int] | None:
             if first < 1 or last < first:
                 raise ValueError
         except ValueError:
-            raise UsageError(f"--host {text[:80]!r}: give host numbers like 1,3 or 1-4 (algo-N)") from None
+            raise UsageError(f"--host {quoted(text)}: give host numbers like 1,3 or 1-4 (algo-N)") from None
         if last > MAX_HOST:
-            raise UsageError(f"--host {text[:80]!r}: host numbers go up to {MAX_HOST} (algo-N is the N-th "
+            raise UsageError(f"--host {quoted(text)}: host numbers go up to {MAX_HOST} (algo-N is the N-th "
                              "instance of the job)")
         hosts.update(range(first, last + 1))
     return sorted(hosts)

@@ -46,12 +46,13 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
     from launcher.api import build_plan, connect, load_spec, upsert_pipeline
     from launcher.cli.present import emit_json, safe_data
     from launcher.core.errors import EXIT_OK, UsageError
+    from launcher.core.sanitize import quoted
 
     values: dict[str, str] = {}
     for item in params:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"--param {item[:80]!r}: write NAME=VALUE")
+            raise UsageError(f"--param {quoted(item)}: write NAME=VALUE")
         values[key] = value
     if values and not start:
         raise UsageError("--param sets a value for an execution: add --start")

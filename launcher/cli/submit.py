@@ -30,11 +30,12 @@ def retry_policy(retry: str | None, max_attempts: int, backoff: float) -> Any:
         return None
     from launcher import RetryPolicy
     from launcher.core.errors import UsageError
+    from launcher.core.sanitize import quoted
 
     try:
         return RetryPolicy.parse(retry, max_attempts=max_attempts, backoff=backoff)
     except UsageError as err:
-        raise UsageError(f"--retry {retry[:80]!r}: {err}") from None
+        raise UsageError(f"--retry {quoted(retry)}: {err}") from None
 
 
 def queue_options(f: Any) -> Any:

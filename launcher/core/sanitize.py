@@ -25,6 +25,16 @@ _UNSAFE = re.compile(f"[{_UNSAFE_CLASS}]")
 _UNSAFE_OR_AMBIGUOUS = re.compile(f"\\\\(?=[\\\\xuU{_UNSAFE_CLASS}])|[{_UNSAFE_CLASS}]")
 
 
+# How much of a value the user gave an error message quotes: enough to recognise it, never a screenful.
+QUOTED = 80
+
+
+def quoted(value: object) -> str:
+    """A value the user gave, as an error quotes it: its repr (escapes shown, never obeyed), cut at QUOTED
+    characters, the same length in every message."""
+    return repr(str(value)[:QUOTED])
+
+
 def _escape(match: re.Match[str]) -> str:
     ch = match.group()
     code = ord(ch)

@@ -19,6 +19,7 @@ from typing import Any
 from launcher.catalog.smp import INSTANCES
 from launcher.core.errors import UsageError
 from launcher.core.frozen import thaw
+from launcher.core.sanitize import quoted
 from launcher.plan.build import Plan, build_plan
 from launcher.plan.bundle import source_files
 from launcher.spec.loader import LoadedSpec
@@ -149,16 +150,16 @@ def check_values(plans: Sequence[Plan], steps: Sequence[str], values: Mapping[st
         if param is None:
             close = difflib.get_close_matches(name, list(params), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the parameters are {', '.join(params)}"
-            raise UsageError(f"--param {name[:80]!r}: no such pipeline parameter{hint}")
+            raise UsageError(f"--param {quoted(name)}: no such pipeline parameter{hint}")
         if param.kind == "Integer":
             try:
                 typed[name] = int(raw)
             except ValueError:
-                raise UsageError(f"--param {name}={raw[:40]!r}: give an integer") from None
+                raise UsageError(f"--param {name}={quoted(raw)}: give an integer") from None
         else:
             typed[name] = raw
         if param.choices and typed[name] not in param.choices:
-            raise UsageError(f"--param {name}={raw[:60]!r}: this step may run on {', '.join(param.choices)}")
+            raise UsageError(f"--param {name}={quoted(raw)}: this step may run on {', '.join(param.choices)}")
     by_step: dict[str, dict[str, Any]] = {}
     for name, value in typed.items():
         by_step.setdefault(params[name].step, {})[params[name].field] = value

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from launcher.core.aws import QuotaError, ThrottledError
 from launcher.core.errors import LauncherError, UsageError
 from launcher.core.names import TAG_PREFIX
+from launcher.core.sanitize import quoted
 from launcher.jobs.failures import FailureClass
 
 if TYPE_CHECKING:
@@ -83,10 +84,10 @@ class RetryPolicy:
                 known = [*(c.value for c in FailureClass), *ALIASES, DEFAULT_WORD]
                 close = difflib.get_close_matches(raw, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; choose from {', '.join(known)}, or exit:CODE"
-                raise UsageError(f"{raw[:40]!r} is not a failure class{hint}")
+                raise UsageError(f"{quoted(raw)} is not a failure class{hint}")
             classes.add(name)
         if not classes and not codes:
-            raise UsageError(f"no failure class in {text[:80]!r}: name the classes to retry, e.g. 'capacity,spot' "
+            raise UsageError(f"no failure class in {quoted(text)}: name the classes to retry, e.g. 'capacity,spot' "
                              "or 'default,exit:139'")
         return cls(classes=frozenset(classes), max_attempts=max_attempts, backoff=backoff, exit_codes=frozenset(codes))
 
@@ -111,9 +112,9 @@ def _exit_code(token: str) -> int:
     try:
         code = int(text)
     except ValueError:
-        raise UsageError(f"{token[:40]!r}: give an exit code as a whole number, e.g. exit:1 or exit:139") from None
+        raise UsageError(f"{quoted(token)}: give an exit code as a whole number, e.g. exit:1 or exit:139") from None
     if not -255 <= code <= 255:
-        raise UsageError(f"{token[:40]!r}: an exit code is between -255 and 255")
+        raise UsageError(f"{quoted(token)}: an exit code is between -255 and 255")
     return code
 
 

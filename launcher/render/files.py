@@ -20,6 +20,7 @@ from typing import Any
 from launcher.catalog.architecture import HF_CLASSES
 from launcher.catalog.smp import requirements
 from launcher.core.names import CHECKPOINT_LOCAL_PATH
+from launcher.core.sanitize import quoted
 from launcher.render import progress
 from launcher.render.templates import TemplateError, TemplateSet, py_literal, render, shipped, templates_dir
 from launcher.rules.decisions import Decisions
@@ -122,7 +123,7 @@ def _compiles(name: str, text: str, templates: TemplateSet, template: str) -> No
         compile(text, name, "exec")
     except SyntaxError as exc:
         rendered = (exc.text or "").strip()
-        shown = f": {rendered[:120]!r}" if rendered else ""
+        shown = f": {quoted(rendered)}" if rendered else ""
         raise TemplateError(templates[template].shown,
                             f"the {name} it renders does not compile: {exc.msg} (rendered line {exc.lineno}{shown})"
                             ) from None

@@ -33,6 +33,7 @@ from launcher.catalog.architecture import MODEL_TYPES, Architecture
 from launcher.catalog.smp import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.core.durations import parse_duration
 from launcher.core.frozen import freeze
+from launcher.core.sanitize import quoted
 from launcher.spec.presets import PRESETS
 from launcher.spec.secrets import SECRET_ARN_PATTERN
 
@@ -91,7 +92,7 @@ def parse_token_count(value):
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMmBbGgTt]?)\s*", value)
         if m:
             return round(float(m.group(1)) * TOKEN_SCALES[m.group(2).lower()])
-    raise ValueError(f"{str(value)[:40]!r} is not a token count: write a number, or one with K, M, B or T "
+    raise ValueError(f"{quoted(value)} is not a token count: write a number, or one with K, M, B or T "
                      "(decimal: 1T is 10**12 tokens)")
 
 
@@ -166,7 +167,7 @@ def _s3_uri(value: str) -> str:
     bucket = value[len("s3://"):].split("/", 1)[0]
     problem = bucket_problem(bucket)
     if problem:
-        raise ValueError(f"bucket name {bucket[:80]!r} {problem} ({BUCKET_RULES})")
+        raise ValueError(f"bucket name {quoted(bucket)} {problem} ({BUCKET_RULES})")
     if _CONTROL.search(value):
         raise ValueError("an S3 URI may not hold control characters (newline, tab, escape)")
     return value
@@ -529,7 +530,7 @@ HyperValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr], Aft
 
 def _secret_arn(value: str) -> str:
     if not re.fullmatch(SECRET_ARN_PATTERN, value):
-        raise ValueError(f"{value[:120]!r} is not a Secrets Manager secret ARN: write "
+        raise ValueError(f"{quoted(value)} is not a Secrets Manager secret ARN: write "
                          "arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME (the ARN `aws secretsmanager "
                          "describe-secret` shows)")
     return value

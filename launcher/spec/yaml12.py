@@ -27,6 +27,8 @@ from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
+from launcher.core.sanitize import quoted
+
 MAX_NODES = 5000  # values in a spec once aliases are expanded; a real spec has well under 500
 MAX_DEPTH = 32  # nesting levels; a spec uses four
 MAX_DIGITS = 40  # digits in an integer; Python refuses to convert more than 4300
@@ -60,7 +62,7 @@ class _Constructor(SafeConstructor):
     def construct_yaml_int(self, node):  # noqa: D102 - YAML 1.2 integers
         text = self.construct_scalar(node)
         if not _INT.match(text):  # an explicit !!int on something else
-            raise ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 integer", node.start_mark)
+            raise ConstructorError(None, None, f"{quoted(text)} is not a YAML 1.2 integer", node.start_mark)
         sign, body = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
         if len(body) > MAX_DIGITS:
             raise ConstructorError(None, None, f"a number of more than {MAX_DIGITS} digits", node.start_mark)
@@ -75,7 +77,7 @@ class _Constructor(SafeConstructor):
         if not _FLOAT.match(text):
             if _INT.match(text):  # !!float 0x10
                 return float(self.construct_yaml_int(node))
-            raise ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 number", node.start_mark)
+            raise ConstructorError(None, None, f"{quoted(text)} is not a YAML 1.2 number", node.start_mark)
         lowered = text.lower()
         if lowered.endswith(".inf"):
             return float("-inf") if text.startswith("-") else float("inf")
@@ -86,7 +88,7 @@ class _Constructor(SafeConstructor):
     def construct_yaml_bool(self, node):  # noqa: D102 - YAML 1.2 booleans
         text = self.construct_scalar(node)
         if not _BOOL.match(text):
-            raise ConstructorError(None, None, f"{text[:40]!r} is not true or false", node.start_mark)
+            raise ConstructorError(None, None, f"{quoted(text)} is not true or false", node.start_mark)
         return text.lower() == "true"
 
 
