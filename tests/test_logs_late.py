@@ -19,6 +19,7 @@ from launcher.core.aws import Clients
 from launcher.core.errors import EXIT_OK
 from launcher.jobs.logs import Polling, iter_lines
 from launcher.jobs.ratelimit import RateLimiter
+from launcher.jobs.reader import LogReader
 from tests.emulation import VirtualClock, body_of, lost_and_duplicated, printed_follow
 
 POLLING = {f.name for f in dataclasses.fields(Polling)}  # the knobs run() passes on as a Polling
@@ -536,6 +537,77 @@ def test_a_drain_timeout_says_how_many_slices_were_left_unchecked():
     (note,) = [n for n in notes if n.kind is NoteKind.FINAL_UNCHECKED]
     assert note.args["slices"] == lines.stats.unchecked_slices > 0 and tally[0] > 0
     assert f"({note.args['slices']} slice(s), " in note.message and clock.t - end <= 15.0
+
+
+class _PagedLogs:
+    """FilterLogEvents serving `pages` (lists of events) one after another through nextToken; every call's
+    arguments kept. StartQuery answers, and each query ends Failed."""
+
+    def __init__(self, pages):
+        self.pages, self.filtered = pages, []
+
+    def filter_log_events(self, **params):
+        self.filtered.append(params)
+        k = int(params.get("nextToken", 0))
+        return {"events": self.pages[k], **({"nextToken": str(k + 1)} if k + 1 < len(self.pages) else {})}
+
+    def start_query(self, **_params):
+        return {"queryId": "q1"}
+
+    def get_query_results(self, **_params):
+        return {"status": "Failed"}
+
+
+def _late_pages(job, first_ts, ingested, pages=5, per_page=2):
+    """Pages of lines of one host, each line reaching CloudWatch at `ingested` (ms), long after its timestamp."""
+    return [[{"logStreamName": f"{job}/algo-1-1", "eventId": f"e{p}-{i}", "timestamp": first_ts + 1000 * p + i,
+              "ingestionTime": ingested, "message": f"page={p} line={i}"} for i in range(per_page)]
+            for p in range(pages)]
+
+
+def _late_reader(job, logs, clock, **kw):
+    return LogReader(job, logs, RateLimiter(100.0, clock=clock, sleep=clock.sleep), clock=clock, sleep=clock.sleep,
+                     horizon_s=300.0, sweep_span_s=30.0, **kw)
+
+
+def _checked(late, now_ms, budget):
+    return [ln.message for page in late.check(now_ms, now_ms, budget) for ln in page]
+
+
+def test_a_sweep_reads_as_many_pages_as_the_polls_budget_allows_and_goes_on_from_there_next_poll(clock):
+    # Without Logs Insights a slice is re-read with FilterLogEvents, a few pages a poll: a poll given a budget
+    # of n calls reads n pages (one at least) and prints their late lines; the next poll reads on from its token.
+    now_ms = int(clock.t) * 1000
+    logs = _PagedLogs(_late_pages("sw", now_ms - 300_000, now_ms - 200_000))
+    reader = _late_reader("sw", logs, clock, insights=False)
+    reader.late.begin(now_ms - 30_000)  # one 30 s slice of timestamps is a horizon old now
+    assert _checked(reader.late, now_ms, 1) == ["page=0 line=0", "page=0 line=1"]
+    assert len(logs.filtered) == reader.stats.sweep_calls == 1
+    assert _checked(reader.late, now_ms, 3) == [f"page={p} line={i}" for p in (1, 2, 3) for i in (0, 1)]
+    assert len(logs.filtered) == reader.stats.sweep_calls == 4
+    assert [c.get("nextToken") for c in logs.filtered] == [None, "1", "2", "3"]
+    assert _checked(reader.late, now_ms, 3) == ["page=4 line=0", "page=4 line=1"]  # the slice ends there
+    assert len(logs.filtered) == 5 and reader.late.check_from == now_ms - 300_000
+
+
+def test_a_window_whose_query_failed_is_re_read_as_many_pages_as_the_polls_budget_allows(clock):
+    # A Logs Insights query that ends Failed leaves its window of arrivals to FilterLogEvents: a later poll given
+    # a budget of n calls reads n pages of its timestamps and prints the lines that arrived late in it.
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000  # arrivals up to it were read; the window runs from it to CloudWatch's clock now
+    logs = _PagedLogs(_late_pages("win", cut - 40_000, cut + 5_000))
+    notes = []
+    reader = _late_reader("win", logs, clock, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    assert _checked(reader.late, now_ms, 2) == [] and logs.filtered == []  # StartQuery, then its Failed results
+    assert any("ended Failed" in n.message for n in notes)
+    later = int(clock.t * 1000)
+    assert _checked(reader.late, later, 3) == [f"page={p} line={i}" for p in (0, 1, 2) for i in (0, 1)]
+    assert len(logs.filtered) == reader.stats.sweep_calls == 3
+    assert logs.filtered[0]["startTime"] == cut - 300_000
+    assert _checked(reader.late, later, 1) == ["page=3 line=0", "page=3 line=1"]
+    assert len(logs.filtered) == 4
 
 
 def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled_by_job_and_host():
