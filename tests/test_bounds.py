@@ -115,6 +115,10 @@ def test_a_gzip_of_several_members_is_read_whole():
     assert gunzip(gzip.compress(b"ab") + gzip.compress(b"cd")) == b"abcd"
     with pytest.raises(ValueError, match="ends early"):
         gunzip(gzip.compress(b"abcdef" * 1000)[:-20])
+    with pytest.raises(ValueError, match="^not gzip data"):
+        gunzip(b"plain text, not a tarball")
+    with pytest.raises(ValueError, match="^not gzip data"):
+        gunzip(gzip.compress(b"ab") + b"trailing junk")  # a second member that is not gzip
 
 
 # -- a total deadline on every AWS call ----------------------------------------------------------------

@@ -299,3 +299,9 @@ def test_the_status_table_shows_each_time_in_utc_to_the_second(sm, run_cli):
     table = run_cli("status", "times-1").out
     first = data["transitions"][0]
     assert re.search(rf"^Starting +{utc(first['start'])} +{utc(first['end'])} ", table, re.M), table
+
+
+def test_a_metrics_summary_rounds_to_two_decimals():
+    assert metrics.stats([1.0, 2.0, 2.0]) == {"min": 1.0, "mean": 1.67, "max": 2.0}
+    assert metrics.stats([0.123, 0.456]) == {"min": 0.12, "mean": 0.29, "max": 0.46}
+    assert metrics.stats([]) == {"min": None, "mean": None, "max": None}
