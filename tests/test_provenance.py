@@ -404,3 +404,14 @@ def test_one_more_advisory_is_one_change_not_a_shift():
     assert set(flatten({"advisories": twice})) == {"advisories[SMP050@a].rule", "advisories[SMP050@a].field",
                                                    "advisories[SMP050@a].message", "advisories[SMP050@b].rule",
                                                    "advisories[SMP050@b].field", "advisories[SMP050@b].message"}
+
+
+def test_a_stored_specs_long_validation_message_is_cut_to_200_characters(recorded_world):
+    first = launch(recorded_world)
+    stored = json.loads(_restore(recorded_world, first)["spec.json"])
+    stored["secrets"] = {"WANDB_API_KEY": "x" * 300}  # its message quotes the value and says what to write: 241
+    _restore(recorded_world, first, **{"spec.json": json.dumps(stored)})
+    with pytest.raises(UsageError) as err:
+        api.rerun(first.job_name, clients=Clients(region="us-west-2"))
+    message = str(err.value).split("does not validate with this smp-launch: ", 1)[1]
+    assert len(message) == 200 and message.endswith("…") and message.startswith("Value error, 'xxx")
