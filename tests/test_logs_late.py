@@ -239,6 +239,27 @@ def test_one_read_of_minutes_of_lines_holds_the_ids_of_a_few_seconds_not_of_the_
     assert logs.calls >= 8 and lines.stats.max_seen <= 2 * 10_000  # two pages' worth at most, not 57,600
 
 
+def test_no_follow_reads_what_exists_once_to_its_last_page_and_starts_no_late_check():
+    # --no-follow prints what exists now and exits: one fresh read to its last page, however many (more than the
+    # 50 a followed poll takes before leaving the rest to the next), each line once, and no late check: nothing
+    # can have arrived late since the read began, so no StartQuery (nor sweep) is paid for, even when the read's
+    # 120 pages at 2 calls a second take a minute, more than a late-check window spans.
+    clock = VirtualClock()
+    logs = SyntheticLogs("whole", 4, 2.0, clock.t - 400, 300, clock, seed=3)
+    clients = types.SimpleNamespace(logs=logs, sagemaker=_FakeSageMaker("whole", 4, clock.t - 90, clock))
+    lines = iter_lines("whole", clients, until_end=False, on_note=lambda _n: None,
+                       polling=Polling(clock=clock, sleep=clock.sleep, limiter=RateLimiter(2.0, clock=clock,
+                                                                                           sleep=clock.sleep)))
+    lines.reader.page_size = 20
+    began = clock.t
+    seen = Counter((ln.host, ln.message.split("step=", 1)[1].split(" ", 1)[0]) for ln in lines)
+    assert len(seen) == logs.expected() == 2400 and set(seen.values()) == {1}
+    assert clock.t - began > 50  # the read spanned more than a late-check window of arrivals
+    assert logs.calls == logs.expected() // 20 == 120 and logs.query_calls == 0  # FilterLogEvents pages only
+    stats = lines.stats
+    assert (stats.polls, stats.calls, stats.queries, stats.query_calls, stats.sweep_calls) == (1, 120, 0, 0, 0)
+
+
 def test_a_slice_checked_while_an_older_one_is_cut_is_not_read_again(monkeypatch):
     # A query cut at its row limit is asked again in halves; a newer slice done meanwhile waits behind it.
     # Its results must not be read (and its late lines printed) a second time. The fake forgets a query's
