@@ -192,6 +192,16 @@ def test_advise_names_its_arguments_and_the_cli_its_flags(run_cli):
     assert r.code == 2 and "give --instances, or --global-batch-tokens" in r.err
 
 
+def test_advise_refuses_a_token_budget_under_one_token(run_cli):
+    for tokens in (0, -5, "0", "0.0001"):  # "0.0001" is 0 once rounded to whole tokens
+        with pytest.raises(launcher.ArgumentError) as err:
+            launcher.advise("llama2-7b", instances=1, tokens=tokens)
+        assert err.value.arguments == ("tokens",) and str(err.value) == "tokens: a token budget is at least 1"
+    for text in ("0", "0.0001"):
+        r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--tokens", text)
+        assert r.code == 2 and r.out == "" and r.err == "--tokens: a token budget is at least 1\n"
+
+
 def test_write_source_dir_writes_the_plans_files(tmp_path):
     plan = launcher.build_plan(launcher.load_spec(str(REPO / "jobs/llama7b.yaml"), ["role=Good"]))
     paths = launcher.write_source_dir(plan, tmp_path / "src")

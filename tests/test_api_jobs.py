@@ -213,3 +213,15 @@ def test_list_jobs_gives_the_newest_first(sm, clients):
     emulator.add_job(emulator.EmulatedJob("newer-1", **{**QUICK, "training": 600}), sm)
     rows = launcher.list_jobs(clients=clients)
     assert [r.job_name for r in rows] == ["newer-1", "older-1"] and rows[0].created > rows[1].created
+
+
+def test_stopping_or_measuring_a_job_no_one_knows_raises_job_not_found(sm, clients):
+    """Neither SageMaker nor any Batch queue holds it: stop and metrics say so, as status does."""
+    from launcher.jobs.status import JobNotFound
+
+    with pytest.raises(JobNotFound, match="no training job named 'nobody-2'") as err:
+        launcher.stop("nobody-2", clients=clients)
+    assert err.value.exit_code == 2
+    with pytest.raises(JobNotFound, match="no training job named 'nobody-3'") as err:
+        launcher.metrics("nobody-3", since=600, clients=clients)
+    assert err.value.exit_code == 2

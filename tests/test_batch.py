@@ -167,6 +167,40 @@ def test_a_dry_run_says_which_classes_aws_retries_and_warns_of_the_rest(moto_wor
     assert any(w.startswith("a Batch queue cannot retry hardware, spot_interruption") for w in result.warnings)
 
 
+def test_the_cli_says_where_it_queued_the_job_and_which_classes_aws_retries(moto_world, run_cli):
+    spec = ("submit", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--queue", QUEUE)
+    r = run_cli(*spec, "--dry-run")
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert first.startswith("dry run: would queue llama2-7b-") and first.endswith(" nothing was written")
+    assert f" in Batch queue {QUEUE} in us-west-2 (source s3://my-smp-bucket/" in first
+    assert "service job" not in r.out and "retries:" not in r.out  # no retry asked: Batch's own only
+    r = run_cli(*spec, "--dry-run", "--retry", "internal_error", "--max-attempts", "4")
+    assert r.code == 0, r.err
+    assert "  retries: on AWS, internal_error (up to 4 attempts)\n" in r.out
+    b = moto_world.session.client("batch")
+    assert b.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNABLE")["jobSummaryList"] == []
+    r = run_cli(*spec, "--retry", "capacity")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    name = lines[0].split()[1]
+    assert lines[0] == f"queued {name} in Batch queue {QUEUE} in us-west-2" and "dry run" not in r.out
+    assert lines[1].startswith("  service job: ")
+    assert b.describe_service_job(jobId=lines[1].split()[-1])["jobName"] == name
+    assert "  retries: on AWS, capacity (capacity only, as often as needed)" in lines
+
+
+@pytest.mark.parametrize("flag", [("--queue", QUEUE), ("--priority", "5"), ("--share", "teamA")])
+def test_the_cli_refuses_queue_flags_for_a_run_here(run_cli, monkeypatch, flag):
+    import launcher.cli.submit as submit_cli
+
+    ran = []
+    monkeypatch.setattr(submit_cli, "run_here", lambda *a, **k: ran.append(a) or 0)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", *flag)
+    assert r.code == 2 and r.out == "" and ran == []
+    assert r.err == "--local runs one spec here; --queue, --priority and --share are for SageMaker jobs\n"
+
+
 def test_submit_hands_the_job_to_the_queue_and_starts_no_training_job_itself(moto_world, clock):
     plan = plan_for()
     result = submit(plan, QueueOptions(priority=3))
@@ -404,6 +438,19 @@ def test_a_retry_policy_needs_every_plan_in_a_queue(moto_world):
         api.submit_many([plan_for(), plan_for("training.learning_rate=2e-4", queue=None)],
                         retry=RetryPolicy(classes=frozenset({"capacity"})), clients=Clients(region="us-west-2"))
     assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+
+
+def test_an_on_failure_hook_is_refused_for_plans_in_a_queue(moto_world):
+    """Batch retries by the queue's retryStrategy; a hook this process would run is refused, nothing written."""
+    with pytest.raises(UsageError, match=r"^on_failure decides in this process; a Batch queue retries by its "
+                                         r"retryStrategy \(give retry\)$"):
+        api.submit_many([plan_for()], on_failure=lambda plan, status: None, dry_run=True,
+                        clients=Clients(region="us-west-2"))
+    with pytest.raises(UsageError, match="^on_failure decides in this process"):
+        api.submit_many([plan_for(), plan_for(queue=None)], on_failure=lambda plan, status: None,
+                        clients=Clients(region="us-west-2"))
+    assert "Contents" not in moto_world.session.client("s3").list_objects_v2(Bucket="my-smp-bucket")
+    assert moto_world.session.client("batch").list_service_jobs(jobQueue=QUEUE)["jobSummaryList"] == []
 
 
 def test_priority_or_share_without_a_queue_is_refused(moto_world):

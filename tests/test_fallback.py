@@ -194,6 +194,20 @@ def test_a_type_over_quota_or_not_offered_moves_on_to_the_next(moto_world, clock
     assert "does not offer ml.p4de.24xlarge" in str(run.error)
 
 
+def test_a_sweep_says_where_each_plan_over_its_quota_moves(moto_world, run_cli):
+    fake_quotas.set_quota("ml.p5.48xlarge", 0)
+    r = run_cli("submit", str(JOBS / "llama70b.yaml"), *[f"--set={o}" for o in SEVENTY if "batch_size" not in o],
+                "--sweep", "training.batch_size=1,2", "--dry-run")
+    assert r.code == 0, r.err
+    names = [ln.split()[-1] for ln in r.out.splitlines() if ln.split()[2:3] == ["ok"]]
+    assert len(names) == 2 and all(n.startswith("llama2-70b-") for n in names)
+    moved = [ln for ln in r.out.splitlines() if ln.startswith("ml.p5.48xlarge ")]
+    assert moved == [f"ml.p5.48xlarge is over its quota ('ml.p5.48xlarge for training job usage' is 0, 0 in use, the "
+                     f"job needs 4); trying 4 x ml.p4de.24xlarge as {name}-r2" for name in names]
+    assert "resubmitting as" not in r.out
+    assert "dry run: 2 of 2 plans passed the account checks (buckets, role); nothing was written" in r.out
+
+
 def test_the_fallback_printer_says_a_failure_and_the_next_type_and_nothing_else(capsys):
     from types import SimpleNamespace
 

@@ -337,3 +337,28 @@ def test_the_waiting_notices_of_clients_the_api_makes_are_notes_too(sm, clock, m
     list(launcher.logs("slow"))
     assert made[-1].notify is None  # no callback given: the client factory's own default is left alone
     assert capsys.readouterr() == ("", "")
+
+
+def test_follow_many_hands_the_waiting_notices_of_the_clients_it_makes_to_on_note(sm, clock, monkeypatch, capsys):
+    import launcher.api
+    from launcher.jobs.logrecords import NoteKind
+
+    made = []
+
+    def connect(profile=None, region=None):
+        made.append(Clients(region="us-west-2"))
+        return made[-1]
+
+    monkeypatch.setattr(launcher.api, "connect", connect)
+    for name in ("slow-a", "slow-b"):
+        emulator.add_job(emulator.EmulatedJob(name, hosts=1, training=3, decoy=False), sm)
+    clock.t += 30
+    notes = []
+    results = launcher.follow_many(["slow-a", "slow-b"], until_end=False, on_note=notes.append)
+    assert [r.exit_code for r in results] == [0, 0]
+    made[-1].notify("waiting for logs.us-west-2…")  # what the client factory says when a call hangs
+    assert [(n.kind, n.message) for n in notes if n.kind is NoteKind.WAITING] == [
+        (NoteKind.WAITING, "waiting for logs.us-west-2…")]
+    launcher.follow_many(["slow-a"], until_end=False)
+    assert made[-1].notify is None  # no callback given: the client factory's own default is left alone
+    assert capsys.readouterr() == ("", "")

@@ -114,6 +114,18 @@ def test_steps_run_in_the_order_given(moto_world):
     assert json.loads(steps[1]["Arguments"]["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
 
 
+def test_the_api_gives_the_definition_it_would_upsert(moto_world):
+    import launcher
+
+    plans = [plan(), plan(*FINE_TUNE)]
+    definition = launcher.pipeline_definition(plans, "from-the-api", role_arn=moto_world.arns[PIPELINE_ROLE],
+                                              clients=Clients(region="us-west-2"))
+    assert [s["Name"] for s in definition["Steps"]] == ["llama2-7b", "llama2-7b-2"]
+    assert resolved(definition, definition["Steps"][1]) == expected_arguments(plans[1], moto_world.arns[PIPELINE_ROLE])
+    assert definition == pipeline_definition(plans, "from-the-api", role_arn=moto_world.arns[PIPELINE_ROLE],
+                                             clients=Clients(region="us-west-2"))
+
+
 def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
     plans = [plan(), plan(*FINE_TUNE)]
     first = upsert_pipeline(plans, "pretrain-then-tune", clients=Clients(region="us-west-2"))

@@ -97,6 +97,21 @@ def test_a_refusal_without_the_numbers_stays_as_it_is():
     assert from_refusal(err, "us-west-2") is err
 
 
+def test_the_api_checks_the_quota_in_the_plans_region_with_clients_it_makes(moto_world):
+    """Without clients, check_quota asks the plan's region: its running jobs and its quota, not another's."""
+    fake_quotas.set_quota("ml.p4d.24xlarge", 2, region="eu-west-1")
+    start_job(Clients(region="eu-west-1").sagemaker, "eu-run", count=2)
+    start_job(moto_world.sagemaker, "us-run", count=2)
+    check = api.check_quota(plan_of(region="eu-west-1"))
+    assert isinstance(check, api.QuotaCheck) and check.verdict is QuotaVerdict.OVER
+    assert (check.quota, check.quota_source, check.in_use, check.in_use_jobs) == (2, "applied", 2, ("eu-run",))
+    assert "this job needs 1: 3 > 2" in check.message()
+    here = api.check_quota(plan_of())
+    assert (here.verdict, here.quota_source, here.in_use_jobs) == (QuotaVerdict.OK, "default", ("us-run",))
+    with pytest.raises(api.UsageError, match="the plan is for eu-west-1 but the clients are for us-west-2"):
+        api.check_quota(plan_of(region="eu-west-1"), clients=Clients(region="us-west-2"))
+
+
 def test_a_job_bigger_than_the_quota_cannot_wait_for_it(moto_world):
     fake_quotas.set_quota("ml.p4d.24xlarge", 4)
     check = check_quota(Clients(region="us-west-2"), "ml.p4d.24xlarge", 8, "us-west-2", spot=False)

@@ -212,6 +212,7 @@ def test_the_cli_takes_exit_codes_and_names_a_bad_one(run_cli):
     (["--retry-backoff", "1", "--max-attempts", "2"], "--max-attempts, --retry-backoff apply only with --retry"),
     (["--retry", "capacity", "--dry-run", "--set", "role=Good"],
      "--retry submits one spec and waits for it: give one spec and no --dry-run"),
+    (["--wait", "--dry-run"], "--wait follows one job: give one spec and no --dry-run"),
 ])
 def test_flags_that_do_not_apply_are_refused_in_one_line(run_cli, args, words):
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), *args)

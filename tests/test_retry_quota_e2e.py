@@ -58,3 +58,12 @@ def test_without_a_queue_the_refusal_is_said_at_once(quota_world, run_cli):
     set_quota("ml.p4d.24xlarge", 0)
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--region", "us-west-2")
     assert r.code == 3 and "ml.p4d.24xlarge for training job usage' in us-west-2 is 0" in r.err, r.err
+
+
+def test_with_retry_a_refused_submit_is_said_once_on_stderr(quota_world, run_cli):
+    """The refusal ends --retry at once (there is no job to retry): said once, on stderr; nothing on stdout."""
+    set_quota("ml.p4d.24xlarge", 0)
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--region", "us-west-2", "--retry",
+                "capacity")
+    assert r.code == 3 and r.out == "", r.out
+    assert r.err.count("ml.p4d.24xlarge for training job usage' in us-west-2 is 0") == 1, r.err

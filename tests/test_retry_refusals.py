@@ -2,6 +2,7 @@
 it waits (virtual clock) and tries again, within a bound, instead of abandoning the plans after it."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ from launcher.core.aws import AwsError, QuotaError, ThrottledError, explain
 from launcher.core.errors import LauncherError
 from launcher.orchestrate.queue import EventKind, PlanState, run_queue
 from launcher.orchestrate.retry import RefusalWait
+from tests.conftest import JOBS
 
 
 class Account:
@@ -128,3 +130,34 @@ def test_create_training_job_refusals_are_typed(code, kind):
     err = explain(ClientError({"Error": {"Code": code, "Message": "Rate exceeded"}}, "CreateTrainingJob"),
                   "CreateTrainingJob")
     assert type(err) is kind
+
+
+def test_a_sweeps_wait_after_a_throttled_create_is_said_on_stderr(moto_world, clock, run_cli, monkeypatch):
+    """CreateTrainingJob throttled for one plan of a sweep: the wait before it is tried again is said on stderr
+    (stdout stays the table, or one JSON document), and the plan then starts."""
+    import launcher.orchestrate.queue
+    from launcher.submission import create
+
+    real, refused = create.submit, []
+
+    def submit(plan, **kw):
+        if not refused and not kw.get("dry_run"):
+            refused.append(plan.job_name)
+            raise THROTTLED
+        return real(plan, **kw)
+
+    monkeypatch.setattr(create, "submit", submit)
+    monkeypatch.setattr(launcher.orchestrate.queue, "time", SimpleNamespace(sleep=clock.sleep))
+    for output in ("table", "json"):
+        refused.clear()
+        r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--set", "role=Good", "--sweep", "training.batch_size=1,2",
+                    "--output", output)
+        assert r.code == 0, r.err
+        (name,) = refused
+        said = f"CreateTrainingJob refused {name} (throttling, refusal 1 of at most 5): trying again in 60 s; " \
+               f"{THROTTLED}"
+        assert said in r.err.splitlines() and "CreateTrainingJob refused" not in r.out
+        if output == "json":
+            assert all(d["state"] == "started" for d in json.loads(r.out))
+        else:
+            assert f"started {name} (1 running)" in r.out.splitlines() and "(2 running)" in r.out

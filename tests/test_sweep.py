@@ -132,6 +132,17 @@ def test_nothing_is_submitted_when_every_plan_is_refused_or_strict_and_one_is(mo
     assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
+def test_with_several_spec_files_each_plan_is_named_by_its_file_then_its_values(run_cli):
+    r = run_cli("submit", SPEC, str(JOBS / "llama70b.yaml"), "--set", "role=Good",
+                "--sweep", "training.batch_size=2,64", "--strict")
+    assert r.code == 2 and "nothing was submitted: --strict: 2 of 4 refused" in r.err
+    refused = [ln.rsplit(" [refused: ", 1)[1] for ln in r.err.splitlines() if " [refused: " in ln]
+    assert refused == ["llama7b.yaml training.batch_size=64]", "llama70b.yaml training.batch_size=64]"]
+    rows = [" ".join(ln.split()[1:3]) for ln in r.out.splitlines() if ln.split()[:1] in (["1"], ["2"], ["-"])]
+    assert sorted(rows) == ["llama70b.yaml training.batch_size=2", "llama70b.yaml training.batch_size=64",
+                            "llama7b.yaml training.batch_size=2", "llama7b.yaml training.batch_size=64"]
+
+
 def test_local_refuses_sweep_options(run_cli):
     r = run_cli("submit", SPEC, "--local", "--sweep", "training.batch_size=2,4")
     assert r.code == 2 and "--local runs one spec here" in r.err
