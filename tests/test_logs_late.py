@@ -4,6 +4,7 @@ import dataclasses
 import io
 import json
 import random
+import re
 import types
 from collections import Counter
 from datetime import datetime, timezone
@@ -629,6 +630,326 @@ def test_a_window_whose_query_failed_is_re_read_as_many_pages_as_the_polls_budge
     assert logs.filtered[0]["startTime"] == cut - 300_000
     assert _checked(reader.late, later, 1) == ["page=3 line=0", "page=3 line=1"]
     assert len(logs.filtered) == 4
+
+
+def _client_error(code, op):
+    return ClientError({"Error": {"Code": code, "Message": f"{op}: {code}"},
+                        "ResponseMetadata": {"HTTPStatusCode": 400}}, op)
+
+
+class _InsightsLogs(_PagedLogs):
+    """_PagedLogs that serves one host's `late` lines (timestamp, arrival, message), all on one page, and answers
+    Logs Insights from them as CloudWatch does: a query's rows are the lines within its bounds of arrival and of
+    timestamp (StartQuery's whole seconds, a part's own bounds), at most its limit, with the count it matched; a
+    count per second (`by sec`) answers the counts, or `per_second` when set. The query started i-th answers
+    Running `running[i]` times first. Every query started and every read of results kept."""
+
+    def __init__(self, job, late):
+        stream = f"{job}/algo-1-1"
+        super().__init__([[{"logStreamName": stream, "eventId": f"e{ts}", "timestamp": ts, "ingestionTime": at,
+                            "message": message} for ts, at, message in late]])
+        self.stream, self.late = stream, late
+        self.started, self.read, self.running, self.per_second = [], [], {}, None
+
+    def start_query(self, **params):
+        self.started.append(params)
+        return {"queryId": str(len(self.started) - 1)}
+
+    def get_query_results(self, queryId):  # noqa: N803
+        self.read.append(queryId)
+        params = self.started[int(queryId)]
+        if self.running.get(int(queryId)):
+            self.running[int(queryId)] -= 1
+            return {"status": "Running"}
+        query = params["queryString"]
+        lo, hi = (int(re.search(rf"@ingestionTime\) {op} (\d+)", query)[1]) for op in (">", "<="))
+        ts_lo, ts_hi = params["startTime"] * 1000, (params["endTime"] + 1) * 1000
+        own = re.search(r"@timestamp\) >= (\d+) and toMillis\(@timestamp\) < (\d+)", query)
+        if own:
+            ts_lo, ts_hi = max(ts_lo, int(own[1])), min(ts_hi, int(own[2]))
+        hits = sorted((ts, at, m) for ts, at, m in self.late if lo < at <= hi and ts_lo <= ts < ts_hi)
+        if "by sec" in query:
+            counts = Counter(ts // 1000 for ts, _, _ in hits)
+            return {"status": "Complete", "results": self.per_second if self.per_second is not None else [
+                [{"field": "sec", "value": str(s)}, {"field": "n", "value": str(n)}] for s, n in counts.items()]}
+        rows = [[{"field": "@logStream", "value": self.stream}, {"field": "@message", "value": m},
+                 {"field": "ts", "value": str(ts)}, {"field": "ingested", "value": str(at)},
+                 {"field": "@ptr", "value": f"p{ts}"}] for ts, at, m in hits[:params["limit"]]]
+        return {"status": "Complete", "results": rows, "statistics": {"recordsMatched": float(len(hits))}}
+
+
+def _parts_asked(logs):
+    """The timestamps [from, to) of each part of a window asked for, in the order their queries started."""
+    found = (re.search(r"@timestamp\) >= (\d+) and toMillis\(@timestamp\) < (\d+)", q["queryString"])
+             for q in logs.started)
+    return [(int(m[1]), int(m[2])) for m in found if m]
+
+
+def test_the_late_check_says_up_to_which_timestamp_every_line_was_handed_over_as_its_windows_are_read(clock):
+    # Before the log group exists StartQuery finds none: nothing can have arrived late in the window, so it is not
+    # asked again, and every line up to the horizon before its arrivals has been handed over.
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _InsightsLogs("grp", [])
+
+    def no_group(**params):
+        logs.started.append(params)
+        raise _client_error("ResourceNotFoundException", "StartQuery")
+
+    logs.start_query = no_group
+    reader = _late_reader("grp", logs, clock)
+    reader.late.begin(now_ms)
+    assert reader.late.check_from is None  # no read yet
+    reader.late.start_at(cut)
+    assert reader.late.check_from == cut - 300_000
+    assert _checked(reader.late, now_ms, 5) == []
+    assert len(logs.started) == 1 and logs.read == [] and reader.stats.late_check == "insights"
+    assert reader.late.check_from == now_ms - 1_000 - 300_000  # the window's arrivals: CloudWatch's clock, less 1 s
+
+
+def test_a_start_query_without_a_query_id_gives_insights_up_and_the_poll_re_reads_the_windows_timestamps(clock):
+    from launcher.jobs.logrecords import NoteKind
+
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _PagedLogs(_late_pages("noid", cut - 290_000, cut + 5_000))
+    logs.start_query = lambda **_params: {}
+    notes = []
+    reader = _late_reader("noid", logs, clock, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    # StartQuery, then the two calls left of the budget read two pages from the earliest timestamp not checked
+    assert _checked(reader.late, now_ms, 3) == [f"page={p} line={i}" for p in (0, 1) for i in (0, 1)]
+    assert [c["startTime"] for c in logs.filtered] == [cut - 300_000] * 2
+    (note,) = [n for n in notes if n.kind is NoteKind.INSIGHTS_MISSING]
+    assert "(StartQuery returned no queryId)" in note.message
+    assert reader.stats.late_check == "sweep" and reader.stats.queries == 0
+    assert not [n for n in notes if n.kind is NoteKind.QUERY_ENDED]  # no results were asked for
+
+
+def test_results_refused_give_insights_up_and_the_polls_calls_left_re_read_the_window(clock):
+    from launcher.jobs.logrecords import NoteKind
+
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _PagedLogs(_late_pages("deny", cut - 290_000, cut + 5_000))
+
+    def refused(**_params):
+        raise _client_error("AccessDeniedException", "GetQueryResults")
+
+    logs.get_query_results = refused
+    notes = []
+    reader = _late_reader("deny", logs, clock, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    # StartQuery, its results refused, and the one call left of the budget reads a page
+    assert _checked(reader.late, now_ms, 3) == ["page=0 line=0", "page=0 line=1"]
+    assert [c["startTime"] for c in logs.filtered] == [cut - 300_000]
+    (note,) = [n for n in notes if n.kind is NoteKind.INSIGHTS_MISSING]
+    assert "(AccessDeniedException)" in note.message and reader.stats.late_check == "sweep"
+
+
+def test_a_query_ending_in_a_status_not_known_is_re_read_in_the_same_poll_and_the_note_names_it_cut(clock):
+    from launcher.jobs.logrecords import NoteKind
+
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _PagedLogs(_late_pages("odd", cut - 290_000, cut + 5_000))
+    logs.get_query_results = lambda **_params: {"status": "StatusFromTheFuture42"}
+    notes = []
+    reader = _late_reader("odd", logs, clock, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    # StartQuery, its results, and the one call left of the budget reads a page of the window's timestamps
+    assert _checked(reader.late, now_ms, 3) == ["page=0 line=0", "page=0 line=1"]
+    assert [c["startTime"] for c in logs.filtered] == [cut - 300_000]
+    (note,) = [n for n in notes if n.kind is NoteKind.QUERY_ENDED]
+    assert note.message == ("a Logs Insights query for late lines ended StatusFromTheFuture…; re-reading its "
+                            "timestamps instead")
+
+
+def test_a_cut_window_whose_counts_per_second_lack_their_fields_is_asked_again_in_even_parts(clock, monkeypatch):
+    # Ten late lines arrive in one window; a query returns 4. The count per second comes back without its fields,
+    # so the window is asked again in three parts of its 360 whole seconds; the first part, cut too (5 lines), is
+    # asked again in halves while the second part's query still runs. Every line prints once.
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 4)
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT_FINAL", 4)
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    late = [(now_ms - s * 1000, cut + 5_000, f"{s}s before") for s in (350, 340, 290, 280, 270, 200, 180, 160, 100, 80)]
+    logs = _InsightsLogs("even", late)
+    logs.per_second = [[{"field": "sec"}]]
+    logs.running = {3: 1}  # the second part
+    reader = _late_reader("even", logs, clock)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    printed = _checked(reader.late, now_ms, None)
+    assert sorted(printed) == sorted(m for _, _, m in late) and reader.stats.sweep_calls == 0
+    first, end = now_ms - 361_000, now_ms - 999  # the window's timestamps: from a horizon before its arrivals
+    thirds = [(first, now_ms - 241_000), (now_ms - 241_000, now_ms - 121_000), (now_ms - 121_000, end)]
+    assert _parts_asked(logs) == [*thirds, (first, now_ms - 302_000), (now_ms - 302_000, now_ms - 241_000)]
+
+
+def test_a_cut_window_whose_count_per_second_finds_no_line_is_done_without_another_query(clock, monkeypatch):
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 4)
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _InsightsLogs("gone", [(now_ms - s * 1000, cut + 5_000, f"{s}s before") for s in range(100, 110)])
+    logs.per_second = []
+    reader = _late_reader("gone", logs, clock)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    assert _checked(reader.late, now_ms, None) == []
+    assert ["by sec" in q["queryString"] for q in logs.started] == [False, True] and logs.read == ["0", "1"]
+    assert reader.late.check_from == now_ms - 1_000 - 300_000 and logs.filtered == []
+
+
+def test_a_burst_too_dense_to_split_waits_behind_the_next_windows_query(monkeypatch):
+    # The job's first lines, written in its first second, reach CloudWatch 2.9 s late, more of them than a query
+    # returns: that second cannot be split, so it is re-read with FilterLogEvents, behind the window of the
+    # arrivals since (whose findings size the windows after it).
+    monkeypatch.setattr("launcher.jobs.late_check.LATE_LIMIT", 4)
+    clock = VirtualClock(1_800_000_003.9995)
+    now_ms = int(clock.t * 1000)
+    since, hi = 1_800_000_000_001, now_ms - 1_000  # the window's timestamps lie in whole seconds 1 and 2 of the job
+    logs = _InsightsLogs("dense", [(since + k, hi - 100, f"line {k}") for k in range(10)])
+    logs.per_second = [[{"field": "n"}]]  # no count that can be used
+    reader = _late_reader("dense", logs, clock, since_ms=since)
+    reader.late.begin(now_ms)
+    reader.late.start_at(now_ms - 61_000)
+    assert _checked(reader.late, now_ms, 4) == []  # the window's query, its results, the count's, its results
+    clock.t += 31
+    later = int(clock.t * 1000)
+    assert _checked(reader.late, later, 1) == []
+    assert len(logs.started) == 3 and logs.filtered == []  # the new window's query went first
+    assert f"toMillis(@ingestionTime) > {hi}" in logs.started[2]["queryString"]
+    assert sorted(_checked(reader.late, later, None)) == [f"line {k}" for k in range(10)]
+    assert len(logs.filtered) == 1 and logs.filtered[0]["startTime"] == since
+
+
+def test_a_sweep_after_insights_was_given_up_skips_the_lines_insights_returned(clock):
+    # Insights returns one late line; then StartQuery is refused and the arrivals since are re-read with
+    # FilterLogEvents, which returns that line again with a newer one: only the newer one prints.
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    seen, new = (now_ms - 285_000, now_ms - 6_000, "seen"), (now_ms - 290_000, now_ms + 4_000, "new")
+    logs = _InsightsLogs("twice", [seen, new])
+    reader = _late_reader("twice", logs, clock)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    assert _checked(reader.late, now_ms, None) == ["seen"]
+
+    def refused(**_params):  # logs:StartQuery taken away while following
+        raise _client_error("AccessDeniedException", "StartQuery")
+
+    logs.start_query = refused
+    clock.t += 31
+    later = int(clock.t) * 1000
+    assert _checked(reader.late, later, 3) == ["new"]  # the sweep returned both
+    assert len(logs.filtered) == 1 and reader.stats.duplicates == 1 and reader.stats.late_check == "sweep"
+
+
+def test_a_sweep_drops_the_lines_of_streams_outside_the_job_a_server_returns(clock):
+    # moto ignores logStreamNamePrefix: another job's streams come back too, and are not the job's lines.
+    now_ms = int(clock.t) * 1000
+    pages = _late_pages("pre", now_ms - 300_000, now_ms - 200_000, pages=1)
+    pages[0][1]["logStreamName"] = "pre-other/algo-1-1"
+    logs = _PagedLogs(pages)
+    reader = _late_reader("pre", logs, clock, insights=False)
+    reader.late.begin(now_ms - 30_000)
+    assert _checked(reader.late, now_ms, 1) == ["page=0 line=0"]
+    assert reader.stats.foreign == 1 and reader.stats.events == 2
+
+
+def test_a_drain_timeout_while_the_check_waits_for_arrivals_counts_the_wait_as_a_slice_left(clock):
+    # A late line arrived 2 s before the last window's end: the end-of-job check waits the quiet time (10 s) past
+    # it. A drain timeout of 0 stops it at once: the 8 s of arrivals it waited for are left unchecked.
+    from launcher.jobs.logrecords import NoteKind
+
+    now_ms = int(clock.t) * 1000
+    cut = now_ms - 61_000
+    logs = _InsightsLogs("wait", [(now_ms - 61_000, now_ms - 3_000, "late")])
+    notes = []
+    reader = _late_reader("wait", logs, clock, drain_timeout_s=0.0, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    assert _checked(reader.late, now_ms, None) == ["late"]
+    assert [ln for page in reader.late.finish(now_ms) for ln in page] == []
+    (note,) = [n for n in notes if n.kind is NoteKind.FINAL_UNCHECKED]
+    assert (note.args["slices"], note.args["left_s"]) == (1, 8.0) and reader.stats.unchecked_slices == 1
+    assert "(1 slice(s), 8s of arrivals, left unchecked after 0s)" in note.message
+
+
+@pytest.mark.parametrize(("horizon_s", "slices", "left_s"), [(300.0, 9, 300.001), (100.0, 4, 100.001)])
+def test_a_drain_timeout_without_insights_counts_the_slices_planned_and_the_rest_as_one(clock, horizon_s, slices,
+                                                                                         left_s):
+    # The end-of-job sweep plans 8 slices of 30 s at a time; a timeout before any is read leaves those, and the
+    # timestamps not yet planned count as one more.
+    from launcher.jobs.logrecords import NoteKind
+
+    now_ms = int(clock.t) * 1000
+    logs = _PagedLogs([[]])
+    notes = []
+    reader = LogReader("nolog", logs, RateLimiter(100.0, clock=clock, sleep=clock.sleep), clock=clock,
+                       sleep=clock.sleep, horizon_s=horizon_s, sweep_span_s=30.0, insights=False, drain_timeout_s=0.0,
+                       on_note=notes.append)
+    reader.late.begin(now_ms)  # every timestamp a horizon back is to be re-read
+    assert list(reader.late.finish(now_ms)) == [] and logs.filtered == []
+    (note,) = [n for n in notes if n.kind is NoteKind.FINAL_UNCHECKED]
+    assert note.args["slices"] == slices == reader.stats.unchecked_slices
+    assert note.args["left_s"] == pytest.approx(left_s, abs=1e-6) == reader.stats.unchecked_s
+    assert f"({slices} slice(s), {left_s:.0f}s of arrivals, " in note.message
+
+
+def _past_horizon_count(failure):
+    """A count of the lines past the horizon over two stretches: the first counts 3, the second fails as `failure`
+    says. (the count, the clock)"""
+    from launcher.jobs.past_horizon import PastHorizonCount
+    from launcher.jobs.ratelimit import Unsupported
+
+    clock = VirtualClock()
+    started = []
+
+    def start_query(ts_lo, ts_hi, query, limit):
+        if failure == "start refused" and started:
+            raise Unsupported("AccessDeniedException")
+        started.append(query)
+        return f"q{len(started)}"
+
+    def results(query_id):
+        if query_id == "q1":
+            return {"status": "Complete", "results": [[{"field": "n", "value": "3"},
+                                                       {"field": "worst", "value": "400000"}]]}
+        if failure == "results refused":
+            raise Unsupported("AccessDeniedException")
+        if failure == "unreadable":
+            return {"status": "Complete", "results": [[{"field": "n", "value": "many"}]]}
+        return {"status": "Running"}
+
+    count = PastHorizonCount("job", "job\\/", 300_000, None, start_query, results, clock)
+    count.start(1_000_000, 2_000_000, job_start_ms=0)
+    clock.t += 1.0
+    count.read(1.0)
+    assert count.count == 3 and not count.pending
+    count.start(1_000_000, 2_500_000, job_start_ms=0)
+    return count, clock
+
+
+@pytest.mark.parametrize("failure", ["start refused", "results refused", "unreadable", "still running"])
+def test_a_count_past_the_horizon_that_fails_any_way_leaves_the_total_unsaid(failure):
+    from launcher.jobs.logrecords import Notes, Stats
+
+    count, clock = _past_horizon_count(failure)
+    clock.t += 1.0
+    count.read(1.0)
+    if failure == "still running":
+        assert count.pending
+        clock.t += 300.0
+        count.give_up_older_than(300.0)
+    said, stats = [], Stats()
+    count.say(stats, Notes(said.append, clock))
+    assert not said and stats.past_horizon == 0  # a total it cannot vouch for is not given
+    assert count.unknown and not count.pending
 
 
 def test_several_jobs_followed_together_share_the_rate_and_each_line_is_labelled_by_job_and_host():
