@@ -68,6 +68,18 @@ _NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a
                  "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
+    ("launcher/jobs/late_check.py", "return 0  # nothing to sweep yet", "0 -> 1"):
+        "_sweeps runs only with Insights given up; check() reads the calls spent only in its Insights wait loop, "
+        "and finish() drops them",
+    ("launcher/jobs/late_check.py", "w.histogram, w.part = False, True  # not the counts asked for: split evenly "
+     "instead", "False -> True"):
+        "_split_even replaces the window by parts or makes it a sweep window; _sweep_window never reads histogram",
+    ("launcher/jobs/late_check.py", "w.histogram, w.done = False, True  # nothing arrived late in it after all",
+     "False -> True"):
+        "nothing reads histogram on a window that is done",
+    ("launcher/jobs/late_check.py", "for a, b in zip(edges, edges[1:], strict=False) if b > a]", "> -> >="):
+        "the edges are strictly increasing (at least a second apart, between the window's ends), so b > a and "
+        "b >= a are both always true",
     ("launcher/catalog/prices.py", 'json.dump({"version": CACHE_VERSION, "prices": rows}, f, indent=1)', "1 -> 2"):
         "the price cache's indentation: json reads it back the same, and no output shows the file's bytes",
     ("launcher/rules/checks.py", "if tp <= s.tensor_parallel_degree or ctx.world % (tp * cp):", "<= -> <"):

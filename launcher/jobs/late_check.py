@@ -458,7 +458,7 @@ class LateCheck:
                 final: bool) -> Generator[list[LogLine], None, int]:
         """Re-read the slices whose lines have all arrived (all up to now once the job has ended)."""
         if self._plan_from is None or fresh_from is None:
-            return 0
+            return 0  # nothing to sweep yet
         if not final:
             due = min(now_ms - self._horizon, fresh_from)
             due -= due % BUCKET_MS
