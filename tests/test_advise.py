@@ -200,6 +200,14 @@ def test_the_api_refuses_an_unknown_order_or_instance_type_and_an_unreachable_ba
                                      f"{2**40:,} tokens per step")
 
 
+def test_a_refusal_of_the_spec_other_than_its_token_budget_is_not_told_as_a_budget_no_layout_can_train():
+    """Only the token budget depends on the layout; any other refusal (a precision the spec does not know) names
+    its own field instead of being passed off as a budget no layout can train."""
+    with pytest.raises((ValueError, UsageError)) as err:
+        advise("llama2-7b", instances=1, precision="fp64")
+    assert "training.precision" in str(err.value) and "no layout can train" not in str(err.value)
+
+
 def test_the_table_points_to_aws_reference_only_when_the_top_rows_leave_it_out(run_cli):
     args = ("advise", "--model", "llama2-7b", "--instances", "1")
     rows = json.loads(run_cli(*args, "--output", "json", "--top", "500").out)

@@ -14,6 +14,7 @@ from launcher import api
 from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
 from launcher.jobs import queued
+from launcher.jobs.logs import FollowResult
 from launcher.submission import batch
 from launcher.submission.batch import QueueOptions, retry_strategy
 from tests.batch_world import FAIR_QUEUE, QUEUE, create_batch_world, create_queues
@@ -598,6 +599,16 @@ def test_status_says_where_a_queued_job_waits_and_follows_its_training_job(moto_
     scenario.set_default({})
 
 
+@pytest.mark.parametrize("payload", ["{not json", "[1, 2]"])
+def test_a_waiting_job_whose_request_cannot_be_read_still_has_a_status(payload):
+    desc = {"jobName": "odd", "jobId": "j-1", "jobQueue": f"arn:aws:batch:us-west-2:123456789012:job-queue/{QUEUE}",
+            "status": "RUNNABLE", "serviceRequestPayload": payload}
+    status = queued.status_of(Clients(region="us-west-2"), desc)
+    assert (status.job_name, status.status.value, status.secondary_status) == ("odd", "InProgress", "RUNNABLE")
+    assert (status.instance_type, status.instance_count, status.image) == ("?", 0, None)
+    assert status.queue.queue == QUEUE and not status.terminal
+
+
 def test_metrics_of_a_queued_job_are_its_training_jobs(moto_world, clock):
     scenario.set_default(QUICK)
     _submit(moto_world.session.client("batch"), "m")
@@ -705,6 +716,22 @@ def test_ctrl_c_while_following_a_queued_job_is_an_interrupted_follow(moto_world
 
     result, _ = _follow_queued("intr", clock, follow_job=interrupted)
     assert (result.job, result.status, result.exit_code, result.interrupted) == ("intr", None, 130, True)
+    scenario.set_default({})
+
+
+def test_following_a_queued_job_not_to_its_end_is_its_training_jobs_follow_under_the_queued_name(moto_world, clock):
+    scenario.set_default(QUICK)
+    _submit(moto_world.session.client("batch"), "peek")
+    clock.sleep(3.0)  # its training job exists and runs
+    seen = []
+
+    def follow_job(job):
+        seen.append(job)
+        return FollowResult(job, "InProgress", 0)
+
+    result, _ = _follow_queued("peek", clock, follow_job=follow_job, until_end=False)
+    assert len(seen) == 1 and seen[0] != "peek"  # Batch's training job, followed once
+    assert (result.job, result.status, result.exit_code, result.interrupted) == ("peek", "InProgress", 0, False)
     scenario.set_default({})
 
 

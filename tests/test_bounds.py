@@ -141,6 +141,22 @@ def test_a_trickling_endpoint_ends_at_the_calls_deadline_naming_the_endpoint(ser
     assert took < 25  # the deadline, not the 50 s trickle (nor three of them)
 
 
+def test_a_call_whose_deadline_ran_out_on_a_hung_try_is_not_tried_again(server_world, monkeypatch):
+    """The deadline shuts the connection of a try that never answers; botocore would retry that, but the call's
+    time is spent: no second request is sent, and the error names the endpoint and the deadline."""
+    monkeypatch.setattr(aws, "CALL_DEADLINE_S", 2.0)
+    with FaultProxy(server_world.url, [Rule("sagemaker", "DescribeTrainingJob", "hang", 1)]) as proxy:
+        clients = _through(proxy, wait_notice_s=60.0)
+        began = time.monotonic()
+        with pytest.raises(AwsError) as err:
+            launcher.status("no-such-job", clients=clients, diagnose=False)
+        took = time.monotonic() - began
+        tries = proxy.counts()["sagemaker:DescribeTrainingJob"]
+    assert err.value.exit_code == 4 and tries == 1
+    assert proxy.url in str(err.value) and "no whole answer within 2 s" in str(err.value)
+    assert took < 25
+
+
 def test_a_call_that_answers_within_its_deadline_is_untouched(server_world, monkeypatch):
     monkeypatch.setattr(aws, "CALL_DEADLINE_S", 2.0)
     emulator.add_job(emulator.EmulatedJob("quick-1", training=600), server_world.session.client("sagemaker"))
@@ -195,6 +211,17 @@ def test_a_body_whose_read_fails_once_its_deadline_shut_it_names_what_was_read(m
     with pytest.raises(AwsError) as err:
         aws.read_body(ShutUnderfoot(), 10, what="s3://b/k", seconds=1.0)
     assert str(err.value).startswith("s3://b/k gave no whole answer within 1 s")
+
+
+def test_a_body_whose_read_fails_before_its_deadline_passes_the_failure_through():
+    """A read that fails on its own (a reset connection, not the deadline) is botocore's or the socket's error,
+    as it came: no answer is made up from what was never read."""
+    class Reset:
+        def read(self, n):
+            raise ConnectionResetError("connection reset by peer")
+
+    with pytest.raises(ConnectionResetError, match="connection reset by peer"):
+        aws.read_body(Reset(), 10, what="s3://b/k", seconds=30.0)
 
 
 # -- answers that are not UTF-8 -----------------------------------------------------------------------

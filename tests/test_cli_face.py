@@ -131,6 +131,16 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert "\n1 error (on stderr): submit refuses this plan\n" in one.out
 
 
+def test_plan_shows_a_global_batch_under_one_kibi_token_as_its_plain_count(run_cli):
+    """Below 1,024 tokens a step's batch has no Ki or Mi unit: the count alone."""
+    for seq, expected in ((8, "8 sequences, 64 tokens"), (128, "8 sequences, 1,024 (1 Ki) tokens")):
+        r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", f"model.seq_length={seq}",
+                    "--set", "training.batch_size=1", "--set", "cluster.instance_count=1")
+        assert r.code == 0, r.err
+        table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+        assert table["global batch"] == expected
+
+
 # -- the package --------------------------------------------------------------------------------------------
 
 def test_help_validate_and_plan_load_neither_the_sdk_nor_the_other_command_groups_deps():

@@ -10,7 +10,7 @@ from launcher import api
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import SpecError
 from launcher.core.frozen import thaw
-from launcher.orchestrate.fallback import FALLBACK_TAG, next_instance, settled
+from launcher.orchestrate.fallback import FALLBACK_TAG, describe, next_instance, settled
 from launcher.orchestrate.queue import EventKind, PlanState, run_queue
 from launcher.orchestrate.retry import ATTEMPT_TAG, RETRY_OF_TAG
 from launcher.spec import load_spec
@@ -79,6 +79,17 @@ def test_the_next_attempt_skips_a_type_the_layout_does_not_fit():
     assert [a.instance_type for a in on_p4de.alternatives] == ["ml.p4d.24xlarge"]
     last, skipped = next_instance(on_p4de, 2, on_p4de.job_name)
     assert last is None and skipped[0].startswith("ml.p4d.24xlarge skipped: this layout does not fit it (SMP060")
+
+
+def test_the_move_to_another_type_names_each_type_passed_over_and_the_rule_that_refused_it():
+    order = "cluster.instance_types=[ml.p5.48xlarge, ml.p4d.24xlarge, ml.p4de.24xlarge]"
+    plan = plan_of(overrides=[order if s == PREFERENCE else s for s in SEVENTY])
+    on_p4de, _ = next_instance(plan, 1, plan.job_name)
+    assert describe(plan, on_p4de, "first-job") == (
+        f"ml.p5.48xlarge had no capacity (first-job); trying 4 x ml.p4de.24xlarge as {on_p4de.job_name} "
+        "(ml.p4d.24xlarge skipped: this layout does not fit it (SMP060))")
+    assert describe(plan, on_p4de, "first-job", "is over its quota").startswith(
+        "ml.p5.48xlarge is over its quota; trying 4 x ml.p4de.24xlarge")
 
 
 # -- the queue on the emulator ---------------------------------------------------------------------------------

@@ -247,6 +247,15 @@ def test_a_variable_that_is_not_a_number_names_the_field(run_cli, write_spec):
     assert m["path"] == "cluster.instance_count" and m["line"] == "6" and "integer" in m["msg"]
 
 
+def test_a_variable_too_long_for_a_number_says_what_it_holds_and_where_it_came_from(write_spec):
+    p = write_spec(MINIMAL.replace("  region: us-west-2\n", "  region: us-west-2\n  instance_count: ${COUNT}\n"))
+    with pytest.raises(SpecError) as err:
+        load_spec(p, env={"COUNT": "1" * 41})
+    (problem,) = err.value.problems
+    assert problem.path == "cluster.instance_count"
+    assert problem.message == f"{'1' * 41!r} from ${{COUNT}}: a number of more than 40 digits"
+
+
 def test_a_merge_key_then_an_override_is_not_a_duplicate(write_spec):
     p = write_spec(MINIMAL.replace("cluster:\n  region: us-west-2\n",
                                    "cluster:\n  <<: {instance_count: 2, region: eu-west-1}\n  region: us-west-2\n"))

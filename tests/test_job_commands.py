@@ -54,6 +54,25 @@ def test_status_of_an_unknown_job_says_so(sm, run_cli):
     assert r.code == 2 and "no training job named 'no-such-job' in us-west-2" in r.err
 
 
+def test_a_refused_describe_is_one_line_saying_which_job_not_that_it_does_not_exist(sm):
+    from botocore.exceptions import ClientError
+
+    from launcher.core.aws import AwsError
+
+    emulator.add_job(emulator.EmulatedJob("held-1", training=600), sm)
+    clients = jobs.Clients()
+
+    def refuse(**_kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no sagemaker:DescribeTrainingJob"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "DescribeTrainingJob")
+
+    clients.session.events.register("before-send.sagemaker.DescribeTrainingJob", refuse)
+    with pytest.raises(AwsError) as err:
+        jobs.job_status(clients, "held-1")
+    assert str(err.value).startswith("describing held-1: access denied for DescribeTrainingJob")
+    assert err.value.exit_code == 4 and "\n" not in str(err.value)
+
+
 def test_latest_is_the_last_job_submitted_here(sm, run_cli):
     assert run_cli("status", "latest").code == 2
     started_ago(sm, AGO, emulator.EmulatedJob("mine-1"))

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 import launcher.jobs.status
-from launcher.core.errors import Interrupted, LauncherError
+from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.jobs.status import worst_exit_code
 from launcher.orchestrate.queue import PlanState, run_queue
 from launcher.plan.sweep import plan_sweep, warm_pool_notes
@@ -60,6 +60,16 @@ def test_never_more_than_the_limit_and_every_plan_starts_in_order(fake, limit):
     assert fake.started == [f"job-{i}" for i in range(5)] and fake.peak == limit
     assert [r.state for r in runs] == ["started"] * 5 and all(r.status.status == "Completed" for r in runs)
     assert worst_exit_code(runs) == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_limit_under_one_is_refused_before_anything_is_checked_or_started(fake, limit):
+    def sleep(_seconds):
+        raise KeyboardInterrupt  # a queue that could never start a job would wait here
+
+    with pytest.raises(UsageError, match=f"^max_concurrent {limit}: give 1 or more$"):
+        run_queue(plans(2), max_concurrent=limit, clients=object(), submit=fake.submit, check=fake.check, sleep=sleep)
+    assert fake.checked == [] and fake.started == []
 
 
 def test_no_limit_starts_everything_and_returns_without_waiting(fake):

@@ -188,6 +188,54 @@ def test_a_role_that_can_run_jobs_but_not_a_pipeline_is_refused_before_any_write
     assert [c.verdict for c in ok.role_checks] == ["pass", "pass"]
 
 
+def test_credentials_that_expire_during_the_pipeline_role_check_stop_it_saying_so(moto_world):
+    """The jobs' role check passes; IAM then refuses the pipeline role's own simulation for expired credentials."""
+    clients = Clients(region="us-west-2")
+
+    def expire(params, **_kw):
+        if "sagemaker:CreateTrainingJob" in params["ActionNames"]:
+            raise ClientError({"Error": {"Code": "ExpiredToken", "Message": "expired"},
+                               "ResponseMetadata": {"HTTPStatusCode": 403}}, "SimulatePrincipalPolicy")
+
+    clients.session.events.register("provide-client-params.iam.SimulatePrincipalPolicy", expire)
+    with pytest.raises(AwsError) as err:
+        upsert_pipeline([plan()], "expired", clients=clients)
+    assert str(err.value).startswith("checking the pipeline role: your AWS session token has expired")
+    assert err.value.exit_code == 4 and "\n" not in str(err.value)
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+def _failing_create_pipeline(monkeypatch, error):
+    import botocore.client
+
+    real = botocore.client.BaseClient._make_api_call
+
+    def create(client, operation, params):
+        if operation == "CreatePipeline":
+            raise error
+        return real(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", create)
+
+
+def test_an_error_already_worded_while_upserting_reaches_the_caller_as_it_is(moto_world, monkeypatch):
+    worded = AwsError("CreatePipeline: the endpoint gave no whole answer within 50 s")
+    _failing_create_pipeline(monkeypatch, worded)
+    with pytest.raises(AwsError) as err:
+        upsert_pipeline([plan()], "worded", clients=Clients(region="us-west-2"))
+    assert err.value is worded  # not reworded as the SDK's refusal
+
+
+def test_an_sdk_failure_while_upserting_that_is_not_aws_is_one_line_naming_the_sdk(moto_world, monkeypatch):
+    from launcher.core.errors import LauncherError
+
+    _failing_create_pipeline(monkeypatch, ValueError("the definition did not serialise"))
+    with pytest.raises(LauncherError) as err:
+        upsert_pipeline([plan()], "sdk", clients=Clients(region="us-west-2"))
+    assert str(err.value) == "the SageMaker SDK refused the pipeline: the definition did not serialise"
+    assert type(err.value) is LauncherError
+
+
 @pytest.mark.parametrize("name", ["has space", "-leading", "a" * 257, "under_score"])
 def test_bad_pipeline_names_are_refused(moto_world, name):
     with pytest.raises(UsageError, match="pipeline name"):

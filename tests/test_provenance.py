@@ -218,6 +218,42 @@ def test_a_source_tarball_that_is_gone_is_one_line_naming_the_job_and_its_uri(re
     assert f"reading {first.job_name}'s source {first.source_uri}" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_source_that_trickles_past_its_deadline_is_the_read_error_not_a_job_smp_launch_did_not_start(
+        recorded_world, monkeypatch):
+    import time
+
+    from launcher.core import aws
+    from launcher.jobs import stored
+
+    first = launch(recorded_world)
+    clients = recorded_world.clients()
+    real = clients.s3.get_object
+
+    class Trickle:
+        def read(self, _n):
+            time.sleep(3)  # past the 1 s deadline below
+            return b""
+
+    monkeypatch.setattr(clients.s3, "get_object", lambda **kw: {**real(**kw), "Body": Trickle()})
+    monkeypatch.setattr(stored, "read_body", lambda body, limit, *, what: aws.read_body(body, limit, what=what,
+                                                                                           seconds=1.0))
+    with pytest.raises(aws.AwsError) as err:
+        stored_job(clients, first.job_name)
+    assert str(err.value).startswith(f"{first.source_uri} gave no whole answer within 1 s")
+    assert not isinstance(err.value, NotLaunchedHere)
+
+
+def test_a_job_described_without_its_arn_is_rerun_without_reading_its_tags(recorded_world, monkeypatch):
+    first = launch(recorded_world)
+    clients = recorded_world.clients()
+    real = clients.sagemaker.describe_training_job
+    monkeypatch.setattr(clients.sagemaker, "describe_training_job",
+                        lambda **kw: {k: v for k, v in real(**kw).items() if k != "TrainingJobArn"})
+    monkeypatch.setattr(clients.sagemaker, "list_tags", lambda **_kw: pytest.fail("no ARN, no tags to list"))
+    again = api.rerun(first.job_name, dry_run=True, clients=clients)
+    assert {"Key": RERUN_TAG, "Value": first.job_name} in again.request["Tags"] and again.warnings == ()
+
+
 def test_a_redacted_environment_value_comes_back_from_the_job_or_the_rerun_is_refused():
     spec = {"environment": {"HF_TOKEN": "<redacted>", "NCCL_DEBUG": "WARN"}}
     job = StoredJob("j", {"Environment": {"HF_TOKEN": "hf_x", "NCCL_DEBUG": "WARN"}}, "s3://b/k.tar.gz", b"", {},

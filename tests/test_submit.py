@@ -490,6 +490,20 @@ def test_a_role_the_caller_may_not_read_is_cannot_tell():
     assert check.as_dict()["verdict"] == RoleVerdict.UNKNOWN
 
 
+class _RoleWithoutArn:
+    """An IAM endpoint whose GetRole answer has no ARN (an emulator, a proxy that cut it)."""
+
+    def get_role(self, RoleName):  # noqa: N803
+        return {"Role": {"RoleName": RoleName, "Path": "/"}}
+
+
+def test_a_role_answer_that_cannot_be_used_is_cannot_tell_saying_why():
+    check = check_role(SimpleNamespace(role="Good"), _RoleWithoutArn(), sts=None)
+    assert check.verdict == RoleVerdict.UNKNOWN and not check.missing and not check.problems
+    assert check.unknowns == ("IAM's answer could not be used (KeyError)",)
+    assert check.lines() == ["role Good: unknown", "  cannot tell: IAM's answer could not be used (KeyError)"]
+
+
 def _refuse(clients, operation, error):
     """Make `operation` raise `error` (a ClientError code, or an exception) where its request would be sent."""
     def refuse(**_kw):

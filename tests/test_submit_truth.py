@@ -170,6 +170,27 @@ def test_an_answer_lost_before_the_job_was_created_is_one_line(moto_world):
     assert err.value.exit_code == 4 and "did not answer in time" in str(err.value) and jobs_in("us-west-2") == []
 
 
+class Throttled(Unreachable):
+    """A SageMaker client whose DescribeTrainingJob is refused with an error that says nothing of the job."""
+
+    def describe_training_job(self, **_):
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}, "DescribeTrainingJob")
+
+
+def test_an_answer_lost_when_sagemaker_cannot_say_whether_the_job_exists_says_to_look_it_up(moto_world):
+    def time_out(*_args):
+        raise _timed_out()
+
+    clients = Clients(overrides={"sagemaker": Throttled(boto3.client("sagemaker", region_name="us-west-2"))})
+    with pytest.raises(AwsError) as err:
+        submit(spec(), clients, now=NOW, start=time_out)
+    message = str(err.value)
+    assert err.value.exit_code == 4 and "did not answer in time" in message
+    assert message.endswith("was started: look it up in us-west-2 before submitting it again")
+    assert "; cannot tell whether llama2-7b-" in message and jobs_in("us-west-2") == []
+
+
 def test_json_still_reports_the_jobs_started_before_an_interrupt(moto_world, run_cli, monkeypatch):
     from launcher.submission import estimator
 
@@ -466,3 +487,35 @@ def test_an_unknown_profile_is_one_line(moto_world, run_cli, tmp_path, command):
                 env={"AWS_CONFIG_FILE": str(config)})
     assert r.code == 4 and r.err.strip().splitlines() == [
         "The config profile (nosuch) could not be found; check AWS_PROFILE and ~/.aws/config"]
+
+
+def test_a_client_of_an_unknown_profile_is_the_same_one_line_error(tmp_path, monkeypatch):
+    """The first client a library caller asks for says what is wrong; no half-made client is handed back."""
+    from launcher.core.errors import LauncherError
+
+    config = tmp_path / "config"
+    config.write_text("[default]\nregion = us-west-2\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    clients = Clients(profile="nosuch", region="us-west-2")
+    for _ in range(2):  # asked again, it says so again
+        with pytest.raises(LauncherError) as err:
+            clients.sagemaker  # noqa: B018 - the attribute makes the client
+        assert str(err.value) == "The config profile (nosuch) could not be found; check AWS_PROFILE and ~/.aws/config"
+        assert err.value.exit_code == 4
+
+
+def test_a_client_with_no_region_anywhere_is_one_line_saying_where_to_set_one(tmp_path, monkeypatch):
+    empty = tmp_path / "config"
+    empty.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    with pytest.raises(AwsError) as err:
+        Clients().sagemaker  # noqa: B018
+    assert str(err.value) == "no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region"
+    assert err.value.exit_code == 4
+
+def test_a_service_the_factory_does_not_make_is_no_attribute():
+    clients = Clients(region="us-west-2")
+    with pytest.raises(AttributeError, match="^ec2$"):
+        clients.ec2  # noqa: B018
+    assert not hasattr(clients, "ecr") and hasattr(clients, "sagemaker")

@@ -172,14 +172,12 @@ def _polled(read: Callable[[], Any], nap: Callable[[float], None]) -> Any:
     throttle outlasting botocore's own tries): one bad moment of the endpoint does not end the queue."""
     from launcher.core.aws import AwsError
 
-    for attempt in range(POLL_RETRIES + 1):
+    for attempt in range(POLL_RETRIES):
         try:
             return read()
         except AwsError:
-            if attempt == POLL_RETRIES:
-                raise
             nap(2.0 ** attempt)
-    raise AssertionError("unreachable")
+    return read()  # the last try: its failure is the queue's
 
 
 def account_key(plan: Plan) -> tuple[Any, ...]:
