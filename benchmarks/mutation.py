@@ -68,6 +68,13 @@ _NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a
                  "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
+    ("launcher/spec/loader.py",
+     """f"{shown(text)} from {value}: {clean(getattr(exc, 'problem', exc), limit=200)}"))""", "200 -> 201"):
+        "scalar() on plain text fails only for an integer of more than 40 digits or a `<<`, both worded in well "
+        "under 200 characters",
+    ("launcher/spec/loader.py", "return []", "return X -> return None"):
+        "every unknown key pydantic reports sits under JobSpec or one of its section models, so the walk never "
+        "meets a field that is not a model",
     ("launcher/jobs/late_check.py", "return 0  # nothing to sweep yet", "0 -> 1"):
         "_sweeps runs only with Insights given up; check() reads the calls spent only in its Insights wait loop, "
         "and finish() drops them",

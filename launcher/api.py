@@ -214,9 +214,12 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
     Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
     (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
     preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
+    import re
+
     from launcher.core.errors import ArgumentError
+    from launcher.core.sanitize import quoted
     from launcher.rules import advise as _advise
-    from launcher.spec.models import parse_token_count
+    from launcher.spec.models import REGION_PATTERN, parse_token_count
 
     batch = _advise.parse_tokens(global_batch_tokens) if isinstance(global_batch_tokens, str) else global_batch_tokens
     try:
@@ -225,6 +228,10 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
         raise ArgumentError(f"{{tokens}}: {exc}") from None
     if budget < 1:
         raise ArgumentError("{tokens}: a token budget is at least 1")
+    if precision not in ("bf16", "fp16", "fp8"):
+        raise ArgumentError(f"{{precision}}: {quoted(precision)} is not bf16, fp16 or fp8")
+    if region is not None and not re.fullmatch(REGION_PATTERN, region):
+        raise ArgumentError(f"{{region}}: {quoted(region)} is not an AWS region such as us-west-2")
     plan = _advise.Budget(tokens=budget, region=region or "us-west-2", env=env, by=by)
     return _advise.advise(model, instance_type, instances, seq_length, batch, precision, plan)
 

@@ -226,3 +226,15 @@ def test_a_sequence_of_one_token_is_advised_and_a_budget_no_layout_can_train_is_
     assert r.code == 2 and r.out == "" and "Traceback" not in r.err, r.err
     assert r.err.strip().startswith("--tokens: no layout can train this budget: training.tokens 1,000,000,000,000")
     assert r.err.strip().endswith("give a smaller --tokens or a longer --seq-length")
+
+
+def test_a_price_region_or_precision_advise_cannot_use_is_one_line_exit_2(run_cli):
+    from launcher import api
+    from launcher.core.errors import ArgumentError
+
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--price-region", "Mars")
+    assert r.code == 2 and r.err == "--price-region: 'Mars' is not an AWS region such as us-west-2\n" and not r.out
+    with pytest.raises(ArgumentError, match=r"^precision: 'fp4' is not bf16, fp16 or fp8$"):
+        api.advise("llama2-7b", instances=1, precision="fp4")
+    with pytest.raises(ArgumentError, match=r"^region: 'us-west-2 ' is not an AWS region"):
+        api.advise("llama2-7b", instances=1, region="us-west-2 ")

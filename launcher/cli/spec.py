@@ -195,11 +195,15 @@ def advise_layouts(model: str, instances: int | None, seq_length: int, instance_
     """Recommend SMP v2 configurations for a model, ranked by predicted time to train (or cost)."""
     from launcher.api import advise, advised_spec, resolve_region
     from launcher.cli import present
-    from launcher.core.errors import UsageError
+    from launcher.cli.options import FLAGS
+    from launcher.core.errors import ArgumentError, UsageError
 
-    ranked = advise(model, instance_type=instance_type, instances=instances, seq_length=seq_length,
-                    global_batch_tokens=global_batch, precision=precision, tokens=tokens, by=by,
-                    region=resolve_region(region))
+    try:
+        ranked = advise(model, instance_type=instance_type, instances=instances, seq_length=seq_length,
+                        global_batch_tokens=global_batch, precision=precision, tokens=tokens, by=by,
+                        region=resolve_region(region))
+    except ArgumentError as err:  # the region advise prices in is --price-region here
+        raise UsageError(err.worded({**FLAGS, "region": "--price-region"})) from None
     if not ranked:
         raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
                          f"{seq_length}; add instances or use an 80 GB instance type")
