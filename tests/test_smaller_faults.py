@@ -268,3 +268,9 @@ def test_an_aws_errors_code_and_message_are_cut_to_100_and_500_characters():
     cut = str(explain(ClientError({"Error": {"Code": code + "C", "Message": message + "m"}}, "DescribeTrainingJob"),
                       "x"))
     assert f"failed: {'C' * 99}…: {'m' * 499}…" in cut
+
+
+def test_what_was_being_done_is_cut_to_300_characters_in_an_aws_error():
+    action = "describing " + "j" * 400
+    said = str(explain(RuntimeError("boom"), action))
+    assert said.startswith(action[:299] + "…: ") and action[:300] not in said

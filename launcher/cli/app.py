@@ -128,12 +128,12 @@ def _run(argv: list[str] | None) -> None:
 def _one_line(err: click.ClickException) -> str:
     """A usage error as every other error is said: one line (the command, what is wrong, where help is), not
     click's four (usage, a hint, a blank line, the error)."""
-    from launcher.core.sanitize import clean
+    from launcher.core.sanitize import MESSAGE_LIMIT, clean
 
     ctx = getattr(err, "ctx", None)
     where = f"{ctx.command_path}: " if ctx is not None else ""
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and isinstance(err, click.UsageError) else ""
-    return f"{clean(where)}{clean(' '.join(err.format_message().split()), 500)}{clean(hint)}"
+    return f"{clean(where)}{clean(' '.join(err.format_message().split()), MESSAGE_LIMIT)}{clean(hint)}"
 
 
 def _flush_or_quiet() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, NAME_LIMIT, PLACE_LIMIT, clean
 from launcher.core.version import VERSION
 
 _NOTICES = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ class Clients:
         limit = CALL_DEADLINE_S if self.call_deadline is None else self.call_deadline
         notify = self.notify or _NOTICES.warning
         where = f"{service}.{client.meta.region_name}"
-        endpoint = clean(getattr(client.meta, "endpoint_url", "") or where, 200)
+        endpoint = clean(getattr(client.meta, "endpoint_url", "") or where, PLACE_LIMIT)
         watched = _watch_connections(client)
         expired = deadline_error()
 
@@ -317,8 +317,8 @@ def read_body(body: Any, limit: int, *, what: str, seconds: float = CALL_DEADLIN
     finally:
         stop.cancel()
     if _EXPIRED.pop(me, None) is not None:
-        raise AwsError(f"{clean(what, 200)} gave no whole answer within {seconds:.0f} s (it answers too slowly, or "
-                       "something between holds the connection); check the network, then retry")
+        raise AwsError(f"{clean(what, PLACE_LIMIT)} gave no whole answer within {seconds:.0f} s (it answers too "
+                       "slowly, or something between holds the connection); check the network, then retry")
     return bytes(data)
 
 
@@ -372,14 +372,14 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
     """Turn a botocore exception into a one-line LauncherError that says what to do."""
     from botocore import exceptions as bx
 
-    where = f"{clean(action, 300)}: " if action else ""  # an action may name a job, which may hold escapes
+    where = f"{clean(action, DETAIL_LIMIT)}: " if action else ""  # an action may name a job, which may hold escapes
     if isinstance(exc, LauncherError):
         return exc
     ran_out = _EXPIRED.pop(threading.get_ident(), None)
     if ran_out is not None or isinstance(exc, deadline_error()):
         url, seconds = ran_out or (getattr(exc, "kwargs", {}).get("endpoint_url", "AWS"),
                                    getattr(exc, "kwargs", {}).get("seconds", CALL_DEADLINE_S))
-        return AwsError(f"{where}{clean(url, 200)} gave no whole answer within {seconds:.0f} s (it answers too "
+        return AwsError(f"{where}{clean(url, PLACE_LIMIT)} gave no whole answer within {seconds:.0f} s (it answers too "
                         "slowly, or something between holds the connection); check the network, the region and "
                         "AWS_ENDPOINT_URL, then retry")
     if isinstance(exc, bx.NoCredentialsError):
@@ -390,16 +390,16 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
     if isinstance(exc, bx.ProfileNotFound):
         return AwsError(f"{where}{exc}; check AWS_PROFILE and ~/.aws/config")
     if isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError)):
-        url = clean(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "", 200)
+        url = clean(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "", PLACE_LIMIT)
         return AwsError(f"{where}{url or 'AWS'} did not answer in time (each try timed out); check the "
                         "network, the region and AWS_ENDPOINT_URL, then retry")
     if isinstance(exc, bx.EndpointConnectionError):
-        return AwsError(f"{where}cannot reach AWS ({clean(exc, 300)}); check the network, the region and "
+        return AwsError(f"{where}cannot reach AWS ({clean(exc, DETAIL_LIMIT)}); check the network, the region and "
                         "AWS_ENDPOINT_URL")
     if isinstance(exc, bx.ClientError):
         err = exc.response.get("Error", {})
-        code = clean(err.get("Code", ""), 100)
-        message = clean(str(err.get("Message", "")).strip(), 500)
+        code = clean(err.get("Code", ""), NAME_LIMIT)
+        message = clean(str(err.get("Message", "")).strip(), MESSAGE_LIMIT)
         op = getattr(exc, "operation_name", "") or "the request"
         if code in _ACTIONABLE:
             kind = ThrottledError if code in ("ThrottlingException", "Throttling") else AwsError
@@ -415,5 +415,5 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
             return AwsError(f"{where}SageMaker rejected the request: {message}")
         return AwsError(f"{where}{op} failed: {code}: {message}")
     if isinstance(exc, bx.BotoCoreError):
-        return AwsError(f"{where}{clean(exc, 500)}")
-    return AwsError(f"{where}{type(exc).__name__}: {clean(exc, 500)}")
+        return AwsError(f"{where}{clean(exc, MESSAGE_LIMIT)}")
+    return AwsError(f"{where}{type(exc).__name__}: {clean(exc, MESSAGE_LIMIT)}")

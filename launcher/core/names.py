@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from launcher.core.errors import UsageError
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import NAME_LIMIT, clean
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
@@ -41,6 +41,6 @@ def check_job_name(name: str) -> str:
     """`name` when SageMaker would take it as a training job name; else UsageError (exit 2), before any AWS
     call: SageMaker would only refuse it with a ValidationException."""
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
-        raise UsageError(f"'{clean(name, 100)}' is not a training job name: SageMaker's are 1-63 letters, "
+        raise UsageError(f"'{clean(name, NAME_LIMIT)}' is not a training job name: SageMaker's are 1-63 letters, "
                          "digits and hyphens, starting and ending with a letter or digit")
     return name

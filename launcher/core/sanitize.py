@@ -27,6 +27,12 @@ _UNSAFE_OR_AMBIGUOUS = re.compile(f"\\\\(?=[\\\\xuU{_UNSAFE_CLASS}])|[{_UNSAFE_C
 
 # How much of a value the user gave an error message quotes: enough to recognise it, never a screenful.
 QUOTED = 80
+# How much of each kind of text from elsewhere a message shows (`clean(text, LIMIT)`): the same kind is cut at
+# the same length in every message.
+NAME_LIMIT = 100  # a job's, a queue's or an error code's name (SageMaker's names are at most 63)
+PLACE_LIMIT = 200  # a path, a URI, an endpoint, a validator's sentence
+DETAIL_LIMIT = 300  # what was being done, or a short explanation
+MESSAGE_LIMIT = 500  # what AWS or the SDK said
 
 
 def quoted(value: object) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.aws import read_body
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import PLACE_LIMIT, clean
 
 MAX_TARBALL = 64 * 1024 * 1024  # bytes read from S3, and bytes unpacked: a rendered source dir is tens of KB
 MAX_MEMBERS = 1000  # a source dir holds about ten files
@@ -130,7 +130,7 @@ def read_source(s3: Any, uri: str) -> StoredSource:
 
     bucket, key = split_s3(uri)
     obj = s3.get_object(Bucket=bucket, Key=key)
-    too_big = Unreadable(f"its source {clean(uri, 200)} is larger than 64 MiB")
+    too_big = Unreadable(f"its source {clean(uri, PLACE_LIMIT)} is larger than 64 MiB")
     if int(obj.get("ContentLength") or 0) > MAX_TARBALL:
         raise too_big
     data = read_body(obj["Body"], MAX_TARBALL + 1, what=f"s3://{bucket}/{key}")
@@ -139,7 +139,7 @@ def read_source(s3: Any, uri: str) -> StoredSource:
     try:
         files = read_files(data)
     except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
-        raise Unreadable(f"its source is not a readable tarball: {clean(exc, 200)}") from None
+        raise Unreadable(f"its source is not a readable tarball: {clean(exc, PLACE_LIMIT)}") from None
     if "plan.json" not in files:
         raise Unreadable("its source has no plan.json")
     stored = {name: parse_stored(name, files[name]) for name in STORED if name in files}

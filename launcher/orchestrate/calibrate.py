@@ -22,7 +22,7 @@ from typing import Any
 from launcher.catalog.smp import INSTANCES
 from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import NAME_LIMIT, PLACE_LIMIT, clean
 from launcher.predict.account import Sample, factors, store
 
 WARMUP_LINES = 2
@@ -106,7 +106,7 @@ def measure(clients: Clients, job: str) -> Calibration:
 
     stored = stored_job(clients, job)
     status = str(stored.description.get("TrainingJobStatus", ""))
-    name = clean(job, 100)
+    name = clean(job, NAME_LIMIT)
     if status not in FINISHED:
         raise UsageError(f"{name} is {clean(status, 40) or 'not finished'}: calibrate reads finished jobs (wait for "
                          "it, or stop it)")
@@ -117,7 +117,7 @@ def measure(clients: Clients, job: str) -> Calibration:
         spec = JobSpec.model_validate(dict(stored.spec))
     except ValidationError as exc:
         raise UsageError(f"{name}'s stored spec does not validate with this smp-launch: "
-                         f"{clean(exc.errors()[0].get('msg', exc), 200)}") from None
+                         f"{clean(exc.errors()[0].get('msg', exc), PLACE_LIMIT)}") from None
     ran_on = str((stored.description.get("ResourceConfig") or {}).get("InstanceType") or "")
     if ran_on in INSTANCES and ran_on != spec.cluster.instance_type:  # a capacity fallback ran it on another type
         cluster = spec.cluster.model_copy(update={"instance_type": ran_on, "instance_types": ()})

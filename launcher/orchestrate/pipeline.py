@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import LauncherError, UsageError
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import DETAIL_LIMIT, clean
 from launcher.orchestrate.pipeline_params import (
     MAX_STEPS_ENV,
     StepParameter,
@@ -270,7 +270,7 @@ def definition(pipeline: Any) -> dict[str, Any]:
         with sdk_silent():
             return json.loads(pipeline.definition())
     except ValueError as exc:  # the SDK's own checks of the steps (their names, their order)
-        raise UsageError(f"the SageMaker SDK refused the pipeline: {clean(exc, 300)}") from None
+        raise UsageError(f"the SageMaker SDK refused the pipeline: {clean(exc, DETAIL_LIMIT)}") from None
 
 
 def untracked_create(pipeline: Any) -> Callable[..., Any]:

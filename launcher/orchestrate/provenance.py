@@ -18,7 +18,7 @@ from launcher.core.aws import Clients, explain
 from launcher.core.enums import StrEnum
 from launcher.core.errors import LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import DETAIL_LIMIT, NAME_LIMIT, PLACE_LIMIT, clean
 
 if TYPE_CHECKING:
     from launcher.plan.build import Plan
@@ -74,7 +74,7 @@ class Change:
 
     def line(self) -> str:
         """`path: a -> b`, or `+ path: b` / `- path: a` (keys and values sanitised: they came from S3)."""
-        path = clean(self.path, 200)
+        path = clean(self.path, PLACE_LIMIT)
         if self.kind is ChangeKind.ADDED:
             return f"+ {path}: {_shown(self.b)}"
         if self.kind is ChangeKind.REMOVED:
@@ -83,11 +83,11 @@ class Change:
 
 
 def _shown(value: Any) -> str:
-    return clean(json.dumps(value, sort_keys=True, default=str), 300)
+    return clean(json.dumps(value, sort_keys=True, default=str), DETAIL_LIMIT)
 
 
 def _not_ours(job: str, why: str) -> NotLaunchedHere:
-    return NotLaunchedHere(f"{clean(job, 100)} was not launched by smp-launch ({why}); rerun and diff read the "
+    return NotLaunchedHere(f"{clean(job, NAME_LIMIT)} was not launched by smp-launch ({why}); rerun and diff read the "
                            "plan smp-launch stores in the job's source")
 
 
@@ -116,7 +116,7 @@ def stored_job(clients: Clients, job: str) -> StoredJob:
     except LauncherError:
         raise
     except Exception as exc:
-        raise explain(exc, f"reading {clean(job, 100)}'s source {clean(uri, 200)}") from None
+        raise explain(exc, f"reading {clean(job, NAME_LIMIT)}'s source {clean(uri, PLACE_LIMIT)}") from None
     return StoredJob(name=job, description=description, source_uri=uri, tarball=source.tarball,
                      files=source.files, plan=source.plan, spec=source.spec)
 
@@ -138,9 +138,9 @@ def _environment(stored: StoredJob) -> dict[str, str]:
             else:
                 missing.append(name)
     if missing:
-        raise UsageError(f"{clean(stored.name, 100)}'s environment {', '.join(sorted(missing))} was redacted when "
-                         "stored and SageMaker did not return it: submit the spec again (better, move the value to "
-                         "`secrets:` as a Secrets Manager ARN, which is stored and rerun as it is)")
+        raise UsageError(f"{clean(stored.name, NAME_LIMIT)}'s environment {', '.join(sorted(missing))} was redacted "
+                         "when stored and SageMaker did not return it: submit the spec again (better, move the value "
+                         "to `secrets:` as a Secrets Manager ARN, which is stored and rerun as it is)")
     return env
 
 
@@ -176,16 +176,16 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
     from launcher.spec.models import JobSpec
 
     if stored.spec is None:
-        raise UsageError(f"{clean(stored.name, 100)} was launched by an older smp-launch that stored its plan but "
-                         "not its spec (spec.json): submit its spec again")
+        raise UsageError(f"{clean(stored.name, NAME_LIMIT)} was launched by an older smp-launch that stored its plan "
+                         "but not its spec (spec.json): submit its spec again")
     data = {**stored.spec, "environment": _environment(stored)}
     if isinstance(data.get("tags"), dict):
         data["tags"] = _in_planned_order(data["tags"], stored.plan)
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"{clean(stored.name, 100)}'s stored spec does not validate with this smp-launch: "
-                         f"{clean(exc.errors()[0].get('msg', exc), 200)}") from None
+        raise UsageError(f"{clean(stored.name, NAME_LIMIT)}'s stored spec does not validate with this smp-launch: "
+                         f"{clean(exc.errors()[0].get('msg', exc), PLACE_LIMIT)}") from None
     loaded = LoadedSpec(spec=spec, file=f"{stored.name}:spec.json", marks={}, files=())
     region = clients.region or stored.plan.get("region")
     env = dict(clients.env)
@@ -324,8 +324,8 @@ def side(ref: str, clients: Clients, *, spec: bool = False) -> dict[str, Any]:
     stored = stored_job(clients, ref)
     if spec:
         if stored.spec is None:
-            raise UsageError(f"{clean(ref, 100)} was launched by an older smp-launch that did not store its spec; "
-                             "diff its plan instead (without --spec)")
+            raise UsageError(f"{clean(ref, NAME_LIMIT)} was launched by an older smp-launch that did not store its "
+                             "spec; diff its plan instead (without --spec)")
         return full_spec(stored.spec)
     return _plan_side(stored.plan, full_spec(stored.spec) if stored.spec is not None else None)
 

@@ -18,7 +18,7 @@ from typing import Any
 from launcher.core.aws import AwsError, Clients, QuotaError, deadline_error, explain, recording
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
-from launcher.core.sanitize import clean
+from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, clean
 from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
 from launcher.submission.pricing import Fetched, fetch_prices
@@ -236,7 +236,7 @@ def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Client
             raise
         except Exception as exc:
             if not type(exc).__module__.startswith("botocore"):
-                raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, 500)}") from None
+                raise LauncherError(f"the SageMaker SDK refused the job: {clean(exc, MESSAGE_LIMIT)}") from None
             error = explain(exc, "CreateTrainingJob")
             taken = _name_taken(exc)
             if taken is not None and not unanswered:
@@ -358,7 +358,7 @@ def _name_taken(exc: BaseException) -> str | None:
     if str(err.get("Code", "")) != "ResourceInUse" and not ("already exists" in lowered or "must be unique" in lowered):
         return None
     arn = re.search(r"arn:[\w-]+:sagemaker:[^\s()]+", message)
-    return clean(arn.group() if arn else message or "ResourceInUse", 300)
+    return clean(arn.group() if arn else message or "ResourceInUse", DETAIL_LIMIT)
 
 
 def job_exists(clients: Clients, name: str) -> JobExistence:
