@@ -3,8 +3,8 @@
 The render goldens hold the files a job runs; these hold what a person or a pipeline reads before paying for it:
 the predicted speed, time and cost, the memory, the advisories, the request. A change to any figure or row shows
 here as a diff to review; `make goldens` rewrites them (SMP_WRITE_GOLDENS=1). What differs from run to run is
-masked: the job name's timestamp and the git commit tag. Prices come from the shipped snapshot (us-east-1), never
-from a developer's cache.
+masked (the job name's timestamp) or left out (the git commit tag, absent outside a git checkout). Prices come
+from the shipped snapshot (us-east-1), never from a developer's cache.
 """
 import json
 import os
@@ -23,11 +23,9 @@ STAMP = re.compile(r"-\d{8}-\d{6}-\d{3}\b")
 
 def _masked(value):
     if isinstance(value, dict):
-        if value.get("Key") == GIT_COMMIT_TAG:
-            return {**value, "Value": "<commit>"}
         return {k: _masked(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v) for v in value]
+    if isinstance(value, list):  # the commit tag is left out: a checkout that is not a git repo has none
+        return [_masked(v) for v in value if not (isinstance(v, dict) and v.get("Key") == GIT_COMMIT_TAG)]
     return STAMP.sub("-<time>", value) if isinstance(value, str) else value
 
 
