@@ -8,9 +8,9 @@ module, which tests run it, how long each took and whether it passed. Each mutan
 module (a comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return`
 or `raise` removed, True for False, a condition negated), found by walking the module's syntax tree, and runs
 against EVERY test that runs its line and passed unmutated, those whose own text names what the line holds
-first, then the fastest (pytest stops at the first failure: the order decides only how soon a kill is
-known). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would notice it.
-Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
+first, then those in files that import the module, then the fastest (pytest stops at the first failure: the
+order decides only how soon a kill is known). A mutant on a line no test runs is "uncovered" and counts as a
+survivor: nothing would notice it. Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
 is killed when a test fails or the run passes three times its tests' own time.
 
 Every module under launcher/ is mutated except launcher/runtime/, the job's own code, which runs only inside
@@ -536,7 +536,9 @@ def covering_tests(mapping: dict, mutant: Mutant) -> list[str]:
                 reach[t] = reach.get(t, 0) + 1
     passing = [t for t in found if tests.get(t, [0, False])[1]]
     named = _naming_tests(mutant, passing)
-    return sorted(passing, key=lambda t: (-named.get(t, 0), -reach.get(t, 0) / (tests[t][0] + 0.05), t))
+    own = _importers(mutant.module)  # the module's own test files name it in an import
+    return sorted(passing, key=lambda t: (-named.get(t, 0), t.split("::", 1)[0] not in own,
+                                          -reach.get(t, 0) / (tests[t][0] + 0.05), t))
 
 
 COMMON = frozenset(dir(builtins)) | {
