@@ -2,16 +2,16 @@
 
     python benchmarks/mutation.py [--budget-s 900] [--seed 11] [--module memory] [--list] [--map FILE]
 
-First the whole suite runs once in a copy of the tree under coverage, each test its own coverage context
-(the `--map` step; its result can be kept and reused with --map FILE): that says, for every line of every
-module, which tests run it, how long each took and whether it passed. Each mutant changes one thing in one
-module (a comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return`
-or `raise` removed, True for False, a condition negated), found by walking the module's syntax tree, and runs
-against EVERY test that runs its line and passed unmutated, those whose own text names what the line holds
-first, then those in files that import the module, then the fastest (pytest stops at the first failure: the
-order decides only how soon a kill is known). A mutant on a line no test runs is "uncovered" and counts as a
-survivor: nothing would notice it. Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A mutant
-is killed when a test fails or the run passes three times its tests' own time.
+First the whole suite runs once in a copy of the tree under coverage, each test its own coverage context (the
+`--map` step; its result can be kept and reused with --map FILE): that says, for every line of every module,
+which tests run it, how long each took and whether it passed. Each mutant changes one thing in one module (a
+comparison flipped, `+` for `-`, an integer off by one, `and` for `or`, a `not` dropped, a `return` or `raise`
+removed, True for False, a condition negated), found by walking the module's syntax tree, and runs against EVERY
+test that runs its line and passed unmutated, those whose own text names what the line holds first, then those in
+files that import the module, then the fastest (pytest stops at the first failure: the order decides only how
+soon a kill is known). A mutant on a line no test runs is "uncovered" and counts as a survivor: nothing would
+notice it. Mutants are sampled in a seeded order, round-robin over the modules, until the time budget is spent. A
+mutant is killed when a test fails or the run passes three times its tests' own time.
 
 Every module under launcher/ is mutated except launcher/runtime/, the job's own code, which runs only inside
 torchrun's worker processes: the CPU local runs check it, at minutes a run. The map follows the Python
