@@ -122,7 +122,8 @@ goldens: venv
 	    -o tests/goldens/$$name > /dev/null || exit 1; \
 	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
-	rm -rf tests/plan_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_plan_goldens.py
+	rm -rf tests/plan_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/test_plan_goldens.py tests/test_api_surface.py
 
 # Follow a job (JOB_NAME=latest: the last one submitted from this machine).
 JOB_NAME ?= latest

@@ -362,3 +362,12 @@ def test_follow_many_hands_the_waiting_notices_of_the_clients_it_makes_to_on_not
     launcher.follow_many(["slow-a"], until_end=False)
     assert made[-1].notify is None  # no callback given: the client factory's own default is left alone
     assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("hosts,said", [(1, "has 1 host, algo-1 to algo-1"), (2, "has 2 hosts, algo-1 to algo-2")])
+def test_a_host_past_a_small_jobs_last_is_refused_naming_its_hosts(jobs_world, run_cli, hosts, said):
+    from tests.emulation import started_ago
+
+    started_ago(jobs_world, 3600, emulator.EmulatedJob(f"small{hosts}", hosts=hosts, training=60, decoy=False))
+    r = run_cli("logs", f"small{hosts}", "--host", "3", "--no-follow")
+    assert (r.code, r.out, r.err.strip()) == (2, "", f"--host 3: small{hosts} {said}")
