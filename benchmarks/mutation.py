@@ -568,6 +568,29 @@ def _line_tokens(module: str, line: int) -> set[str]:
     return found
 
 
+def _command_of(module: str, line: int) -> set[str]:
+    """The command a decorator line of a command module belongs to (`@click.command("calibrate")` above it, up
+    to its function's `def`): the tests that run that command name it."""
+    import re
+
+    if not module.startswith("launcher/cli/"):
+        return set()
+    lines = (REPO / module).read_text().splitlines()
+    for text in lines[line - 1:]:
+        if text.startswith(("def ", "async def ")):
+            break
+        found = re.match(r'@(?:click|cli)\.(?:command|group)\("([a-z-]+)"', text)
+        if found:
+            return {found.group(1)}
+    for text in reversed(lines[:line - 1]):
+        if text.startswith(("def ", "class ")) or not text.strip():
+            break
+        found = re.match(r'@(?:click|cli)\.(?:command|group)\("([a-z-]+)"', text)
+        if found:
+            return {found.group(1)}
+    return set()
+
+
 @functools.cache
 def _test_sources(path: str) -> dict[str, str]:
     """Each test function's own text (its decorators included), by its name within the file."""
@@ -588,7 +611,7 @@ def _naming_tests(mutant: Mutant, tests: list[str]) -> dict[str, int]:
     that most of the tests name say nothing and are left out."""
     import re
 
-    tokens = _line_tokens(mutant.module, mutant.line)
+    tokens = _line_tokens(mutant.module, mutant.line) | _command_of(mutant.module, mutant.line)
     if not tokens or not tests:
         return {}
     texts = {}

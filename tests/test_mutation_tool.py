@@ -88,3 +88,11 @@ def test_a_test_that_names_what_the_line_holds_runs_first_however_slow():
     assert ordered[0] == names and set(ordered[1:]) == set(others)
     body = mutation.covering_tests(mapping, mutation.Mutant(module, 0, 1, "x"))
     assert body[-1] == names, "a line it does not name keeps the map's order: the slow test last"
+
+
+def test_a_command_modules_decorator_line_names_its_command_for_the_order():
+    module = "launcher/cli/calibrate.py"
+    text = (REPO / module).read_text().splitlines()
+    line = next(i for i, code in enumerate(text, 1) if code.startswith("@click.argument"))
+    assert mutation._command_of(module, line) == {"calibrate"}
+    assert mutation._command_of("launcher/core/aws.py", 5) == set()
