@@ -68,6 +68,8 @@ _NEVER_UNSAFE = ("sanitize's _escape sees only _UNSAFE_CLASS's characters (and a
                  "U+0100, U+E000, U+FFFF or U+10000: only those tell these bounds apart")
 # Mutants that cannot change behaviour, found by reading them: (module, the line's code, change) -> why.
 EQUIVALENT = {
+    ("launcher/local/run.py", "record = RunRecord(exit_code=1, wall_s=0.0)", "1 -> 2"):
+        "the exit code is always set from proc.wait() before the record is returned; Ctrl-C re-raises instead",
     ("launcher/spec/loader.py",
      """f"{shown(text)} from {value}: {clean(getattr(exc, 'problem', exc), limit=200)}"))""", "200 -> 201"):
         "scalar() on plain text fails only for an integer of more than 40 digits or a `<<`, both worded in well "

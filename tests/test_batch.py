@@ -816,3 +816,17 @@ def test_names_of_queues_and_environments_are_taken_once(moto_world):
     with pytest.raises(ClientError, match=f"Job queue {QUEUE} already exists"):
         b.create_job_queue(jobQueueName=QUEUE, priority=1, jobQueueType="SAGEMAKER_TRAINING",
                            serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "smp-env"}])
+
+
+def test_waiting_jobs_are_listed_newest_first_with_the_time_batch_took_them(moto_world, clock):
+    scenario.set_default(QUICK)
+    b = moto_world.session.client("batch")
+    ids = {}
+    for name in ("w1", "w2", "w3", "w4"):
+        ids[name] = _submit(b, name, tags={"smp-launch:managed": "true"})
+        clock.sleep(1.0)
+    rows = [r for r in api.list_jobs(clients=Clients(region="us-west-2")) if r.queue]
+    assert [r.job_name for r in rows] == ["w4", "w3"]  # w1 and w2 hold the environment's capacity
+    for row in rows:
+        assert row.created == b.describe_service_job(jobId=ids[row.job_name])["createdAt"] / 1000
+    scenario.set_default({})
