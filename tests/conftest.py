@@ -323,3 +323,32 @@ def refusing(clients, operation: str, code: str = "AccessDeniedException"):
 
     clients.session.events.register(f"before-send.{operation}", refuse)
     return clients
+
+
+@pytest.fixture(autouse=True)
+def _emulated_jobs_behave_as_by_default():
+    """Each test starts with the emulator's own default job (some set another, or moto's instant Completed,
+    and a later test in the same worker would inherit it)."""
+    yield
+    import emulator
+
+    emulator.set_default({})
+
+
+def ctrl_c_as_a_terminal_has_it():
+    """For a child process: SIGINT back to its default, as a shell started from a terminal gives it; a test
+    suite started in the background (nohup, `&`, some CI runners) inherits SIGINT ignored, and a Ctrl-C sent
+    to the child would do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def ctrl_c_reaches_python():
+    """SIGINT raising KeyboardInterrupt in this process for the test, whatever the suite was started with."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -17,18 +17,40 @@ from tests.conftest import REPO
 SURFACE = REPO / "tests" / "api_surface.txt"
 
 
+def _shown(value: object) -> str:
+    """A default as text that is the same in every run (a set's order follows the process's hash seed)."""
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({{{', '.join(sorted(map(repr, value)))}}})"
+    return repr(value)
+
+
+def _signature(obj) -> str:
+    signature = inspect.signature(obj)
+    params = [p.replace(default=_Shown(p.default)) if p.default is not p.empty else p
+              for p in signature.parameters.values()]
+    return str(signature.replace(parameters=params))
+
+
+class _Shown:
+    def __init__(self, value: object):
+        self.text = _shown(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _describe(name: str, obj: object) -> list[str]:
     if isinstance(obj, type) and issubclass(obj, enum.Enum):
         return [f"enum {name}: {', '.join(f'{m.name}={m.value!r}' for m in obj)}"]
     if dataclasses.is_dataclass(obj) and isinstance(obj, type):
-        fields = [f"{f.name}: {f.type}" + (f" = {f.default!r}" if f.default is not dataclasses.MISSING else "")
+        fields = [f"{f.name}: {f.type}" + (f" = {_shown(f.default)}" if f.default is not dataclasses.MISSING else "")
                   + (" = <factory>" if f.default_factory is not dataclasses.MISSING else "")
                   for f in dataclasses.fields(obj)]
         return [f"dataclass {name}(frozen={obj.__dataclass_params__.frozen})", *(f"    {f}" for f in fields)]
     if isinstance(obj, type):
         return [f"class {name}({', '.join(b.__name__ for b in obj.__mro__[1:-1])})"]
     if callable(obj):
-        return [f"def {name}{inspect.signature(obj)}"]
+        return [f"def {name}{_signature(obj)}"]
     return [f"{name} = {obj!r}"]
 
 

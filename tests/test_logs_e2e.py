@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 import emulator
-from tests.conftest import REPO
+from tests.conftest import REPO, ctrl_c_as_a_terminal_has_it
 from tests.emulation import body_of, lost_and_duplicated
 
 EXE = shutil.which("smp-launch", path=str(Path(sys.executable).parent))
@@ -44,7 +44,8 @@ def cli(env, *args, timeout=60):
 
 
 def spawn(env, *args):
-    return subprocess.Popen([EXE, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([EXE, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_a_terminal_has_it)
 
 
 def created_ago(sm, seconds, job):

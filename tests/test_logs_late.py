@@ -1007,7 +1007,7 @@ def test_several_jobs_followed_together_raise_the_first_jobs_error(sm, clock):
         follow_many(["nosuch"], Clients(), polling=polling)
 
 
-def test_ctrl_c_while_several_jobs_are_followed_ends_every_follow_as_interrupted():
+def test_ctrl_c_while_several_jobs_are_followed_ends_every_follow_as_interrupted(ctrl_c_reaches_python):
     import _thread
     import sys
     import threading

@@ -114,7 +114,7 @@ def sdk_create_then(action, monkeypatch):
     return clients
 
 
-def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(moto_world, monkeypatch):
+def test_a_real_sigint_inside_the_sdk_call_is_not_swallowed(moto_world, monkeypatch, ctrl_c_reaches_python):
     """The SDK's telemetry wrapper discards a KeyboardInterrupt (`finally: return`): a real Ctrl-C
     (SIGINT) during CreateTrainingJob must still end submit with exit 130, not "started" and 0."""
     clients = sdk_create_then(lambda: signal.raise_signal(signal.SIGINT), monkeypatch)
