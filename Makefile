@@ -112,7 +112,9 @@ render: venv
 # One golden source dir per code path of the templates (tests/goldens/variants.txt: a name, a spec and its
 # --set overrides), rendered by `smp-launch render` (run after changing templates and review the diff), less
 # the launcher/runtime modules copied verbatim (the golden test compares those with their sources); and each
-# variant's whole plan as `plan` shows it, table and JSON (tests/plan_goldens, tests/test_plan_goldens.py).
+# variant's whole plan as `plan` shows it, table and JSON (tests/plan_goldens, tests/test_plan_goldens.py); and
+# what the job commands print (status, list, wait, stop, logs, metrics, prices, a sweep's and a pipeline's dry
+# run: tests/output_goldens, tests/test_output_goldens.py).
 goldens: venv
 	runtime=$$($(BIN)/python -c 'from launcher.render.files import RUNTIME_MODULES; print(*RUNTIME_MODULES)'); \
 	find tests/goldens -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +; \
@@ -122,8 +124,8 @@ goldens: venv
 	    -o tests/goldens/$$name > /dev/null || exit 1; \
 	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
-	rm -rf tests/plan_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  tests/test_plan_goldens.py tests/test_api_surface.py
+	rm -rf tests/plan_goldens tests/output_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q \
+	  -p no:cacheprovider tests/test_plan_goldens.py tests/test_api_surface.py tests/test_output_goldens.py
 
 # Follow a job (JOB_NAME=latest: the last one submitted from this machine).
 JOB_NAME ?= latest
