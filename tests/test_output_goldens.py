@@ -26,7 +26,7 @@ from launcher.jobs.ratelimit import RateLimiter
 from tests.conftest import REPO
 from tests.emulation import VirtualClock
 from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
-from tests.test_plan_goldens import STAMP, WRITE
+from tests.test_plan_goldens import STAMP, check_golden
 
 GOLDENS = REPO / "tests" / "output_goldens"
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
@@ -48,18 +48,7 @@ def masked(text: str) -> str:
 
 def check(name: str, text: str) -> None:
     """`text` is the golden `name` (written first under SMP_WRITE_GOLDENS=1)."""
-    path = GOLDENS / name
-    if WRITE:
-        GOLDENS.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"no golden {name}: run `make goldens`"
-    golden = path.read_text(encoding="utf-8")
-    if text != golden:
-        import difflib
-
-        diff = "".join(difflib.unified_diff(golden.splitlines(True), text.splitlines(True), name, "now", n=1))
-        pytest.fail(f"the output drifted from tests/output_goldens/{name} (review, then `make goldens`):\n"
-                    f"{diff[:4000]}")
+    check_golden(GOLDENS / name, text)
 
 
 def check_run(result, name: str, code: int, stderr: bool = False) -> None:

@@ -40,30 +40,31 @@ def _plan_output(run_cli, monkeypatch, tmp_path, name, *flags):
     return result.out
 
 
-def _check(path, text):
+def check_golden(path, text):
+    """`text` is the golden file at `path` (written first under SMP_WRITE_GOLDENS=1); a drift fails with its diff."""
     if WRITE:
-        PLANS.mkdir(exist_ok=True)
+        path.parent.mkdir(exist_ok=True)
         path.write_text(text, encoding="utf-8")
     assert path.exists(), f"no golden {path.name}: run `make goldens`"
     golden = path.read_text(encoding="utf-8")
     if text != golden:
         import difflib
 
-        diff = "".join(difflib.unified_diff(golden.splitlines(True), text.splitlines(True), path.name, "now", n=1))
-        pytest.fail(f"the plan drifted from tests/plan_goldens/{path.name} (review, then `make goldens`):\n"
-                    f"{diff[:4000]}")
+        where = path.relative_to(REPO)
+        diff = "".join(difflib.unified_diff(golden.splitlines(True), text.splitlines(True), str(where), "now", n=1))
+        pytest.fail(f"the output drifted from {where} (review, then `make goldens`):\n{diff[:4000]}")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS_OF_GOLDENS))
 def test_the_plans_json_matches_its_golden(name, run_cli, monkeypatch, tmp_path):
     data = json.loads(_plan_output(run_cli, monkeypatch, tmp_path, name, "--output", "json"))
-    _check(PLANS / f"{name}.json", json.dumps(_masked(data), indent=1, sort_keys=True) + "\n")
+    check_golden(PLANS / f"{name}.json", json.dumps(_masked(data), indent=1, sort_keys=True) + "\n")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS_OF_GOLDENS))
 def test_the_plans_table_matches_its_golden(name, run_cli, monkeypatch, tmp_path):
     text = STAMP.sub("-<time>", _plan_output(run_cli, monkeypatch, tmp_path, name))
-    _check(PLANS / f"{name}.txt", text)
+    check_golden(PLANS / f"{name}.txt", text)
 
 
 # `advise` over the layouts it builds: each row's memory, speed, time and cost, and the order they rank in.
@@ -85,8 +86,9 @@ def test_advice_matches_its_golden(name, run_cli, monkeypatch, tmp_path):
     data = run_cli("advise", *ADVICE[name], "--output", "json", env=env)
     assert table.code == data.code == 0, table.err + data.err
     rows = json.loads(data.out)  # every feasible layout: the first 20 in full, and how many there are
-    _check(PLANS / f"{name}.json", json.dumps({"rows": len(rows), "first": rows[:20]}, indent=1, sort_keys=True) + "\n")
-    _check(PLANS / f"{name}.txt", table.out)
+    shown = {"rows": len(rows), "first": rows[:20]}
+    check_golden(PLANS / f"{name}.json", json.dumps(shown, indent=1, sort_keys=True) + "\n")
+    check_golden(PLANS / f"{name}.txt", table.out)
 
 
 def test_every_plan_golden_belongs_to_a_variant():
