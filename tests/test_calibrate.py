@@ -86,7 +86,7 @@ def test_a_running_job_and_a_job_without_progress_lines_store_nothing(moto_world
     quiet, clients = launch_finished(moto_world, monkeypatch, 1000.0, "training.batch_size=2")
     emulator.scenario.get(quiet.job_name).training = 3.0  # three lines: all warm-up
     running, clients = launch_finished(moto_world, monkeypatch, 1000.0, ago=5.0)
-    with pytest.raises(UsageError, match="calibrate reads finished jobs"):
+    with pytest.raises(UsageError, match=f"^{running.job_name} is InProgress: calibrate reads finished jobs"):
         api.calibrate([running.job_name], clients=clients, env=env)
     with pytest.raises(UsageError, match="steady progress lines"):
         api.calibrate([quiet.job_name], clients=clients, env=env)

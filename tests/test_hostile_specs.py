@@ -355,3 +355,13 @@ def test_a_mapping_key_and_value_failing_together_is_not_read_as_a_union(write_s
         load_spec(write_spec(MINIMAL), ["tags={0: [1]}"])
     text = str(err.value)
     assert "or 0" not in text and "input should be a valid string" in text
+
+
+def test_an_alias_bomb_of_mappings_is_refused_while_it_is_read(run_cli, write_spec):
+    keys = "abcdefghi"
+    lines = ["m0: &m0 {" + ", ".join(f"{k}: x" for k in keys) + "}"]
+    lines += [f"m{i}: &m{i} {{" + ", ".join(f"{k}: *m{i - 1}" for k in keys) + "}" for i in range(1, 8)]
+    p = write_spec(MINIMAL + "hyperparameters:\n" + "".join(f"  {line}\n" for line in lines))  # 9**8 values
+    assert p.stat().st_size < 1000
+    m = bounded_error(run_cli("validate", str(p)))
+    assert m["path"] == "yaml" and f"more than {MAX_NODES} values" in m["msg"]

@@ -371,3 +371,19 @@ def test_a_host_past_a_small_jobs_last_is_refused_naming_its_hosts(jobs_world, r
     started_ago(jobs_world, 3600, emulator.EmulatedJob(f"small{hosts}", hosts=hosts, training=60, decoy=False))
     r = run_cli("logs", f"small{hosts}", "--host", "3", "--no-follow")
     assert (r.code, r.out, r.err.strip()) == (2, "", f"--host 3: small{hosts} {said}")
+
+
+def test_a_status_change_in_json_lines_has_its_time_or_null_when_aws_gave_none():
+    import io
+
+    from launcher.cli.logprint import Printer
+    from launcher.jobs.logrecords import StatusChange
+
+    out = io.StringIO()
+    printer = Printer(out=out, err=io.StringIO(), as_json=True)
+    printer.status(StatusChange("Training", "Training image download completed", 1_700_000_000.0))
+    printer.status(StatusChange("Completed", "", None))
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first == {"type": "status", "status": "Training", "time": "2023-11-14T22:13:20.000Z",
+                     "message": "Training image download completed"}
+    assert second["time"] is None and second["status"] == "Completed"

@@ -232,12 +232,15 @@ class _Flaky:
             kind = self.failures.pop(0)
             if kind == "reset":
                 raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
+            if kind == "bare-500":  # a code this version does not know, on a status that says the server failed
+                raise ClientError({"Error": {"Code": "Unexplained", "Message": "?"},
+                                   "ResponseMetadata": {"HTTPStatusCode": 500}}, "FilterLogEvents")
             raise ClientError({"Error": {"Code": "InternalFailure", "Message": "internal error"},
                                "ResponseMetadata": {"HTTPStatusCode": 500, "RetryAttempts": 2}}, "FilterLogEvents")
         return self.real.filter_log_events(**params)
 
 
-@pytest.mark.parametrize("failures", [["5xx", "5xx", "5xx"], ["reset", "5xx", "reset"]])
+@pytest.mark.parametrize("failures", [["5xx", "5xx", "5xx"], ["reset", "5xx", "reset"], ["bare-500", "bare-500"]])
 def test_server_errors_and_dropped_connections_are_retried_not_fatal(sm, clock, failures):
     job = emulator.add_job(emulator.EmulatedJob("flaky", hosts=2, training=20), sm)
     clients = Clients()

@@ -294,3 +294,10 @@ def test_a_figure_fetched_today_is_not_asked_again_unless_forced(moto_world, tmp
     forced = fetch_prices(clients, ["ml.p5.48xlarge"], "us-west-2", env=env, force=True)
     assert fake_prices.calls() == asked + 2 and forced.prices["ml.p5.48xlarge|us-west-2|on-demand"].usd_per_hour == 50.0
     assert hourly_price("ml.p5.48xlarge", "us-west-2", spot=False, env=env).usd_per_hour == 50.0
+
+
+def test_a_quota_code_that_is_not_text_is_not_shown():
+    from launcher.submission.quotas import _code
+
+    assert _code({"QuotaCode": "L-1216C47A"}) == "L-1216C47A"
+    assert _code({"QuotaCode": 5}) is None and _code({"QuotaCode": ""}) is None and _code({}) is None

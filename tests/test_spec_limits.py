@@ -221,3 +221,16 @@ def test_a_templates_path_of_exactly_4096_characters_passes_its_length_check(wri
     with pytest.raises(SpecError) as err:
         load_spec(write_spec(MINIMAL), ["templates=" + "t" * 4096])
     assert "is not a folder of templates" in str(err.value)
+
+
+@pytest.mark.parametrize("field,bound", [("hidden_width", 2**20), ("num_layers", 4096)])
+def test_an_architecture_dimension_is_bounded_at_its_limit_and_not_below(field, bound):
+    from pydantic import ValidationError
+
+    from launcher.spec.models import ModelSpec
+
+    whole = {"type": "llama", "num_layers": 32, "hidden_width": 4096, "num_heads": 32, "intermediate_size": 11008,
+             "vocab_size": 32000}
+    assert getattr(ModelSpec.model_validate({**whole, field: bound}), field) == bound
+    with pytest.raises(ValidationError, match=f"less than or equal to {bound}"):
+        ModelSpec.model_validate({**whole, field: bound + 1})

@@ -118,7 +118,8 @@ class Printer:
 
     def status(self, change: StatusChange) -> None:
         if self.as_json:
-            self.out.write(json.dumps({"type": "status", "status": change.status, "time": iso(change.time or 0),
+            when = iso(change.time) if change.time else None  # AWS gave no time: null, never 1970
+            self.out.write(json.dumps({"type": "status", "status": change.status, "time": when,
                                        "message": change.message}) + "\n")
             self.out.flush()
         else:
