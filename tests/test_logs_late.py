@@ -727,21 +727,26 @@ def test_a_start_query_without_a_query_id_gives_insights_up_and_the_poll_re_read
     assert not [n for n in notes if n.kind is NoteKind.QUERY_ENDED]  # no results were asked for
 
 
-def test_results_refused_give_insights_up_and_the_polls_calls_left_re_read_the_window(clock):
-    from launcher.jobs.logrecords import NoteKind
-
+def _window_with_results(job, clock, results):
+    """A reader whose late check starts one window 61 s back, its GetQueryResults answered by `results`."""
     now_ms = int(clock.t) * 1000
     cut = now_ms - 61_000
-    logs = _PagedLogs(_late_pages("deny", cut - 290_000, cut + 5_000))
+    logs = _PagedLogs(_late_pages(job, cut - 290_000, cut + 5_000))
+    logs.get_query_results = results
+    notes = []
+    reader = _late_reader(job, logs, clock, on_note=notes.append)
+    reader.late.begin(now_ms)
+    reader.late.start_at(cut)
+    return reader, logs, notes, now_ms, cut
+
+
+def test_results_refused_give_insights_up_and_the_polls_calls_left_re_read_the_window(clock):
+    from launcher.jobs.logrecords import NoteKind
 
     def refused(**_params):
         raise _client_error("AccessDeniedException", "GetQueryResults")
 
-    logs.get_query_results = refused
-    notes = []
-    reader = _late_reader("deny", logs, clock, on_note=notes.append)
-    reader.late.begin(now_ms)
-    reader.late.start_at(cut)
+    reader, logs, notes, now_ms, cut = _window_with_results("deny", clock, refused)
     # StartQuery, its results refused, and the one call left of the budget reads a page
     assert _checked(reader.late, now_ms, 3) == ["page=0 line=0", "page=0 line=1"]
     assert [c["startTime"] for c in logs.filtered] == [cut - 300_000]
@@ -752,14 +757,8 @@ def test_results_refused_give_insights_up_and_the_polls_calls_left_re_read_the_w
 def test_a_query_ending_in_a_status_not_known_is_re_read_in_the_same_poll_and_the_note_names_it_cut(clock):
     from launcher.jobs.logrecords import NoteKind
 
-    now_ms = int(clock.t) * 1000
-    cut = now_ms - 61_000
-    logs = _PagedLogs(_late_pages("odd", cut - 290_000, cut + 5_000))
-    logs.get_query_results = lambda **_params: {"status": "StatusFromTheFuture42"}
-    notes = []
-    reader = _late_reader("odd", logs, clock, on_note=notes.append)
-    reader.late.begin(now_ms)
-    reader.late.start_at(cut)
+    reader, logs, notes, now_ms, cut = _window_with_results(
+        "odd", clock, lambda **_params: {"status": "StatusFromTheFuture42"})
     # StartQuery, its results, and the one call left of the budget reads a page of the window's timestamps
     assert _checked(reader.late, now_ms, 3) == ["page=0 line=0", "page=0 line=1"]
     assert [c["startTime"] for c in logs.filtered] == [cut - 300_000]
