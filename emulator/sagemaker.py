@@ -14,6 +14,21 @@ from typing import Any
 
 from emulator import core, failures, scenario
 
+# Every CreateTrainingJob request as the service received it (the JSON body, before moto reads it: moto keeps no
+# Environment and replaces MetricDefinitions), by job name: what a contract test holds a plan's request against.
+RECEIVED: dict[str, dict[str, Any]] = {}
+
+
+def received(job_name: str) -> dict[str, Any] | None:
+    """The CreateTrainingJob request the emulator received for `job_name` (None: none came)."""
+    with core.lock():
+        return RECEIVED.get(job_name)
+
+
+def _forget_received() -> None:
+    with core.lock():
+        RECEIVED.clear()
+
 
 def refresh(job: Any) -> None:
     """Write the job's state at the current emulator time onto moto's FakeTrainingJob (and sync its
@@ -95,6 +110,19 @@ def _apply() -> None:
         return responses.EmptyResult()
 
     responses.SageMakerResponse.stop_training_job = stop_response
+    create_response = responses.SageMakerResponse.create_training_job
+
+    @functools.wraps(create_response)
+    def recording_create(self) -> Any:
+        import json
+
+        body = json.loads(self.body or "{}")
+        with core.lock():
+            RECEIVED[str(body.get("TrainingJobName"))] = body
+        return create_response(self)
+
+    responses.SageMakerResponse.create_training_job = recording_create
 
 
 core.register_patch("sagemaker:lifecycle", _apply)
+core.register_reset(_forget_received)

@@ -22,6 +22,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 JOBS = REPO / "jobs"
 
+# The SageMaker SDK line this suite runs on (`make test` runs it on 2.x, and the SDK-facing modules again on 3.x:
+# SDK3_TEST_MODULES), and the backends that line has.
+from launcher.core.sdk import BackendKind, installed_sdk  # noqa: E402
+
+SDK_MAJOR = installed_sdk().major or 0
+BACKENDS = ((BackendKind.ESTIMATOR, BackendKind.MODEL_TRAINER) if SDK_MAJOR == 2 else (BackendKind.MODEL_TRAINER,))
+needs_v2 = pytest.mark.skipif(SDK_MAJOR != 2, reason="the PyTorch Estimator is SageMaker SDK 2.x's")
+# Where the SDK keeps its telemetry module on this line (tests silence or watch it).
+TELEMETRY = "sagemaker.telemetry.telemetry_logging" if SDK_MAJOR == 2 else "sagemaker.core.telemetry.telemetry_logging"
+
 
 @dataclass
 class Result:

@@ -147,9 +147,9 @@ def test_sigterm_during_the_create_says_the_job_exists_records_it_and_exits_143(
     previous = signal.signal(signal.SIGTERM, ended)
     try:
         def create_then_terminated(*args):
-            from launcher.submission import estimator
+            from launcher.submission import backend
 
-            estimator.start(*args)
+            backend.schedule(*args)
             os.kill(os.getpid(), signal.SIGTERM)
 
         clients = Clients()

@@ -17,7 +17,7 @@ from launcher.spec import load_spec
 from launcher.submission.create import submit as submit_plan
 from launcher.submission.role import RoleRefused, RoleVerdict, check_role
 from tests.aws_setup import BUCKET
-from tests.conftest import JOBS
+from tests.conftest import BACKENDS, JOBS
 from tests.doubles import one_page_paginator
 
 
@@ -54,14 +54,20 @@ VARIANTS = {
 }
 
 
+@pytest.mark.parametrize("kind", BACKENDS, ids=str)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_the_sdk_sends_exactly_the_predicted_request(moto_world, variant):
-    result, sent = run(spec(*VARIANTS[variant]), skip_role_check=True)
+def test_the_sdk_sends_exactly_the_predicted_request(moto_world, variant, kind):
+    """The contract, per backend: what the emulator received is what `plan` shows (secrets aside: none here)."""
+    from emulator.sagemaker import received
+
+    result, sent = run(spec(*VARIANTS[variant], f"cluster.backend={kind}"), skip_role_check=True)
     predicted = thaw(result.request)  # the read-only request's plain twin (JSON has lists, not tuples)
     assert sent, "CreateTrainingJob was not called"
-    assert set(sent) == set(predicted)
+    got = received(result.job_name)
+    assert got == sent
+    assert set(got) == set(predicted)
     for key in predicted:
-        assert sent[key] == predicted[key], key
+        assert got[key] == predicted[key], key
     assert "smdistributed-modelparallel" in sent["AlgorithmSpecification"]["TrainingImage"]
     if variant == "warm-pool":
         assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800

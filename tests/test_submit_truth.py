@@ -45,9 +45,9 @@ def jobs_in(region: str) -> list[str]:
 # -- 1. Ctrl-C during CreateTrainingJob ---------------------------------------------------------------
 
 def real_start_then_interrupt(*args):
-    from launcher.submission import estimator
+    from launcher.submission import backend
 
-    estimator.start(*args)
+    backend.schedule(*args)
     raise KeyboardInterrupt
 
 
@@ -135,9 +135,9 @@ def test_a_keyboard_interrupt_raised_inside_the_sdk_call_is_not_swallowed(moto_w
 
 
 def test_the_cli_exits_130_with_one_line_after_an_interrupt(moto_world, run_cli, monkeypatch):
-    from launcher.submission import estimator
+    from launcher.submission import backend
 
-    monkeypatch.setattr(estimator, "start", interrupt_before_creating)
+    monkeypatch.setattr(backend, "schedule", interrupt_before_creating)
     r = run_cli("submit", "jobs/llama7b.yaml", "--set", "role=Good")
     assert r.code == 130 and "started" not in r.out
     assert r.err.strip().splitlines()[-1].startswith("interrupted: llama2-7b-") and "was not started" in r.err
@@ -151,9 +151,9 @@ def _timed_out():
 
 def test_an_answer_lost_after_the_job_was_created_is_still_started(moto_world):
     def create_then_time_out(*args):
-        from launcher.submission import estimator
+        from launcher.submission import backend
 
-        estimator.start(*args)
+        backend.schedule(*args)
         raise _timed_out()
 
     result = submit(spec(), Clients(), now=NOW, start=create_then_time_out)
@@ -192,11 +192,11 @@ def test_an_answer_lost_when_sagemaker_cannot_say_whether_the_job_exists_says_to
 
 
 def test_json_still_reports_the_jobs_started_before_an_interrupt(moto_world, run_cli, monkeypatch):
-    from launcher.submission import estimator
+    from launcher.submission import backend
 
-    real = estimator.start
+    real = backend.schedule
     starts = iter([real, interrupt_before_creating])
-    monkeypatch.setattr(estimator, "start", lambda *a: next(starts)(*a))
+    monkeypatch.setattr(backend, "schedule", lambda *a: next(starts)(*a))
     r = run_cli("submit", "jobs/llama7b.yaml", "jobs/llama7b.yaml", "--set", "role=Good", "--output", "json")
     assert r.code == 130 and "was not started" in r.err
     reported = json.loads(r.out)  # one object per plan: the first started, the second did not

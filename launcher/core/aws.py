@@ -146,21 +146,8 @@ class Clients:
             return self.overrides[service]
         key = service if region is None else f"{service}@{region}"
         if key not in self._cache:
-            from botocore.config import Config
-
-            retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
-            config = Config(retries={"mode": "standard", "max_attempts": retries},
-                            user_agent_extra=f"smp-launch/{VERSION}",
-                            connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
-                            read_timeout=self.read_timeout or READ_TIMEOUT)
-            kwargs: dict[str, Any] = {"config": config}
-            if region or self.region:  # the one region resolved for this command, whatever the session's default
-                kwargs["region_name"] = region or self.region
-            endpoint = self.env.get("AWS_ENDPOINT_URL")
-            if endpoint:
-                kwargs["endpoint_url"] = endpoint
             try:
-                client = self.session.client(service, **kwargs)
+                client = self.session.client(service, **self._settings(region))
             except LauncherError:
                 raise
             except Exception as exc:  # NoRegionError, ProfileNotFound, ...
@@ -169,6 +156,34 @@ class Clients:
             client.meta.events.register("before-parse.*.*", _valid_utf8)
             self._cache[key] = client
         return self._cache[key]
+
+    def resource(self, service: str) -> Any:
+        """A boto3 resource on this command's `service` client (the SDK uploads files through an S3 resource): its
+        calls have the client's endpoint, region, deadlines and record."""
+        client = self.client(service)
+        try:
+            made = self.session.resource(service, **self._settings(None))
+        except Exception as exc:
+            raise explain(exc) from None
+        made.meta.client = client
+        return made
+
+    def _settings(self, region: str | None) -> dict[str, Any]:
+        """What every client of this command is made with: deadlines, retries, region and endpoint."""
+        from botocore.config import Config
+
+        retries = TRIES - 1 if self.max_attempts is None else self.max_attempts
+        config = Config(retries={"mode": "standard", "max_attempts": retries},
+                        user_agent_extra=f"smp-launch/{VERSION}",
+                        connect_timeout=self.connect_timeout or CONNECT_TIMEOUT,
+                        read_timeout=self.read_timeout or READ_TIMEOUT)
+        kwargs: dict[str, Any] = {"config": config}
+        if region or self.region:  # the one region resolved for this command, whatever the session's default
+            kwargs["region_name"] = region or self.region
+        endpoint = self.env.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            kwargs["endpoint_url"] = endpoint
+        return kwargs
 
     def _watch(self, client: Any, service: str) -> None:
         """Say what we wait for when a call has had no answer for a few seconds: to `notify`, else as a warning

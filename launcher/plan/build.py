@@ -30,6 +30,7 @@ from launcher.core.names import (
     SPEC_HASH_TAG,
     VERSION_TAG,
 )
+from launcher.core.sdk import BackendChoice, choose_backend
 from launcher.core.version import VERSION
 from launcher.plan.bundle import SourceBundle, source_bundle
 from launcher.predict import Cost, Performance, TrainingTime
@@ -76,6 +77,8 @@ def spec_hash(loaded: LoadedSpec, templates: TemplateSet | None = None) -> str:
     for added in ("keep_alive", "instance_types", "queue"):
         if not data["cluster"].get(added):
             data["cluster"].pop(added, None)
+    if data["cluster"].get("backend") == "auto":
+        del data["cluster"]["backend"]
     for section, key in (("cluster", "max_cost"), ("training", "tokens"), ("model", "from_step")):
         if data[section].get(key) is None:
             data[section].pop(key, None)
@@ -242,6 +245,8 @@ class Plan:
     # cluster.instance_types after the first: this job planned and advised on each of them, in order of preference
     # (each with no alternatives of its own), for a capacity fallback (launcher.orchestrate.fallback).
     alternatives: tuple[Plan, ...] = ()
+    # How the request is built and sent (cluster.backend resolved against the installed SDK; launcher.core.sdk).
+    backend: BackendChoice = field(default_factory=lambda: choose_backend("auto"))
 
     def __post_init__(self) -> None:
         for name in ("distribution", "channels", "secrets"):
@@ -357,7 +362,8 @@ class Plan:
 
         Secret-looking environment values are redacted (launcher.spec.secrets); the backend reads
         `self.estimator`, which keeps them."""
-        return {**self.body_dict(), **self.prediction_dict(), "source_uri": self.source_uri, "request": self.request}
+        return {**self.body_dict(), **self.prediction_dict(), "backend": self.backend.to_dict(),
+                "source_uri": self.source_uri, "request": self.request}
 
     def prediction_dict(self) -> dict[str, Any]:
         """`performance` (speed, its band and what bounds it, time to train) and `cost`, as `plan --output json`
@@ -406,6 +412,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
         channels=input_channels(loaded), secrets=dict(spec.secrets), spec=spec, templates=templates,
         performance=ctx.performance, training_time=ctx.training_time, cost=ctx.cost,
+        backend=choose_backend(spec.cluster.backend),
     )
     if templates.team:
         plan.source  # noqa: B018 (renders now: a failing team template stops the plan, not a later upload)

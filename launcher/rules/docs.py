@@ -10,7 +10,7 @@ def markdown() -> str:
     lines = [
         "# smp-launch advisor rules",
         "",
-        "Generated from `launcher/rules/checks.py` by `make docs`; do not edit by hand.",
+        "Generated from the rules in `launcher/rules/` by `make docs`; do not edit by hand.",
         "`error` blocks submit (and makes `validate` and `plan` exit 2), `warning` and `info` advise.",
         "",
         "| id | severity | rule | source |",

@@ -205,6 +205,8 @@ class _Section(BaseModel):
 
 
 FROM_STEP_CHANNEL = "from_step"
+# The channels ModelTrainer adds to every job it builds (SM_CODE and SM_DRIVERS in the SDK's constants).
+RESERVED_CHANNELS = ("code", "sm_drivers")
 
 
 class ModelSpec(_Section):
@@ -310,6 +312,9 @@ class ClusterSpec(_Section):
         0, description="SageMaker managed warm pool: keep the instances this long (at most 1h) after the job "
                        "ends, so a matching next job (same role, instances, volume, VPC) skips provisioning. "
                        "0: none. Not with spot.")
+    backend: Literal["auto", "estimator", "model-trainer"] = Field(
+        "auto", description="How the job's request is built: the SageMaker SDK's PyTorch Estimator (SDK 2.x only) or "
+                            "ModelTrainer (SDK 2.x and 3.x); auto: the Estimator on SDK 2.x, ModelTrainer on 3.x.")
     max_cost: Optional[Float] = Field(
         None, gt=0, description="The most this job may cost, in US dollars: the advisor refuses a plan whose "
                                 "predicted cost (instances x predicted hours x the hourly price) is above it; "
@@ -436,6 +441,10 @@ class DataSpec(_Section):
         for name in ("train", "validation"):
             if name in self.channels:
                 raise ValueError(f"channel '{name}' is set both as data.{name} and data.channels.{name}")
+        for name in RESERVED_CHANNELS:
+            if name in self.channels:
+                raise ValueError(f"channel '{name}' is the SageMaker SDK's own (ModelTrainer sends the job's source "
+                                 "and its drivers as channels 'code' and 'sm_drivers'); give it another name")
         if self.validation == "synthetic":
             raise ValueError("validation: synthetic data only applies to the train channel")
         return self

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from launcher.core.aws import Clients, explain
 from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.plan.build import Plan
+from launcher.submission.backend import Start
 from launcher.submission.create import AccountCheck, Submission
 
 SERVICE_JOB_TYPE = "SAGEMAKER_TRAINING"
@@ -227,19 +228,18 @@ def find_by_name(batch: Any, queue: str, name: str) -> dict[str, Any] | None:
     return max(jobs, key=lambda j: j.get("createdAt") or 0) if jobs else None
 
 
-def starter(queue: str, options: QueueOptions, clients: Clients,
-            sent: dict[str, Any]) -> Callable[..., str]:
+def starter(queue: str, options: QueueOptions, clients: Clients, sent: dict[str, Any]) -> Start:
     """The `start` submit hands the plan to (launcher.submission.create.submit): SubmitServiceJob instead of
     CreateTrainingJob. `sent` receives the answer (jobId, jobArn). A try whose answer was lost, or a Ctrl-C during
     the call, is settled by looking the name up in the queue."""
 
-    def start(plan: Plan, source_uri: str, role_arn: str, _session: Any, _sagemaker: Any = None) -> str:
+    def start(plan: Plan, source_uri: str, role_arn: str, _clients: Clients) -> str:
         from botocore import exceptions as bx
 
-        from launcher.plan.request import predict_request
+        from launcher.submission.backend import built_request
 
         batch = clients.client("batch")
-        request = service_request(plan, queue, predict_request(plan, source_uri, role_arn), options)
+        request = service_request(plan, queue, built_request(plan, source_uri, role_arn, clients), options)
         try:
             sent.update(batch.submit_service_job(**request))
         except KeyboardInterrupt:

@@ -10,7 +10,7 @@ import contextlib
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -21,6 +21,8 @@ from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, clean
 from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
+from launcher.submission import backend
+from launcher.submission.backend import Start
 from launcher.submission.pricing import Fetched, fetch_prices
 from launcher.submission.quotas import QuotaCheck, check_quota, from_refusal, require
 from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
@@ -167,10 +169,11 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
 
 
 def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
-           start: Callable[..., str] | None = None) -> Submission:
-    """Check the account, then (unless dry_run) upload the tarball if new and start the job.
+           start: Start | None = None) -> Submission:
+    """Check the account, then (unless dry_run) upload the tarball if new and start the job through the plan's
+    backend (launcher.submission.backend.schedule), or through `start` (a Batch queue's, or a test's).
 
-    Prints nothing: warnings are in the result. `start` replaces the SDK backend (tests).
+    Prints nothing: warnings are in the result.
     Raises Interrupted (exit 130) on Ctrl-C while the job is being created, saying whether it exists
     (exit 143 for SIGTERM). A name SageMaker already holds is this submit's job only when one of its own
     tries may have created it; otherwise it is an AwsError naming the other job (exit 4).
@@ -183,7 +186,7 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
 
 
 def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, skip_role_check: bool,
-            start: Callable[..., str] | None) -> Submission:
+            start: Start | None) -> Submission:
     try:
         account = check_account(plan, clients, skip_role_check=skip_role_check)
         quota = require(check_quota(clients, plan.instance_type, plan.instance_count, plan.region or "",
@@ -204,12 +207,8 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
                               "is running", plan.job_name, JobExistence.ABSENT.value) from None
         except Exception as exc:
             raise explain(exc, "uploading the source tarball") from None
-        if start is None:
-            from launcher.submission import estimator as start_module
-
-            start = start_module.start
         try:
-            lost = _start(start, plan, account.role_arn, clients)
+            lost = _start(start or backend.schedule, plan, account.role_arn, clients)
         except QuotaError as err:  # SageMaker counted another job first: a queue may wait for it
             raise from_refusal(err, plan.region or "") from None
         remembered, not_remembered = _remember(plan, clients)
@@ -223,13 +222,13 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
                       quota=quota, prices=prices)
 
 
-def _start(start: Callable[..., str], plan: Plan, role_arn: str, clients: Clients) -> str | None:
+def _start(start: Start, plan: Plan, role_arn: str, clients: Clients) -> str | None:
     """CreateTrainingJob via `start`; on Ctrl-C or SIGTERM (even one the SDK swallowed), or when the answer
     was lost on the way back, find out what exists. Returns a note to print after the job's name."""
     name = plan.job_name
     with _noting_signals() as caught, _unanswered_tries(clients) as unanswered:
         try:
-            start(plan, plan.source.uri, role_arn, clients.session, clients.sagemaker)
+            start(plan, plan.source.uri, role_arn, clients)
         except KeyboardInterrupt:
             caught.note(signal.SIGINT)
         except LauncherError:
