@@ -8,15 +8,31 @@ OUT ?= build/source
 # pip through the venv's own python: a copied venv's bin/pip may name another interpreter in its first line.
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: venv test test-loaded test-unit test-e2e test-local lint bench demo emulator schema docs validate plan submit check-role render goldens
+.PHONY: venv venv-sdk3 test test-loaded test-unit test-e2e test-local lint bench demo emulator schema docs validate plan submit check-role render goldens
 
-$(STAMP): setup.cfg setup.py pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml constraints/sdk2.txt
+	@echo "make: creating $(VENV) (SageMaker SDK 2.x, with the test, local and docs extras: about a minute)"
 	$(PY) -m venv $(VENV)
 	$(PIP) install -U pip
-	$(PIP) install -e '.[test,local,docs]'
+	$(PIP) install -e '.[test,local,docs]' -c constraints/sdk2.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The second test environment: SageMaker SDK 3.x (ModelTrainer only), for the tests of everything that builds SDK
+# objects (SDK3_TESTS). The SDK's 3.x packages are large (about 1 GB with mlflow, pyarrow and scipy).
+VENV3 := .venv-sdk3
+STAMP3 := $(VENV3)/.installed
+PIP3 := $(VENV3)/bin/python -m pip --disable-pip-version-check -q
+
+$(STAMP3): setup.cfg setup.py pyproject.toml constraints/sdk3.txt
+	@echo "make: creating $(VENV3) (SageMaker SDK 3.x, with the test extra: about two minutes)"
+	$(PY) -m venv $(VENV3)
+	$(PIP3) install -U pip
+	$(PIP3) install -e '.[test]' -c constraints/sdk3.txt
+	touch $(STAMP3)
+
+venv-sdk3: $(STAMP3)
 
 # Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one more than the CPUs.
 # The e2e tests wait on subprocesses and clocks part of the time, and the extra worker's tests fill those
@@ -26,8 +42,14 @@ venv: $(STAMP)
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-test: venv
+# Everything on SDK 2.x, then the modules that build SDK objects (backends, submit, the Batch queue, Pipelines, the
+# CLI end to end) again on SDK 3.x.
+SDK3_TESTS := tests/test_backends.py tests/test_submit.py tests/test_batch.py tests/test_pipeline.py \
+	tests/test_sdk_lines_e2e.py
+test: venv venv-sdk3
 	$(PYTEST)
+	@echo "make: the SDK-facing tests again on SageMaker SDK 3.x ($(VENV3))"
+	$(VENV3)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -p no:cacheprovider $(SDK3_TESTS)
 
 # The suite on a busy machine: LOAD_PROCS shell loops at nice 0 (one per CPU by default) keep every core busy
 # while it runs, so a test that leans on the machine's speed fails here. Each loop ends after LOAD_MAX_S seconds

@@ -3,6 +3,8 @@ exact SubmitServiceJob (side by side with SDK v2's TrainingQueue), the queue's c
 emulated queue (capacity, order, Batch's own retries, the retryStrategy), and the job commands on queued jobs."""
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 
 import pytest
@@ -15,10 +17,10 @@ from launcher.core.aws import Clients
 from launcher.core.errors import UsageError
 from launcher.jobs import queued
 from launcher.jobs.logs import FollowResult
-from launcher.submission import batch
+from launcher.submission import batch, sdk
 from launcher.submission.batch import QueueOptions, retry_strategy
 from tests.batch_world import FAIR_QUEUE, QUEUE, create_batch_world, create_queues
-from tests.conftest import JOBS
+from tests.conftest import BACKENDS, JOBS, SDK_MAJOR
 from tests.test_fallback import SEVENTY  # llama2-70b that fits p5 and p4de, not p4d
 
 QUICK = dict(starting=1.0, downloading=0.5, training=4.0, uploading=0.5, line_interval=1.0, decoy=False)
@@ -95,21 +97,21 @@ def test_a_retry_policy_becomes_the_queue_options():
 
 # -- the request ------------------------------------------------------------------------------------------------
 
-def test_the_request_is_the_sdk_training_queues_with_our_timeout(moto_world, monkeypatch):
-    """SDK v2's TrainingQueue.submit, given the plan's Estimator, sends what service_request builds: the same
-    payload (CreateTrainingJob without Tags), the tags as the service job's, the same name, queue and priority.
-    (The SDK's module imports nest_asyncio, which the SDK does not install; only its `result()` uses it.)"""
+@pytest.mark.parametrize("kind", BACKENDS, ids=str)
+def test_the_request_is_the_sdk_training_queues_with_our_timeout(moto_world, monkeypatch, kind):
+    """The SDK's own TrainingQueue.submit (SDK 2.x's sagemaker.aws_batch, 3.x's sagemaker.train.aws_batch), given
+    the backend's Estimator or ModelTrainer for the plan, sends what service_request builds: the same payload
+    (CreateTrainingJob without Tags), the tags as the service job's, the same name, queue and priority. (SDK 2.x's
+    module imports nest_asyncio, which the SDK does not install; only its `result()` uses it.)"""
     import sys
     import types
 
-    monkeypatch.setitem(sys.modules, "nest_asyncio", sys.modules.get("nest_asyncio") or types.ModuleType("nest"))
-    from sagemaker.aws_batch import batch_api_helper
-    from sagemaker.aws_batch.training_queue import TrainingQueue
-
     from launcher.plan.request import predict_request
-    from launcher.submission import estimator
+    from launcher.submission import estimator, model_trainer
 
-    plan = plan_for("data.train=s3://my-smp-bucket/data/train", "environment={A: b}")
+    monkeypatch.setitem(sys.modules, "nest_asyncio", sys.modules.get("nest_asyncio") or types.ModuleType("nest"))
+    where = "sagemaker.aws_batch" if SDK_MAJOR == 2 else "sagemaker.train.aws_batch"
+    plan = plan_for("data.train=s3://my-smp-bucket/data/train", "environment={A: b}", f"cluster.backend={kind}")
     role = moto_world.arns["Good"]
     options = QueueOptions(priority=5, retry_classes=("internal_error",), attempts=3)
     ours = batch.service_request(plan, QUEUE, predict_request(plan, plan.source.uri, role), options)
@@ -121,13 +123,24 @@ def test_the_request_is_the_sdk_training_queues_with_our_timeout(moto_world, mon
             sent.update(kw)
             return {"jobArn": "arn:aws:batch:us-west-2:123456789012:service-job/x", "jobName": kw["jobName"]}
 
-    monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: Stub())
-    est = estimator.build(plan, plan.source.uri, role, moto_world.session)
-    with estimator.sdk_silent():
-        TrainingQueue(QUEUE).submit(est, estimator.channels(plan) or None, job_name=plan.job_name,
-                                    retry_config=ours["retryStrategy"], priority=5,
-                                    timeout=ours["timeoutConfig"])
-    assert json.loads(sent.pop("serviceRequestPayload")) == json.loads(ours.pop("serviceRequestPayload"))
+    if kind == "estimator":
+        job = estimator.build(plan, plan.source.uri, role, moto_world.session)
+        inputs = estimator.channels(plan) or None
+        named = contextlib.nullcontext()
+    else:
+        api = model_trainer.import_sdk()
+        job = model_trainer.build(plan, plan.source.uri, role, Clients(region="us-west-2"), api)
+        inputs = [api.InputData(channel_name=n, data_source=u) for n, u in plan.channels.items()]
+        named = model_trainer._named(api, plan.job_name)
+    helper = importlib.import_module(f"{where}.batch_api_helper")
+    monkeypatch.setattr(helper, "get_batch_boto_client", lambda *a, **k: Stub())
+    TrainingQueue = importlib.import_module(f"{where}.training_queue").TrainingQueue
+    with sdk.sdk_silent(), sdk.no_sdk_defaults(), named:
+        TrainingQueue(QUEUE).submit(job, inputs, job_name=plan.job_name, retry_config=ours["retryStrategy"],
+                                    priority=5, timeout=ours["timeoutConfig"])
+    payload = json.loads(sent.pop("serviceRequestPayload"))
+    payload.pop(model_trainer.SPOT_MISSPELT, None)  # SDK 2.x's ModelTrainer: not set without spot
+    assert payload == json.loads(ours.pop("serviceRequestPayload"))
     assert sent == ours
     assert "Tags" not in json.loads(batch.service_request(plan, QUEUE, plan.request, options)
                                     ["serviceRequestPayload"])

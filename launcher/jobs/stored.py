@@ -1,7 +1,7 @@
 """What a launched job stored: its source tarball in S3 and the plan.json and spec.json inside it.
 
-Every job smp-launch starts carries its source tarball (the SDK names it in the hyperparameter
-`sagemaker_submit_directory`), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets
+Every job smp-launch starts carries its source tarball (the PyTorch Estimator names it in the hyperparameter
+`sagemaker_submit_directory`, ModelTrainer as the `code` input channel), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets
 redacted) and `spec.json` (the validated spec, secrets redacted): a job is its own record. This is the
 one reader of it, for the failure remedies and for `rerun` and `diff`. Everything read from AWS is
 hostile input: the tarball's bytes, its members and the stored JSON's size and depth are bounded
@@ -25,6 +25,7 @@ MAX_MEMBERS = 1000  # a source dir holds about ten files
 MAX_JSON = 1024 * 1024  # plan.json and spec.json are a few KB
 MAX_DEPTH = 64  # levels of nesting in plan.json or spec.json (a plan nests about six)
 STORED = ("plan.json", "spec.json")
+CODE_CHANNEL = "code"  # ModelTrainer's channel for the job's source (launcher.plan.request.MT_CODE_CHANNEL)
 
 
 class Unreadable(ValueError):
@@ -43,15 +44,19 @@ class StoredSource:
 
 
 def submit_directory(description: Mapping[str, Any]) -> str | None:
-    """The job's source tarball URI (DescribeTrainingJob's `sagemaker_submit_directory`, JSON-quoted by
-    the SDK); None when the job names none, or names something that is not an S3 tarball."""
+    """The job's source tarball URI, as either backend names it: the PyTorch Estimator's hyperparameter
+    `sagemaker_submit_directory` (JSON-quoted by the SDK), or ModelTrainer's `code` input channel. None when
+    the job names none, or names something that is not an S3 tarball."""
     raw = (description.get("HyperParameters") or {}).get("sagemaker_submit_directory")
-    if not isinstance(raw, str):
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+    else:
+        channels = [c for c in description.get("InputDataConfig") or () if isinstance(c, Mapping)]
+        code = next((c for c in channels if c.get("ChannelName") == CODE_CHANNEL), {})
+        value = ((code.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
     return value if isinstance(value, str) and value.startswith("s3://") and value.endswith(".tar.gz") else None
 
 
