@@ -353,29 +353,26 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
 
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
-           clients: Clients | None = None, priority: int | None = None, share: str | None = None) -> Submission:
-    """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run).
+           clients: Clients | None = None, priority: int | None = None, share: str | None = None,
+           on_event: Callable[[Event], None] | None = None, interval: float = 30.0) -> Submission:
+    """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run): one
+    call to the plan's backend (plan.backend: the PyTorch Estimator or ModelTrainer).
 
-    A queue of one (submit_many with one plan that does not wait). The clients are for the plan's
-    region (made for it when not given). Raises SpecError when the plan's advisor found errors,
-    RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is submitted (with `.started`:
+    The clients are for the plan's region (made for it when not given). Raises SpecError when the plan's advisor
+    found errors, RoleRefused, AwsError, and Interrupted on Ctrl-C while the job is submitted (with `.started`:
     whether it exists). Warnings are in the Submission, never printed.
 
     A plan whose spec names an AWS Batch queue (cluster.queue) is handed to that queue instead, after the same
     checks and the queue's own: a QueuedSubmission, with `priority` (schedulingPriority, 0-9999) and `share`
-    (the fair-share identifier) given to Batch."""
-    from launcher.core.errors import UsageError
-    from launcher.orchestrate.batch import any_queued
-    from launcher.orchestrate.batch import submit_one as into_queue
-    from launcher.orchestrate.queue import submit_one
+    (the fair-share identifier) given to Batch. A plan with other instance types (cluster.instance_types) falls
+    back to the next one it fits when its type has no capacity: its job is followed (every `interval` seconds)
+    until it has its instances, and each move is an Event to `on_event`."""
+    from launcher.orchestrate.single import submit as submit_plan
+    from launcher.submission.batch import QueueOptions
 
-    if any_queued([plan]):
-        return into_queue(plan, priority=priority, share=share, dry_run=dry_run, skip_role_check=skip_role_check,
-                          clients=clients or connect(region=plan.region))
-    if priority is not None or share:
-        raise UsageError("priority and share are for a Batch queue: the plan names none (cluster.queue)")
-    return submit_one(plan, dry_run=dry_run, skip_role_check=skip_role_check,
-                      clients=clients or connect(region=plan.region))
+    options = QueueOptions(priority=priority, share=share) if priority is not None or share else None
+    return submit_plan(plan, clients or connect(region=plan.region), dry_run=dry_run,
+                       skip_role_check=skip_role_check, options=options, on_event=on_event, interval=interval)
 
 
 def run_local(spec: str, overrides: Sequence[str] = (), *, tiny: bool = False, nproc: int = 2,

@@ -14,6 +14,7 @@ import launcher.catalog.prices
 import launcher.catalog.smp
 import launcher.core.aws
 import launcher.core.errors
+import launcher.core.sdk
 import launcher.jobs.failures
 import launcher.jobs.logrecords
 import launcher.jobs.logs
@@ -22,14 +23,16 @@ import launcher.jobs.queued
 import launcher.jobs.status
 import launcher.jobs.stored
 import launcher.local.checks
+import launcher.local.launchers
 import launcher.local.run
 import launcher.orchestrate.calibrate
 import launcher.orchestrate.notify
 import launcher.orchestrate.pipeline
 import launcher.orchestrate.pipeline_params
 import launcher.orchestrate.provenance
-import launcher.orchestrate.queue
+import launcher.orchestrate.queue_state
 import launcher.orchestrate.retry
+import launcher.orchestrate.runs
 import launcher.plan.build
 import launcher.plan.bundle
 import launcher.plan.sweep
@@ -50,6 +53,7 @@ import launcher.spec.loader
 import launcher.spec.presets
 import launcher.submission.batch
 import launcher.submission.create
+import launcher.submission.model_trainer
 import launcher.submission.pricing
 import launcher.submission.quotas
 import launcher.submission.role
@@ -60,6 +64,7 @@ CHECKED = (
     launcher.catalog.smp,
     launcher.core.aws,
     launcher.core.errors,
+    launcher.core.sdk,
     launcher.jobs.failures,
     launcher.jobs.logrecords,
     launcher.jobs.logs,
@@ -68,14 +73,16 @@ CHECKED = (
     launcher.jobs.status,
     launcher.jobs.stored,
     launcher.local.checks,
+    launcher.local.launchers,
     launcher.local.run,
     launcher.orchestrate.calibrate,
     launcher.orchestrate.notify,
     launcher.orchestrate.pipeline,
     launcher.orchestrate.pipeline_params,
     launcher.orchestrate.provenance,
-    launcher.orchestrate.queue,
+    launcher.orchestrate.queue_state,
     launcher.orchestrate.retry,
+    launcher.orchestrate.runs,
     launcher.plan.build,
     launcher.plan.bundle,
     launcher.plan.sweep,
@@ -96,6 +103,7 @@ CHECKED = (
     launcher.spec.presets,
     launcher.submission.batch,
     launcher.submission.create,
+    launcher.submission.model_trainer,
     launcher.submission.pricing,
     launcher.submission.quotas,
     launcher.submission.role,
@@ -107,6 +115,7 @@ MUTABLE = {
     ("launcher.jobs.logrecords", "Stats"): "counts one follow's calls, events and lines as they happen",
     ("launcher.local.checks", "RunRecord"): "one torchrun's facts, filled in as its output is read",
     ("launcher.local.run", "LocalRunResult"): "a local run's outcome, filled in as its runs end",
+    ("launcher.orchestrate.queue_state", "QueueState"): "a running queue's state; run_queue returns frozen PlanRuns",
     ("launcher.submission.role", "_Findings"): "a role check's findings so far; result() freezes them",
 }
 REPO = Path(__file__).resolve().parent.parent

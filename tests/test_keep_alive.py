@@ -56,6 +56,8 @@ def test_the_new_field_at_its_default_leaves_an_older_specs_hash_and_tarball_alo
         if before[section][key] in (None, False, []):  # the fields added after keep_alive, where at their default
             del before[section][key]
     del before["notify"], before["pipeline"]
+    if before["cluster"]["backend"] == "auto":  # a later field still: left out at its default
+        del before["cluster"]["backend"]
     assert spec_hash(loaded) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     # spec.json keeps what the spec set (a rerun replays it), so only it tells an explicit 0 from unset.
     explicit, unset = plan_with("cluster.keep_alive=0").source.files, plan_with().source.files

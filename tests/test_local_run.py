@@ -13,7 +13,7 @@ from launcher.cli.present import changes_summary
 from launcher.local.run import local_shard_degree, local_spec, run_changes, tiny_overrides, write_token_files
 from launcher.render import progress
 from launcher.spec import load_spec
-from tests.conftest import JOBS
+from tests.conftest import BACKENDS, JOBS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="the local run needs the `local` extra")
@@ -84,6 +84,21 @@ data: {train: "s3://my-bucket/tokens/", format: jsonl}
 output: {path: "s3://my-bucket/smp", save_final_model: full}
 hyperparameters: {epochs: 1}
 """
+
+
+@pytest.mark.parametrize("kind", BACKENDS, ids=str)
+def test_the_script_reads_the_hyperparameters_each_backend_passes_the_same(run_cli, kind):
+    """Started as each backend's container starts it (the toolkit's options, or the SDK's own ModelTrainer torchrun
+    driver in the unpacked `code` channel), the script reads every spec hyperparameter back as the same value."""
+    hyper = "hyperparameters={flag: true, lr_hint: 0.5, tag: x, k: 3, words: '1.5 x'}"
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--max-steps", "3", "--set", hyper,
+                "--set", f"cluster.backend={kind}", "--output", "json")
+    assert r.code == 0, r.err[-3000:]
+    first, second = json.loads(r.out)["runs"]
+    read = first["hyperparameters"]
+    assert read["values"] == {"flag": True, "lr_hint": 0.5, "tag": "x", "k": 3, "words": "1.5 x"}
+    assert read["folder"] == ("code" if kind == "model-trainer" else "src")
+    assert second["hyperparameters"] == read
 
 
 def test_local_run_of_the_branches_the_reference_jobs_leave_untaken(run_cli, write_spec):

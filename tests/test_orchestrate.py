@@ -129,7 +129,7 @@ def test_every_account_check_runs_before_the_first_job_and_a_refusal_starts_noth
 
 
 def test_plans_that_read_the_same_account_resources_are_checked_once(moto_world):
-    from launcher.orchestrate.queue import account_key
+    from launcher.orchestrate.admission import account_key
 
     spec = str(JOBS / "llama7b.yaml")
     same = [c.plan for c in plan_sweep([spec], ["role=Good"], ["training.batch_size=1,2,4"])]
@@ -173,15 +173,16 @@ def test_runs_are_frozen_and_built_anew(fake):
     assert runs[0].state is PlanState.STARTED and runs[0].state == "started"
 
 
-def test_a_queue_of_one_makes_no_separate_account_check_and_raises_its_error(fake, monkeypatch):
-    from launcher.orchestrate import queue
+def test_a_queue_of_one_makes_no_separate_account_check_and_a_single_submit_raises_its_error(fake, monkeypatch):
+    from launcher.orchestrate import single
 
     (run,) = run_queue(plans(1), clients=object(), submit=fake.submit, check=fake.check, sleep=lambda s: None)
     assert fake.checked == [] and fake.started == ["job-0"] and run.state is PlanState.STARTED
     fake.outcome = {"job-0": "refuse"}
     monkeypatch.setattr("launcher.submission.create.submit", fake.submit)
+    monkeypatch.setattr("launcher.submission.batch.queue_of", lambda plan: None)
     with pytest.raises(LauncherError, match="AWS refused job-0"):
-        queue.submit_one(plans(1)[0], clients=object())
+        single.submit(plans(1)[0], clients=object())
 
 
 def test_worst_exit_code_puts_an_error_first_then_failed_stopped_and_a_timed_out_wait():

@@ -99,8 +99,26 @@ def fired(write_spec, monkeypatch):
     return run
 
 
+# Rules that fire on what this environment has, not on the spec: each has its own test below.
+ENVIRONMENT_RULES = {"SMP090"}
+
+
 def test_every_rule_has_cases():
-    assert {r.id for r in RULES} == set(CASES)
+    assert {r.id for r in RULES} - ENVIRONMENT_RULES == set(CASES)
+
+
+@pytest.mark.parametrize("sdk,backend,fires", [
+    ("3.27.0", "estimator", True), ("3.27.0", "model-trainer", False), ("3.27.0", "auto", False),
+    ("2.257.7", "estimator", False), ("2.257.7", "model-trainer", False), ("2.250.0", "auto", True),
+    (None, "auto", True)])
+def test_smp090_a_backend_the_installed_sdk_lacks(fired, monkeypatch, sdk, backend, fires):
+    from launcher.core import sdk as sdk_module
+
+    monkeypatch.setattr(sdk_module, "installed_sdk", lambda: sdk_module.InstalledSdk(sdk))
+    found = fired([f"cluster.backend={backend}"])
+    assert ("SMP090" in found) is fires
+    if fires:
+        assert found["SMP090"].severity == "error" and found["SMP090"].field == "cluster.backend"
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

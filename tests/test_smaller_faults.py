@@ -18,7 +18,8 @@ from launcher.core.names import check_job_name
 from launcher.core.sanitize import clean
 from launcher.core.state import resolve_job
 from launcher.jobs.status import JobStatus
-from launcher.orchestrate.queue import POLL_RETRIES, run_queue
+from launcher.orchestrate.following import POLL_RETRIES
+from launcher.orchestrate.queue import run_queue
 from launcher.orchestrate.retry import RetryPolicy
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec

@@ -61,6 +61,24 @@ def max_cost_option(f):
                                             "(overrides the spec's cluster.max_cost).")(with_max_cost)
 
 
+def backend_option(f):
+    """`--backend NAME`: the spec's `cluster.backend` given on the command line (the last `--set`, so it wins): how
+    the job's request is built, by the SageMaker SDK's PyTorch Estimator (SDK 2.x) or ModelTrainer (2.x and 3.x).
+    Put it on a command that takes SET."""
+
+    @functools.wraps(f)
+    def with_backend(*args, backend: str | None = None, **kwargs):
+        if backend is not None:
+            kwargs["overrides"] = (*kwargs.get("overrides", ()), f"cluster.backend={backend}")
+        return f(*args, **kwargs)
+
+    choices = click.Choice(["auto", "estimator", "model-trainer"])
+    return click.option("--backend", "backend", type=choices, default=None,
+                        help="How the job's request is built: estimator (the PyTorch Estimator, SageMaker SDK 2.x) or "
+                             "model-trainer (ModelTrainer, SDK 2.x and 3.x); auto: the Estimator on 2.x, "
+                             "ModelTrainer on 3.x (overrides cluster.backend).")(with_backend)
+
+
 def aws_options(f):
     """`--profile` and `--region`, for every command that talks to AWS."""
     f = click.option("--region", default=None, metavar="REGION",

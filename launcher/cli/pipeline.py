@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options, templates_option
+from launcher.cli.options import OUTPUT, SET, aws_options, backend_option, templates_option
 from launcher.cli.submit import retry_options, retry_policy
 
 
@@ -26,6 +26,7 @@ from launcher.cli.submit import retry_options, retry_policy
 @retry_options
 @SET
 @templates_option
+@backend_option
 @OUTPUT
 @aws_options
 def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool, skip_role_check: bool,

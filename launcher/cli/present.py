@@ -207,6 +207,9 @@ def describe_templates(used: dict[str, str]) -> str:
     return "; ".join(team) + ("; the others shipped" if len(team) < len(used) else "")
 
 
+BACKEND_NAMES = {"estimator": "the PyTorch Estimator", "model-trainer": "ModelTrainer"}
+
+
 def show_plan(plan: dict[str, Any]) -> None:
     """The plan in `plan --output json`'s shape. Errors are not here: the CLI prints them on stderr like
     `validate`; with an invalid layout (no memory estimate) the numbers derived from it are not shown."""
@@ -226,6 +229,10 @@ def show_plan(plan: dict[str, Any]) -> None:
         ("framework", f"PyTorch {fw['pytorch_version']} / {fw['py_version']} (SMP {fw['smp_version']})"),
         ("image", fw["image_uri"] or "unknown until a region is set"),
     ]
+    backend = plan.get("backend")
+    if backend:
+        rows.append(("backend", f"{BACKEND_NAMES.get(backend['name'], backend['name'])} ({backend['reason']})"
+                     + (f"; cannot run here: {backend['problem']}" if backend.get("problem") else "")))
     reqs = fw.get("requirements") or {}
     if reqs:
         rows.append(("requirements", ", ".join(f"{name}{spec}" for name, spec in reqs.items())))

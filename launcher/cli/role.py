@@ -5,13 +5,14 @@ import sys
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, aws_options, templates_option
+from launcher.cli.options import OUTPUT, SET, SPEC, aws_options, backend_option, templates_option
 
 
 @click.command("check-role")
 @SPEC
 @SET
 @templates_option
+@backend_option
 @OUTPUT
 @aws_options
 def check_role_command(spec: str, overrides: tuple[str, ...], output: str, profile: str | None,

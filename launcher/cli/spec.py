@@ -10,7 +10,16 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, SPEC, max_cost_option, shell_lines, shell_problem, templates_option
+from launcher.cli.options import (
+    OUTPUT,
+    SET,
+    SPEC,
+    backend_option,
+    max_cost_option,
+    shell_lines,
+    shell_problem,
+    templates_option,
+)
 
 
 def advisor_errors(plan: Any) -> list[Any]:
@@ -66,6 +75,7 @@ def check_spec(path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @SET
 @templates_option
+@backend_option
 @max_cost_option
 @OUTPUT
 def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
@@ -89,6 +99,7 @@ def validate_specs(specs: tuple[str, ...], overrides: tuple[str, ...], output: s
 @SPEC
 @SET
 @templates_option
+@backend_option
 @max_cost_option
 @OUTPUT
 def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
@@ -114,6 +125,7 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
               help="Write the source dir here (created if needed).")
 @SET
 @templates_option
+@backend_option
 @OUTPUT
 def render_source_dir(spec: str, out_dir: str, overrides: tuple[str, ...], output: str) -> None:
     """Write the job's source dir: entry script, helper modules, requirements.txt, distribution.json, plan.json."""

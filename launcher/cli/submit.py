@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.options import OUTPUT, SET, aws_options, max_cost_option, templates_option
+from launcher.cli.options import OUTPUT, SET, aws_options, backend_option, max_cost_option, templates_option
 
 
 def retry_options(f: Any) -> Any:
@@ -156,12 +156,12 @@ def fallback_printer(event: Any) -> None:
 def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bool, wait: bool, interval: float,
                         skip_role_check: bool, output: str, profile: str | None, region: str | None,
                         retry: Any = None, priority: int | None = None, share: str | None = None) -> int:
-    """Submit one spec: a queue of one. With `wait`, follow the job's logs to its end; with a `retry`
-    policy (launcher.orchestrate.retry.RetryPolicy), wait for it and resubmit it while it fails in a retried
-    class. Exit with the (last) job's outcome when it was waited for, else 0."""
-    from launcher.api import build_plan, connect, load_spec, submit_many, worst_exit_code
+    """Submit one spec: one call to its backend (api.submit). With `wait`, follow the job's logs to its end; with
+    a `retry` policy (launcher.orchestrate.retry.RetryPolicy), wait for it and resubmit it while it fails in a
+    retried class (a queue of one). Exit with the (last) job's outcome when it was waited for, else 0."""
+    from launcher.api import build_plan, connect, load_spec, submit, submit_many, worst_exit_code
     from launcher.cli.present import emit_json, safe_data
-    from launcher.core.errors import EXIT_OK, UsageError
+    from launcher.core.errors import EXIT_OK, LauncherError, UsageError
 
     if wait and dry_run:
         raise UsageError("--wait follows one job: give one spec and no --dry-run")
@@ -171,19 +171,28 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
     if retry is not None and dry_run and not queued:
         raise UsageError("--retry submits one spec and waits for it: give one spec and no --dry-run")
     clients = connect(profile=profile, region=plan.region)
-    here = retry is not None and not queued  # this process retries; a queue's retries run on AWS
-    (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
-                         clients=clients, retry=retry,
-                         on_event=attempt_printer(as_json) if here else
-                         fallback_printer if plan.alternatives else None, priority=priority, share=share)
-    if run.error is not None:
-        raise for_shell(run.error, plan.region)
-    if here:
+    if retry is not None and not queued:  # this process retries (a queue's retries run on AWS): a queue of one
+        (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
+                             clients=clients, retry=retry, on_event=attempt_printer(as_json))
+        if run.error is not None:
+            raise for_shell(run.error, plan.region)
         if as_json:
             emit_json(safe_data({"job_name": run.job_name, "status": run.status.status.value if run.status else None,
                                  "attempts": [a.to_dict() for a in run.attempts]}))
         return worst_exit_code([run])
-    result = run.submissions[-1]  # after a capacity fallback: the job that got instances
+    if retry is not None:  # a Batch queue retries on AWS, by the policy's classes
+        (run,) = submit_many([plan], dry_run=dry_run, interval=interval, skip_role_check=skip_role_check,
+                             clients=clients, retry=retry, priority=priority, share=share)
+        if run.error is not None:
+            raise for_shell(run.error, plan.region)
+        result = run.submissions[-1]
+    else:
+        try:  # after a capacity fallback: the job that got instances
+            result = submit(plan, dry_run=dry_run, skip_role_check=skip_role_check, clients=clients,
+                            priority=priority, share=share, interval=interval,
+                            on_event=fallback_printer if plan.alternatives else None)
+        except LauncherError as err:
+            raise for_shell(err, plan.region) from None
     for message in result.warnings:
         warn(message)
     if as_json:
@@ -439,6 +448,7 @@ def _given(param: str) -> bool:
                    "tokens per step.")
 @SET
 @templates_option
+@backend_option
 @max_cost_option
 @OUTPUT
 @aws_options

@@ -81,12 +81,12 @@ def choose_backend(requested: str, sdk: InstalledSdk | None = None) -> BackendCh
     said = sdk.describe()
     if requested == "auto":
         if major is not None and major >= 3:
-            return BackendChoice(BackendKind.MODEL_TRAINER, f"auto: {said} has ModelTrainer only", said)
+            return BackendChoice(BackendKind.MODEL_TRAINER, f"auto, on {said} (ModelTrainer only)", said)
         kind = BackendKind.ESTIMATOR
-        reason = f"auto: {said}, whose PyTorch Estimator is the default" if major == 2 else "auto"
+        reason = f"auto, on {said}" if major == 2 else "auto"
     else:
         kind = BackendKind(requested)
-        reason = "cluster.backend"
+        reason = f"cluster.backend: {requested}"
     problem = None
     if major is None:
         problem = "no SageMaker SDK is installed: install smp-launch's dependencies (pip install 'sagemaker>=2.257.7')"

@@ -1,11 +1,11 @@
 """What a launched job stored: its source tarball in S3 and the plan.json and spec.json inside it.
 
 Every job smp-launch starts carries its source tarball (the PyTorch Estimator names it in the hyperparameter
-`sagemaker_submit_directory`, ModelTrainer as the `code` input channel), and the tarball holds `plan.json` (the plan, job name scrubbed, secrets
-redacted) and `spec.json` (the validated spec, secrets redacted): a job is its own record. This is the
-one reader of it, for the failure remedies and for `rerun` and `diff`. Everything read from AWS is
-hostile input: the tarball's bytes, its members and the stored JSON's size and depth are bounded
-before use, no member is written to disk and no link is followed.
+`sagemaker_submit_directory`, ModelTrainer as the `code` input channel), and the tarball holds `plan.json`
+(the plan, job name scrubbed, secrets redacted) and `spec.json` (the validated spec, secrets redacted): a job is
+its own record. This is the one reader of it, for the failure remedies and for `rerun` and `diff`. Everything
+read from AWS is hostile input: the tarball's bytes, its members and the stored JSON's size and depth are
+bounded before use, no member is written to disk and no link is followed.
 """
 from __future__ import annotations
 

@@ -40,6 +40,11 @@ class RunRecord:
     def losses(self) -> dict[int, float]:
         return {f["step"]: f["loss"] for f in self.of("step")}
 
+    def hyperparameters(self) -> dict[str, Any] | None:
+        """The hyperparameters the script read (its command line over the spec's), and the folder it ran in."""
+        said = self.of("hyperparameters")
+        return {"values": said[0]["values"], "folder": said[0]["cwd"]} if said else None
+
 
 @dataclass(frozen=True)
 class Check:

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 from launcher.core.errors import EXIT_OK, EXIT_PREFLIGHT, ArgumentError, UsageError
 from launcher.local.checks import Check, RunRecord, final_model_check, judge_runs, not_exercised, substitutions
+from launcher.local.launchers import launch
 from launcher.spec.loader import LoadedSpec
 from launcher.spec.models import JobSpec
 
@@ -51,8 +51,8 @@ class LocalRunResult:
             "spec_file": self.spec_file, "nproc": self.nproc, "tiny": self.tiny, "exit_code": self.exit_code,
             "local_changes": self.local_changes, "notes": self.notes, "not_exercised": self.not_exercised,
             "checks": [c.as_dict() for c in self.checks],
-            "runs": [{"exit_code": r.exit_code, "wall_s": round(r.wall_s, 2), "losses": r.losses()}
-                     for r in self.runs],
+            "runs": [{"exit_code": r.exit_code, "wall_s": round(r.wall_s, 2), "losses": r.losses(),
+                      "hyperparameters": r.hyperparameters()} for r in self.runs],
         }
 
 
@@ -149,12 +149,11 @@ def write_random_pretrained(directory: Path, spec: JobSpec) -> None:
     getattr(module, model_name)(config).save_pretrained(directory)
 
 
-def _torchrun(src: Path, nproc: int, env: dict[str, str], args: list[str], echo: Callable[[str], None]) -> RunRecord:
-    """Run train.py under torchrun, labelling each line as SageMaker's log streams do."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "train.py", *args]
+def _torchrun(src: Path, command: list[str], env: dict[str, str], echo: Callable[[str], None]) -> RunRecord:
+    """Run train.py under torchrun as the backend's container starts it (launcher.local.launchers), labelling each
+    line as SageMaker's log streams do."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(command, cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1, start_new_session=True)
     record = RunRecord(exit_code=1, wall_s=0.0)
     try:
@@ -252,20 +251,22 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
             changes.append(overrides[-1])
             spec = loaded.spec
         plan = build_plan(loaded)
-        src = root / "src"
+        started = launch(plan, nproc)
+        src = root / started.folder
         write_source_dir(plan.source.files, src)
-        args = [a for k, v in spec.hyperparameters.items() for a in (f"--{k}", str(v))]
+        env.update(started.env)
+        notes.append(f"started as the {plan.backend.kind} backend's container starts it ({started.folder}/train.py)")
         result = LocalRunResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
                                  local_changes=changes, notes=notes,
                                  not_exercised=not_exercised(spec, decisions.backend, tp))
-        first = _torchrun(src, nproc, env, args, echo)
+        first = _torchrun(src, started.command, env, echo)
         result.runs.append(first)
         if first.exit_code != 0:
             result.exit_code = first.exit_code
             return result
         echo(f"restarting in the same checkpoint dir: the run must resume from step "
              f"{resume_step(spec.training.max_steps)}")
-        second = _torchrun(src, nproc, env, args, echo)
+        second = _torchrun(src, started.command, env, echo)
         result.runs.append(second)
         model_saved = (root / "model" / "config.json").exists()
     result.checks = judge_runs(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,

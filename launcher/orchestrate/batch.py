@@ -125,16 +125,6 @@ def _wait_for(group: list[PlanRun], clients: Clients, interval: float, emit: Cal
     return {index[s.job_name]: s for s in done}
 
 
-def submit_one(plan: Plan, *, priority: int | None = None, share: str | None = None, dry_run: bool,
-               skip_role_check: bool, clients: ClientsFor = None) -> Submission:
-    """A single plan into its Batch queue; its Submission (a QueuedSubmission), or the error that stopped it."""
-    (run,) = submit_queued([plan], priority=priority, share=share, dry_run=dry_run, wait=False,
-                           skip_role_check=skip_role_check, clients=clients)
-    if run.error is not None:
-        raise run.error
-    return run.attempts[0].submission
-
-
 def _poller(clients: ClientsFor) -> Callable[[str | None], Clients]:
     """Clients for a region's polls: the one Clients given, the factory given, or made for the region."""
     if clients is not None and not callable(clients):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -184,3 +185,28 @@ def next_attempt(plan: Plan, failed: JobStatus, attempt: int, policy: RetryPolic
     # checkpoint_s3_uri is left as it is: the first attempt's (its default names the first job).
     estimator = dataclasses.replace(plan.estimator, tags=tags)
     return dataclasses.replace(plan, job_name=name, estimator=estimator)
+
+
+def resubmitter(retry: RetryPolicy | None, on_failure: Callable[[Plan, JobStatus], Plan | None] | None
+                ) -> Callable[[Plan, JobStatus, int], tuple[Plan, float] | None] | None:
+    """What a queue runs in place of a job that ended badly after `attempt` attempts: (the next plan, the seconds
+    to wait first) by the retry policy, or by the `on_failure` hook (give one or the other); None for neither."""
+    if retry is not None and on_failure is not None:
+        raise UsageError("give retry or on_failure, not both")
+    if retry is not None:
+        policy = retry
+
+        def by_policy(plan: Plan, status: JobStatus, attempt: int) -> tuple[Plan, float] | None:
+            again = next_attempt(plan, status, attempt, policy)
+            return None if again is None else (again, policy.delay(attempt))
+
+        return by_policy
+    if on_failure is not None:
+        hook = on_failure
+
+        def by_hook(plan: Plan, status: JobStatus, _attempt: int) -> tuple[Plan, float] | None:
+            again = hook(plan, status)
+            return None if again is None else (again, 0.0)
+
+        return by_hook
+    return None

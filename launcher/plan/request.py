@@ -32,6 +32,14 @@ SMP_FIELDS = ("hybrid_shard_degree", "sm_activation_offloading", "activation_loa
               "expert_parallel_degree", "random_seed")
 
 
+ESTIMATOR_ORDER = ("TrainingJobName", "AlgorithmSpecification", "RoleArn", "OutputDataConfig", "ResourceConfig",
+                   "StoppingCondition", "HyperParameters", "Tags", "CheckpointConfig", "ProfilerConfig",
+                   "InputDataConfig", "Environment", "EnableManagedSpotTraining", "VpcConfig")
+MODEL_TRAINER_ORDER = ("TrainingJobName", "AlgorithmSpecification", "RoleArn", "OutputDataConfig", "ResourceConfig",
+                       "StoppingCondition", "HyperParameters", "Tags", "CheckpointConfig", "InputDataConfig",
+                       "Environment", "EnableManagedSpotTraining", "VpcConfig")
+
+
 def _hp(value: Any) -> str:
     return json.dumps(value)
 
@@ -88,7 +96,12 @@ def estimator_request(plan: Plan, source_uri: str, role_arn: str) -> dict[str, A
         ]
     if est.use_spot_instances:
         request["EnableManagedSpotTraining"] = True
-    return request
+    return _ordered(request, ESTIMATOR_ORDER)
+
+
+def _ordered(request: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """The request's keys in the order `plan --output json` has always shown them (a pipeline may diff its text)."""
+    return {key: request[key] for key in (*order, *sorted(set(request) - set(order))) if key in request}
 
 
 def drivers_uri(plan: Plan) -> str:
@@ -124,7 +137,7 @@ def model_trainer_request(plan: Plan, source_uri: str, role_arn: str) -> dict[st
     request["OutputDataConfig"]["CompressionType"] = "GZIP"
     if est.use_spot_instances:
         request["EnableManagedSpotTraining"] = True
-    return request
+    return _ordered(request, MODEL_TRAINER_ORDER)
 
 
 def _common(plan: Plan, role_arn: str) -> dict[str, Any]:

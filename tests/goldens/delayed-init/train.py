@@ -78,13 +78,29 @@ def report(check, **values):
 
 
 def hyperparameters():
-    """The spec's hyperparameters, updated from the command line, where SageMaker passes them as --key value."""
+    """The spec's hyperparameters, updated from the command line. Both of SageMaker's launchers pass them as
+    options, each in its own way, and each value is read back as the same Python value: the PyTorch Estimator's
+    toolkit (sagemaker-training's to_cmd_args: keys sorted, a one-letter key as `-k`, booleans as True/False)
+    and ModelTrainer's torchrun driver (`--key` always, values as JSON). mp_parameters is SMP's own
+    configuration (SMP reads it from SM_HP_MP_PARAMETERS), not the script's."""
     values = dict(HYPERPARAMETERS)
     args = sys.argv[1:]
     for key, value in zip(args[::2], args[1::2]):
-        if key.startswith("--"):
-            values[key[2:]] = value
+        name = key.lstrip("-")
+        if key.startswith("-") and name and name != "mp_parameters":
+            values[name] = option_value(value)
     return values
+
+
+def option_value(text):
+    """An option's value as a Python value: JSON (ModelTrainer's form), or Python's spelling of a boolean (the
+    toolkit's), else the text itself."""
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def init_distributed():
@@ -341,6 +357,7 @@ def train(device):
     if DESCRIPTION:
         log(f"job: {DESCRIPTION}")
     log(f"hyperparameters: {hyperparameters()}")
+    report("hyperparameters", values=hyperparameters(), cwd=os.path.basename(os.getcwd()))
     model = build_model()
     total_params = sum(p.numel() for p in model.parameters())
     hf_config = model.config  # kept for the export: SMP's transformed model is not a Hugging Face class
