@@ -44,8 +44,7 @@ PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Everything on SDK 2.x, then the modules that build SDK objects (backends, submit, the Batch queue, Pipelines, the
 # CLI end to end) again on SDK 3.x.
-SDK3_TESTS := tests/test_backends.py tests/test_submit.py tests/test_batch.py tests/test_pipeline.py \
-	tests/test_sdk_lines_e2e.py
+SDK3_TESTS := tests/test_backends.py tests/test_submit.py tests/test_batch.py tests/test_sdk_lines_e2e.py
 test: venv venv-sdk3
 	$(PYTEST)
 	@echo "make: the SDK-facing tests again on SageMaker SDK 3.x ($(VENV3))"
@@ -84,13 +83,14 @@ lint: venv
 	$(BIN)/lint-imports || status=1; \
 	exit $$status
 
-bench: venv
+bench: venv venv-sdk3
 	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_hostile.py
 	SAGEMAKER_SUPPRESS_V2_WARNING=1 $(BIN)/python benchmarks/bench_logs.py
 	$(BIN)/python benchmarks/bench_perf.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_data.py
+	$(BIN)/python benchmarks/bench_sdk_lines.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20

@@ -143,17 +143,6 @@ def test_plan_shows_a_global_batch_under_one_kibi_token_as_its_plain_count(run_c
 
 # -- the package --------------------------------------------------------------------------------------------
 
-def test_help_validate_and_plan_load_neither_the_sdk_nor_the_other_command_groups_deps():
-    code = ("import sys; from launcher.cli import main\n"
-            "for args in (['--help'], ['status', '--help'], ['validate', sys.argv[1]], ['plan', sys.argv[1]]):\n"
-            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('sagemaker', 'torch', 'pandas', 'moto')]\n"
-            "sys.stderr.write('IMPORTED ' + ','.join(bad))")
-    out = subprocess.run([sys.executable, "-c", code, str(JOBS / "llama7b.yaml")], cwd=REPO, capture_output=True,
-                         text=True, timeout=60)
-    assert out.stderr.strip().endswith("IMPORTED"), out.stderr[-500:]
-
-
 def test_the_presentation_module_is_cheap_for_the_log_printer():
     """The log printer may take its colours and sanitising from launcher.cli.present without click or rich."""
     code = ("import sys; from launcher.cli.present import HOST_COLOURS, host_colour, safe\n"

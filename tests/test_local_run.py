@@ -90,13 +90,13 @@ hyperparameters: {epochs: 1}
 def test_the_script_reads_the_hyperparameters_each_backend_passes_the_same(run_cli, kind):
     """Started as each backend's container starts it (the toolkit's options, or the SDK's own ModelTrainer torchrun
     driver in the unpacked `code` channel), the script reads every spec hyperparameter back as the same value."""
-    hyper = "hyperparameters={flag: true, lr_hint: 0.5, tag: x, k: 3, words: '1.5 x'}"
+    hyper = "hyperparameters={flag: true, lr_hint: 0.5, tag: x, k: 3, words: '1.5 x', number_text: '7'}"
     r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--max-steps", "3", "--set", hyper,
                 "--set", f"cluster.backend={kind}", "--output", "json")
     assert r.code == 0, r.err[-3000:]
     first, second = json.loads(r.out)["runs"]
     read = first["hyperparameters"]
-    assert read["values"] == {"flag": True, "lr_hint": 0.5, "tag": "x", "k": 3, "words": "1.5 x"}
+    assert read["values"] == {"flag": True, "lr_hint": 0.5, "tag": "x", "k": 3, "words": "1.5 x", "number_text": "7"}
     assert read["folder"] == ("code" if kind == "model-trainer" else "src")
     assert second["hyperparameters"] == read
 
@@ -113,7 +113,7 @@ def test_local_run_of_the_branches_the_reference_jobs_leave_untaken(run_cli, wri
     assert {i["feature"] for i in report["not_exercised"]} == {"expert_parallel_degree 2", "backend nccl"}
     notes = " ".join(report["notes"])
     assert "rank 0 loaded a random model" in notes and "jsonl format from its train channel" in notes
-    assert "NO_SHARD, fp16" in r.err and "hyperparameters: {'epochs': '1'}" in r.err
+    assert "NO_SHARD, fp16" in r.err and "hyperparameters: {'epochs': 1}" in r.err
     wrapping = next(c for c in report["checks"] if c["name"] == "every decoder layer is its own FSDP unit and is "
                                                                  "checkpointed")
     assert wrapping["detail"] == ("2 TransformerLayer layers, 2 FSDP units of their own; checkpointed: nothing "
@@ -491,7 +491,8 @@ def test_ctrl_c_during_a_local_run_stops_torchrun_and_is_raised(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _torchrun(tmp_path, 1, {**os.environ, "OMP_NUM_THREADS": "1"}, [], interrupt)
+        _torchrun(tmp_path, [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+                             "train.py"], {**os.environ, "OMP_NUM_THREADS": "1"}, interrupt)
 
 
 def test_the_stand_in_gets_only_the_smp_parameters_the_image_takes():

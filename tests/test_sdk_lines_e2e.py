@@ -69,3 +69,25 @@ def test_a_backend_the_installed_sdk_lacks_is_refused_before_any_aws_call(server
     assert out.returncode == 2
     assert "SMP090" in out.stderr and "exists only in SageMaker SDK 2.x" in out.stderr
     assert server_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_help_validate_plan_and_advise_import_neither_sdk_line():
+    """The commands that make no AWS call stay fast on either line: neither SDK's packages are imported (about 2 s
+    each), whichever backend the plan names, nor the other command groups' dependencies."""
+    import subprocess
+    import sys
+
+    from tests.conftest import JOBS, REPO
+
+    code = ("import sys; from launcher.cli import main\n"
+            "spec = sys.argv[1]\n"
+            "for args in (['--help'], ['status', '--help'], ['validate', spec], ['plan', spec],\n"
+            "             ['plan', spec, '--backend', 'model-trainer'], ['plan', spec, '--output', 'json'],\n"
+            "             ['advise', '--model', 'llama2-13b', '--instances', '2']):\n"
+            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+            "heavy = ('sagemaker', 'sagemaker_core', 'mlflow', 'torch', 'pandas', 'moto')\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in heavy]\n"
+            "sys.stderr.write('IMPORTED ' + ','.join(sorted(bad)[:5]))")
+    out = subprocess.run([sys.executable, "-c", code, str(JOBS / "llama7b.yaml")], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stderr.strip().endswith("IMPORTED"), out.stderr[-500:]

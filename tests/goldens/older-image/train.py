@@ -88,13 +88,15 @@ def hyperparameters():
     for key, value in zip(args[::2], args[1::2]):
         name = key.lstrip("-")
         if key.startswith("-") and name and name != "mp_parameters":
-            values[name] = option_value(value)
+            values[name] = option_value(value, HYPERPARAMETERS.get(name))
     return values
 
 
-def option_value(text):
-    """An option's value as a Python value: JSON (ModelTrainer's form), or Python's spelling of a boolean (the
-    toolkit's), else the text itself."""
+def option_value(text, like=None):
+    """An option's value as a Python value: text where the spec's value is text, else JSON (ModelTrainer's form)
+    or Python's spelling of a boolean (the toolkit's), else the text itself."""
+    if isinstance(like, str):
+        return text
     if text in ("True", "False"):
         return text == "True"
     try:
