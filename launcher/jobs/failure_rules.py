@@ -139,6 +139,13 @@ SMP_LAYOUT_REMEDY = (
     "the job runs more processes on a host than the instance type has GPUs: choose an instance type with 8 GPUs "
     "(cluster.instance_type), as SMP v2 needs.")
 
+SMP_SDK_REMEDY = (
+    "the SageMaker Python SDK refused SMP on P5 before any job started: it takes smdistributed there only together "
+    "with torch_distributed, which smp-launch always sends; an estimator built by hand needs "
+    "distribution={'torch_distributed': {'enabled': True}, 'smdistributed': ...}.")
+DEBUGGER_REMEDY = (
+    "SageMaker Debugger's hook uploads checkpoints the model parallelism library is still writing: turn Debugger off "
+    "(debugger_hook_config=False; smp-launch's own jobs always do) and resubmit.")
 
 @dataclass(frozen=True)
 class Rule:
@@ -190,7 +197,8 @@ REASON_RULES = (
          (r"cannotstartcontainererror", r"cannot pull algorithm container", r"requested image (?:.* )?not found",
           r"image does not exist", r"failed to pull", r"imagepull", r"manifest unknown", r"manifest for [^\n]* not found",
           r"pull access denied", r"access denied for repository", r"oci runtime create failed", r"exec format error",
-          r"exec user process caused", r"executable file not found in \$path"),
+          r"exec user process caused", r"executable file not found in \$path", r"cannot find the requested image",
+          r"does not grant ecr:", r"not authorized to perform: ecr:"),
          "https://github.com/aws/sagemaker-python-sdk/issues/1968"),
     Rule(FailureClass.PERMISSIONS, "role",
          (r"unable to assume the role", r"could not assume role", r"sts:assumerole",
@@ -218,13 +226,14 @@ CONTENT_RULES = (
           r"hip out of memory", r"cuda failure '?out of memory"),
          "https://github.com/PKU-YuanGroup/Open-Sora-Plan/issues/386"),
     Rule(FailureClass.HOST_OUT_OF_MEMORY, "shm",
-         (r"out of shared memory", r"insufficient shared memory", r"killed by signal: bus error"),
+         (r"out of shared memory", r"insufficient shared memory", r"killed by signal: bus error", r"/dev/shm\b"),
          "https://github.com/aws/sagemaker-python-sdk/issues/5592", remedy=SHM_REMEDY),
     Rule(FailureClass.HOST_OUT_OF_MEMORY, "ram", HOST_OOM_PATTERNS,
          "https://github.com/Kay1794/Aware-of-the-history/issues/2", unless=_EFA_LINE),
     Rule(FailureClass.HARDWARE, "gpu",
          (r"uncorrectable ecc error", r"\becc error", r"fallen off the bus", r"cuda_error_ecc_uncorrectable",
-          r"\bnvrm: xid\b", r"\bgpu is lost\b"),
+          r"\bnvrm: xid\b", r"\bgpu is lost\b",
+          r"unable to determine the device handle for gpu"),
          "https://github.com/DIAGNijmegen/rse-grand-challenge/issues/2836"),
     Rule(FailureClass.DISK_FULL, "disk",
          (r"no space left on device", r"\[errno 28\]", r"insufficient disk space", r"disk quota exceeded"),
@@ -232,7 +241,8 @@ CONTENT_RULES = (
     Rule(FailureClass.IMAGE, "image",
          (r"exec format error", r"exec user process caused", r"oci runtime create failed",
           r"executable file not found in \$path", r"\[fatal tini[^\]]*\] exec ", r"pull access denied",
-          r"requested access to the resource is denied", r"manifest unknown"),
+          r"requested access to the resource is denied", r"manifest unknown", r"not authorized to perform: ecr:",
+          r"does not grant ecr:"),
          "https://github.com/aws/sagemaker-python-sdk/issues/4113"),
     Rule(FailureClass.PERMISSIONS, "access",
          (r"\((?:accessdenied|403|forbidden)\) when calling", r"\b403 forbidden\b", r"accessdenied: access denied",
@@ -249,6 +259,11 @@ CONTENT_RULES = (
           r"transformer_engine)",),
          "https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html",
          remedy=SMP_VERSION_REMEDY),
+    Rule(FailureClass.SMP, "sdk", (r"smmodelparallel and smdataparallel[^\n]*not support",),
+         "https://github.com/huggingface/accelerate/issues/3326", remedy=SMP_SDK_REMEDY),
+    Rule(FailureClass.SMP, "debugger", (r"\.sagemaker-uploading\b",),
+         "https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-troubleshooting-model-parallel.html",
+         remedy=DEBUGGER_REMEDY),
     Rule(FailureClass.SMP, "layout", (r"cannot be larger than the device count",),
          "https://github.com/aws/amazon-sagemaker-examples/issues/2023", remedy=SMP_LAYOUT_REMEDY),
     Rule(FailureClass.INTERCONNECT, "efa_memory",
@@ -266,7 +281,8 @@ CONTENT_RULES = (
          "https://github.com/OFA-Sys/OFA/issues/271"),
     Rule(FailureClass.INTERCONNECT, "nccl",
          (r"\bnccl error\b", r"\bncclsystemerror\b", r"\bncclinternalerror\b", r"\bncclremoteerror\b",
-          r"\bnccl warn\b", r"remote process exited or there was a network error"),
+          r"\bnccl warn\b", r"remote process exited or there was a network error", r"got completion from peer",
+          r"\bvendor err\b"),
          "https://github.com/NVIDIA/nccl/issues/2076", remedy=NCCL_REMEDY),
     Rule(FailureClass.INTERCONNECT, "mpi",
          (r"orte has lost communication", r"orte was unable to (?:reliably )?start", r"orte daemon has unexpectedly",

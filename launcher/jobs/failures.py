@@ -95,7 +95,8 @@ _WRAPPER = re.compile(r"algorithmerror|executeuserscripterror|framework error|ex
 _ERROR_MESSAGE = re.compile(r'errormessage\s*"(.*)', re.DOTALL)
 _TRACEBACK = "Traceback (most recent call last)"
 # An exception's name at the end of a traceback (`KeyError: 'x'`, `torch.OutOfMemoryError: ...`, `AssertionError`).
-_EXCEPTION = re.compile(r"(?:^|[\s:])([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure))(?::|\s*$)", re.MULTILINE)
+_EXCEPTION = re.compile(r"(?:^|[\s:])([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure))(?=:(?:\s|$)|\s*$)",
+                        re.MULTILINE)
 # The exceptions a launcher raises when a worker it started failed: they name the worker's exit, not its error.
 _LAUNCHER_WRAPPERS = ("CalledProcessError", "ChildFailedError", "ExecuteUserScriptError")
 _SCRIPT_FRAME = "/opt/ml/code/"
@@ -133,9 +134,9 @@ def _tracebacks(lines: list[str]) -> list[list[str]]:
 
 
 def _raised(body: Iterable[str]) -> str | None:
-    """The name of the exception a traceback's body ends with, or None when it is cut off before one."""
-    names = [m.group(1) for line in body for m in _EXCEPTION.finditer(line)
-             if not line.lstrip().startswith(("File ", "raise "))]
+    """The name of the exception a traceback's body ends with, or None when it is cut off before one. A frame's
+    source line (`raise X(...)`) is no exception: a name counts where a colon or the line's end follows it."""
+    names = [m.group(1) for line in body for m in _EXCEPTION.finditer(line) if not line.lstrip().startswith("File ")]
     return names[-1] if names else None
 
 
@@ -158,8 +159,9 @@ def _reason_error(reason: str) -> str | None:
         return reason
     if _TRACEBACK in reason:
         body = reason.split(_TRACEBACK)[-1]
-        # one-line reasons (as the SDK prints some) run the frames together: split them at each `File "`
-        parts = re.split(r"\n| (?=File \")", body)
+        # one-line reasons (as the SDK prints some) run the frames and the exception together: split them at
+        # each `File "` and after each frame's source line
+        parts = re.split(r"\n| (?=File \")|(?<=\)) (?=[A-Za-z_][\w.]*: )", body)
         if _own_error(parts):
             return reason
     return None
