@@ -41,9 +41,12 @@ def sets() -> dict[str, list[dict]]:
     URL, so a case moved by hand between halves is caught by the test that compares the two)."""
     first = json.loads((FIXTURES / "failure_corpus.json").read_text())["cases"]
     second = json.loads((FIXTURES / "failure_corpus_2.json").read_text())["cases"]
-    return {"first_collection": first,
-            "second_rules_half": [c for c in second if half(c["source"]) == "rules"],
-            "second_held_out_half": [c for c in second if half(c["source"]) == "held_out"]}
+    out = {"first_collection": first,
+           "second_rules_half": [c for c in second if half(c["source"]) == "rules"],
+           "second_held_out_half": [c for c in second if half(c["source"]) == "held_out"]}
+    for path in sorted(FIXTURES.glob("failure_heldout_round*.json")):
+        out[path.stem.replace("failure_", "")] = json.loads(path.read_text())["cases"]
+    return out
 
 
 def score(cases: list[dict]) -> dict:
@@ -59,11 +62,11 @@ def score(cases: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["first", "rules", "held_out"], help="score one set; write nothing")
+    parser.add_argument("--only", help="score one set (first, rules, held_out, heldout_round2, ...); write nothing")
     args = parser.parse_args(argv)
     every = sets()
     names = {"first": "first_collection", "rules": "second_rules_half", "held_out": "second_held_out_half"}
-    chosen = [names[args.only]] if args.only else list(every)
+    chosen = [names.get(args.only, args.only)] if args.only else list(every)
     results = {name: score(every[name]) for name in chosen}
     for name, result in results.items():
         print(f"{name:22} {result['right']:3}/{result['cases']:<3} = {result['score']:.1%} "
@@ -73,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         return 0
     held = results["second_held_out_half"]
-    out = {"method": ("The second corpus (tests/fixtures/failure_corpus_2.json) is split by the first byte of "
+    blind = [json.loads(p.read_text()) for p in sorted(RESULT.parent.glob("failures_round*.json"))]
+    out = {"blind_rounds": [{"round": r.get("round", 1), "right": r.get("right", (r.get("second_held_out_half") or {})
+                                                                              .get("right")),
+                             "cases": r.get("cases", (r.get("second_held_out_half") or {}).get("cases")),
+                             "file": f"benchmarks/results/failures_round{r.get('round', 1)}.json"} for r in blind],
+           "method": ("The second corpus (tests/fixtures/failure_corpus_2.json) is split by the first byte of "
                       "SHA-256 of each case's page URL without its fragment (benchmarks/failure_split.py, committed "
                       "before any text was gathered): even is the rules half, odd the held-out half, so every text "
                       "of one page is on one side. The rules (launcher/jobs/failure_rules.py) were written from the "

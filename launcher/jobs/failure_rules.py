@@ -168,7 +168,14 @@ HOST_OOM_PATTERNS = (
     r"can't allocate memory", r"killed by signal: killed", r"\boomkilled\b", r"out of memory: kill(?:ed)? process",
     r"signal 9 \(sigkill\)", r"exited on signal 9 \(killed\)", r"std::bad_alloc", r"java\.lang\.outofmemoryerror",
     r"(?<![a-z])memoryerror\b", r"oom when allocating tensor[^\n]*device:cpu",
-    r"(?:exit ?code|exit status|exitcode|return code)\s*[:=]?\s*(?:137|-9)(?![0-9])")
+    r"(?:exit ?code|exit status|exitcode|return code)\s*[:=]?\s*(?:137|-9)(?![0-9])", r"^[^a-z0-9]*killed[^a-z0-9]*$",
+    r"signal 9:sigkill")
+
+# An image or its repository refused, in whichever voice (the API's, the registry's): the noun and the refusal
+# close together on one line, either way round.
+_IMAGE_REFUSED = (r"\b(?:training image|ecr image|image|repository|manifest)\b[^\n]{0,120}?\b(?:not found|is invalid|"
+                  r"does not exist|cannot be found|could not be found|not available)")
+_IMAGE_REFUSED_BEFORE = r"\b(?:cannot find|invalid|unable to pull|could not pull)\b[^\n]{0,30}?\b(?:training image|image|repository)\b"
 
 # Matched against FailureReason, in order: the first that matches wins. SageMaker's own service errors first:
 # they are certain, and an AlgorithmError reason could quote anything. The memory and disk rules come before
@@ -197,9 +204,12 @@ REASON_RULES = (
          (r"cannotstartcontainererror", r"cannot pull algorithm container", r"requested image (?:.* )?not found",
           r"image does not exist", r"failed to pull", r"imagepull", r"manifest unknown", r"manifest for [^\n]* not found",
           r"pull access denied", r"access denied for repository", r"oci runtime create failed", r"exec format error",
-          r"exec user process caused", r"executable file not found in \$path", r"cannot find the requested image",
-          r"does not grant ecr:", r"not authorized to perform: ecr:"),
+          r"exec user process caused", r"executable file not found in \$path", r"does not grant ecr:",
+          r"not authorized to perform: ecr:", r"private docker registry"),
          "https://github.com/aws/sagemaker-python-sdk/issues/1968"),
+    # The same refusal in other words; not inside a script's own error, which may name an image file of its data.
+    Rule(FailureClass.IMAGE, "image_refused", (_IMAGE_REFUSED, _IMAGE_REFUSED_BEFORE),
+         "https://github.com/aws/amazon-sagemaker-examples/issues/2534", unless=(r"^\s*algorithmerror",)),
     Rule(FailureClass.PERMISSIONS, "role",
          (r"unable to assume the role", r"could not assume role", r"sts:assumerole",
           r"trust relationship for 'sagemaker\.amazonaws\.com'"),
@@ -233,7 +243,7 @@ CONTENT_RULES = (
     Rule(FailureClass.HARDWARE, "gpu",
          (r"uncorrectable ecc error", r"\becc error", r"fallen off the bus", r"cuda_error_ecc_uncorrectable",
           r"\bnvrm: xid\b", r"\bgpu is lost\b",
-          r"unable to determine the device handle for gpu"),
+          r"unable to determine the device handle for gpu", r"\bnode failure\b", r"\bgpu has fallen\b"),
          "https://github.com/DIAGNijmegen/rse-grand-challenge/issues/2836"),
     Rule(FailureClass.DISK_FULL, "disk",
          (r"no space left on device", r"\[errno 28\]", r"insufficient disk space", r"disk quota exceeded"),
@@ -252,7 +262,8 @@ CONTENT_RULES = (
          (r"\bsmddperror\b", r"smddp does not support", r"smdistributed\.dataparallel\.exceptions"),
          "https://github.com/aws/sagemaker-training-toolkit/pull/185", remedy=SMDDP_REMEDY),
     Rule(FailureClass.SMP, "fp8",
-         (r"required for fp8 execution", r"device compute capability [0-9.x]+ (?:or higher )?required"),
+         (r"required for fp8 execution", r"device compute capability [0-9.x]+ (?:or higher )?required",
+          r"fp8\b[^\n]*\bnot supported", r"transformer_engine[^\n]*fp8[^\n]*(?:error|not supported)"),
          "https://github.com/NVIDIA/TransformerEngine/issues/15", remedy=FP8_REMEDY),
     Rule(FailureClass.SMP, "version",
          (r"(?:cannot import name|no module named|has no attribute)[^\n]*'(?:torch\.sagemaker|smdistributed|"
@@ -282,7 +293,7 @@ CONTENT_RULES = (
     Rule(FailureClass.INTERCONNECT, "nccl",
          (r"\bnccl error\b", r"\bncclsystemerror\b", r"\bncclinternalerror\b", r"\bncclremoteerror\b",
           r"\bnccl warn\b", r"remote process exited or there was a network error", r"got completion from peer",
-          r"\bvendor err\b"),
+          r"\bvendor err\b", r"report this issue to the nccl developers", r"\bibv_\w+ failed\b"),
          "https://github.com/NVIDIA/nccl/issues/2076", remedy=NCCL_REMEDY),
     Rule(FailureClass.INTERCONNECT, "mpi",
          (r"orte has lost communication", r"orte was unable to (?:reliably )?start", r"orte daemon has unexpectedly",

@@ -70,9 +70,10 @@ class _Rule:
 
 
 def _rx(*alternatives: str) -> re.Pattern[str]:
-    """Case-insensitive by matching lowercased text (`_scan` lowers it): Python's IGNORECASE alternations
-    scan several times slower, and a log tail can be large."""
-    return re.compile("|".join(a.lower() for a in alternatives))
+    """Case-insensitive by matching lowercased text with lowercase patterns (launcher.jobs.failure_rules writes them
+    so; `\\W`-style escapes keep their case): Python's IGNORECASE alternations scan several times slower, and a log
+    tail can be large."""
+    return re.compile("|".join(alternatives))
 
 
 def _compiled(rule: Rule) -> _Rule:
@@ -100,6 +101,9 @@ _EXCEPTION = re.compile(r"(?:^|[\s:])([A-Za-z_][\w.]*(?:Error|Exception|Interrup
 # The exceptions a launcher raises when a worker it started failed: they name the worker's exit, not its error.
 _LAUNCHER_WRAPPERS = ("CalledProcessError", "ChildFailedError", "ExecuteUserScriptError")
 _SCRIPT_FRAME = "/opt/ml/code/"
+# A Python exception as a line of its own (`KeyError: 'x'`), where the log kept no traceback around it; not one the
+# GPU's libraries raise (a CUDA or cuDNN error may be the GPU's fault as much as the script's).
+_EXCEPTION_LINE = re.compile(r"^\W*([A-Za-z_][\w.]*(?:Error|Exception))(?::\s|:$)(?!.*\b(?i:cuda|cudnn|cublas)\b)")
 # mpirun's `[1,mpirank:0,algo-1]<stderr>:` and the like, before a line.
 _RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")
 _MPI_RANK_EXIT = re.compile(r"process rank (\d+) [^\n]*?exited on\s+signal (\d+)(?: \(([^)\n]{1,40})\))?")
@@ -260,6 +264,8 @@ def classify(status: str, failure_reason: str | None = None,
             return Failure(rule.failure_class, shown, _remedy(remedy, tuple(hits)), tuple(hits), code)
     own = [body for body in _tracebacks([lines[i] for i in readable]) if _own_error(body)]
     installs = [lines[i] for i in readable if "installmoduleerror" in lines_l[i]]
+    installs += [lines[i] for i in readable if (m := _EXCEPTION_LINE.match(_RANK_TAG.sub("", lines[i])))
+                 and m.group(1).rsplit(".", 1)[-1] not in _LAUNCHER_WRAPPERS]
     reason_error = _reason_error(reason)
     if own or installs or reason_error:
         exit_text = f"exit code {code}" if code is not None else "a non-zero exit"
