@@ -267,7 +267,7 @@ CONTENT_RULES = (
          "https://github.com/NVIDIA/TransformerEngine/issues/15", remedy=FP8_REMEDY),
     Rule(FailureClass.SMP, "version",
          (r"(?:cannot import name|no module named|has no attribute)[^\n]*'(?:torch\.sagemaker|smdistributed|"
-          r"transformer_engine)",),
+          r"transformer_engine)", r"'(?:torch\.sagemaker|smdistributed|transformer_engine)[^'\n]*' has no attribute"),
          "https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html",
          remedy=SMP_VERSION_REMEDY),
     Rule(FailureClass.SMP, "sdk", (r"smmodelparallel and smdataparallel[^\n]*not support",),
@@ -282,7 +282,8 @@ CONTENT_RULES = (
          "https://github.com/awslabs/awsome-distributed-ai/issues/647", remedy=EFA_MEMORY_REMEDY),
     Rule(FailureClass.INTERCONNECT, "efa",
          (r"\bwarn\b[^\n]*\bnet/ofi\b", r"libfabric efa provider has encountered", r"\blibfabric error\b",
-          r"\befa internal error\b", r"aws-ofi-nccl initialization failed"),
+          r"\befa internal error\b", r"aws-ofi-nccl initialization failed", r"net/plugin: could not find: ofi",
+          r"libnccl-net[\w.-]*\.so: [^\n]*not found"),
          "https://github.com/aws/aws-ofi-nccl/issues/161", remedy=EFA_REMEDY),
     Rule(FailureClass.DATA, "data", (r"nosuchbucket", r"specified bucket does not exist", r"no s3 objects found"),
          "https://github.com/appvision-ai/fast-bert/issues/151"),
