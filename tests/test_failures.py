@@ -11,6 +11,9 @@ from launcher.jobs.failures import classify
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "failure_corpus.json").read_text())["cases"]
+CORPUS_2 = json.loads((Path(__file__).parent / "fixtures" / "failure_corpus_2.json").read_text())["cases"]
+ROUNDS = [c for p in sorted((Path(__file__).parent / "fixtures").glob("failure_heldout_round*.json"))
+          for c in json.loads(p.read_text())["cases"]]
 
 
 def _load(path: Path) -> dict:
@@ -23,8 +26,8 @@ def _classify(case: dict, **kw):
 
 
 def test_every_class_has_a_fixture_from_a_public_source():
-    cases = [_load(p) for p in FIXTURES] + CORPUS
-    assert {c["expected"] for c in cases} == set(failures.FailureClass) - {failures.FailureClass.UNKNOWN}
+    cases = [_load(p) for p in FIXTURES] + CORPUS + CORPUS_2 + ROUNDS
+    assert {c["expected"] for c in cases} == set(failures.FailureClass)
     for case in cases:
         assert case["source"].startswith("https://"), case
 
@@ -254,7 +257,7 @@ def test_sagemakers_advice_is_quoted_only_from_its_own_reason():
 ])
 def test_a_stray_403_is_not_a_permission_error(line):
     found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
-    assert found.failure_class == "user_error"
+    assert found.failure_class == "unknown" and "exit code 1" in found.remedy
 
 
 @pytest.mark.parametrize("line", [
@@ -286,20 +289,24 @@ def test_a_real_nccl_timeout_after_an_echo_is_still_one():
         "algo-1: [E ProcessGroupNCCL.cpp:523] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)",)
 
 
-@pytest.mark.parametrize("reason,expected,code", [
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 137", "host_out_of_memory", 137),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -9", "host_out_of_memory", -9),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -90", "user_error", -90),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1370", "user_error", 1370),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -11", "user_error", -11),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 139", "user_error", 139),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 9", "user_error", 9),
+@pytest.mark.parametrize("reason,expected,code,meaning", [
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 137", "host_out_of_memory", 137, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -9", "host_out_of_memory", -9, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -90", "unknown", -90, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1370", "unknown", 1370, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -11", "unknown", -11, "SIGSEGV"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 139", "unknown", 139, "SIGSEGV"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 134", "unknown", 134, "SIGABRT"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 9", "unknown", 9, None),
 ])
-def test_exit_codes_negative_and_signal(reason, expected, code):
+def test_an_exit_code_alone_names_no_cause_but_sigkill(reason, expected, code, meaning):
+    """SageMaker's wrapper with only an exit code is `unknown`, saying the code, what signal it means and what to
+    read; SIGKILL (137, -9) is the kernel's out-of-memory killer."""
     found = classify("Failed", reason)
     assert found.failure_class == expected and found.exit_code == code
-    if expected == "user_error":
-        assert f"exit code {code}" in found.remedy
+    if expected == "unknown":
+        assert f"exit code {code}" in found.remedy and "smp-launch logs JOB" in found.remedy
+        assert (meaning in found.remedy) if meaning else "SIG" not in found.remedy.split("(decided by")[0]
 
 
 def test_exit_code_comes_from_the_reason_before_the_log():
@@ -377,11 +384,13 @@ def test_max_runtime_is_sagemakers_stop_and_a_person_stop_is_not_a_failure():
     assert classify("Completed", None, secondary_status="MaxRuntimeExceeded") is None
 
 
-def test_user_error_read_from_the_log_without_a_reason():
+def test_the_toolkits_wrapper_in_the_log_names_no_cause_but_a_failed_install_does():
     tail = ["2019-02-25 17:22:36,331 sagemaker-containers ERROR ExecuteUserScriptError:", 'Command "python x.py"']
-    found = classify("Failed", "", log_tail=tail)
-    assert found.failure_class == "user_error" and any("ExecuteUserScriptError" in e for e in found.evidence)
-    assert classify("Failed", "", log_tail=["ExecuteUserScriptError=1"]).failure_class == "unknown"
+    assert classify("Failed", "", log_tail=tail).failure_class == "unknown"
+    install = ["sagemaker-containers ERROR InstallModuleError:", 'Command "python -m pip install -r requirements.txt"']
+    found = classify("Failed", "", log_tail=install)
+    assert found.failure_class == "user_error" and any("InstallModuleError" in e for e in found.evidence)
+    assert classify("Failed", "", log_tail=["InstallModuleError=1"]).failure_class == "unknown"
 
 
 def test_evidence_keeps_the_last_three_hits_in_log_order():
@@ -495,7 +504,7 @@ def test_oom_remedy_layout_defaults_and_limits():
 
 def test_failure_to_dict_names_every_key():
     found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 139")
-    assert found.to_dict() == {"failure_class": "user_error", "failure_reason": found.reason,
+    assert found.to_dict() == {"failure_class": "unknown", "failure_reason": found.reason,
                                "remedy": found.remedy, "evidence": list(found.evidence), "exit_code": 139}
 
 
@@ -605,7 +614,7 @@ def test_user_error_quotes_the_last_three_lines_of_the_last_traceback_cut_to_300
 
 
 def test_evidence_keeps_the_last_two_user_and_capacity_lines():
-    tail = [f"sagemaker-containers ERROR ExecuteUserScriptError: try {i}" for i in range(3)]
+    tail = [f"sagemaker-containers ERROR InstallModuleError: try {i}" for i in range(3)]
     found = classify("Failed", "", log_tail=tail)
     assert [e[-5:] for e in found.evidence] == ["try 1", "try 2"]
     steps = [("Starting", f"Insufficient capacity error from EC2 while launching instances, retrying! ({i})")

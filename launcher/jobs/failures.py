@@ -208,6 +208,11 @@ def _unknown(reason: str, lines: list[str], code: int | None) -> tuple[str, tupl
     elif code is not None:
         said.append(f"the training process ended with exit code {code}"
                     + (f" ({_signal_of(code)})" if _signal_of(code) else ""))
+    toolkit = [line for line in lines if "executeuserscripterror" in line.lower()][-1:]
+    if toolkit and not said:
+        said.append("SageMaker's training toolkit says only that the script failed (ExecuteUserScriptError)"
+                    + (f" with exit code {code}" if code is not None else ""))
+        evidence.append(_line("algo-1", toolkit[0]))
     tail = "\n".join(lines)
     for m in list(_MPI_RANK_EXIT.finditer(tail))[-1:]:
         sig = int(m.group(2))
@@ -222,7 +227,7 @@ def _unknown(reason: str, lines: list[str], code: int | None) -> tuple[str, tupl
     remedy = ("; ".join(said) + ": nothing in it or in algo-1's last lines names a cause. Read every host's log "
               "(`smp-launch logs JOB`) for the first error: the rank that failed may be on another host, or its "
               "error above algo-1's last lines.")
-    return remedy[0].upper() + remedy[1:], tuple(evidence)
+    return _remedy(remedy[0].upper() + remedy[1:], tuple(evidence)), tuple(evidence)
 
 
 def classify(status: str, failure_reason: str | None = None,
