@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.jobs import failures, stored
+from launcher.jobs import failure_rules, failures, stored
 from launcher.jobs.failures import classify
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
@@ -701,3 +701,185 @@ def test_diagnose_reads_no_log_for_a_stopped_job_and_passes_its_limit():
 def test_log_tail_without_streams_is_empty():
     logs = _Logs([], {})
     assert failures.log_tail(type("C", (), {"logs": logs})(), "j") == []
+
+
+# -- issue 33: the second corpus, the kinds of texts it brought, and the remedies each kind gets ----------------
+
+def test_the_second_corpus_is_split_by_its_urls_alone_and_every_text_is_cited():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from failure_split import half
+
+    assert len(CORPUS_2) >= 80 and len({c["id"] for c in CORPUS_2}) == len(CORPUS_2)
+    first_pages = {c["source"].split("#")[0] for c in CORPUS}
+    for case in CORPUS_2:
+        assert case["half"] == half(case["source"]), case["id"]
+        assert case["source"].startswith("https://") and case["source"].split("#")[0] not in first_pages, case["id"]
+    halves = {c["half"] for c in CORPUS_2}
+    assert halves == {"rules", "held_out"}
+    assert half("https://example.com/a#x") == half("https://example.com/a")  # the fragment is not the page
+
+
+@pytest.mark.parametrize("case", CORPUS_2 + ROUNDS, ids=lambda c: c["id"])
+def test_the_second_corpus_and_the_held_out_rounds_are_classed_as_their_pages_show(case):
+    assert _corpus_class(case) == case["expected"]
+
+
+GPU_REMEDY_MARKS = ("a GPU ran out of memory", "memory model", "smp.tensor_parallel_degree", "training.batch_size",
+                    "smp.activation_checkpointing")
+
+
+@pytest.mark.parametrize("case", [c for c in CORPUS + CORPUS_2 + ROUNDS
+                                  if c["expected"] in ("host_out_of_memory", "disk_full", "interconnect")],
+                         ids=lambda c: c["id"])
+def test_no_host_memory_disk_or_interconnect_failure_gets_a_gpu_memory_remedy(case):
+    found = classify(case["status"], case["failure_reason"], [tuple(t) for t in case["transitions"]],
+                     case["log_tail"], plan=_plan_json())
+    assert found.failure_class == case["expected"]
+    assert not any(mark in found.remedy for mark in GPU_REMEDY_MARKS), found.remedy
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("NCCL WARN NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+     failure_rules.EFA_MEMORY_REMEDY),
+    ("Libfabric error: (-12) Cannot allocate memory", failure_rules.EFA_MEMORY_REMEDY),
+    ("nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+     failure_rules.EFA_REMEDY),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, remote process exited or there "
+     "was a network error, NCCL version 2.18.6", failure_rules.NCCL_REMEDY),
+    ("ORTE has lost communication with a remote daemon.", failure_rules.MPI_REMEDY),
+])
+def test_each_kind_of_interconnect_failure_gets_its_own_remedy(line, kind):
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
+    assert found.failure_class == "interconnect" and found.remedy.startswith(kind)
+
+
+def test_efas_cannot_allocate_memory_is_memory_registration_not_ram_but_the_kernels_is_ram():
+    efa = classify("Failed", "", log_tail=["Libfabric error: (-12) Cannot allocate memory"])
+    ram = classify("Failed", "", log_tail=["OSError: [Errno 12] Cannot allocate memory"])
+    assert efa.failure_class == "interconnect" and "not the instance's RAM" in efa.remedy
+    assert ram.failure_class == "host_out_of_memory"
+
+
+def test_a_cause_outranks_the_nccl_errors_it_brings_on():
+    tail = ["NCCL WARN Net : Connection closed by remote peer", "OSError: [Errno 12] Cannot allocate memory"]
+    assert classify("Failed", "", log_tail=tail).failure_class == "host_out_of_memory"
+    tail = ["torch.distributed.DistBackendError: NCCL error: remote process exited or there was a network error",
+            "ng:3 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"]
+    assert classify("Failed", "", log_tail=tail).failure_class == "out_of_memory"
+
+
+@pytest.mark.parametrize("reason", [
+    "ClientError: SageMaker was unable to assume the role 'arn:aws:iam::1:role/R'",
+    "ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: Could not "
+    "assume role arn:aws:iam::1:role/R. Please ensure that the role exists and allows principal "
+    "'sagemaker.amazonaws.com' to assume the role.",
+    "ClientError: TrainingHostAgent Initialization failed:InvalidInputException: SageMaker is unable to perform: "
+    "sts:AssumeRole on the role. Check if you have a trust relationship for 'sagemaker.amazonaws.com' to assume the "
+    "role.",
+])
+def test_a_role_sagemaker_cannot_assume_is_one_cause_in_the_apis_and_the_host_agents_words(reason):
+    found = classify("Failed", reason)
+    assert found.failure_class == "permissions" and found.remedy.startswith(failures.ROLE_REMEDY)
+
+
+@pytest.mark.parametrize("reason,tail", [
+    ("ClientError: API error (404): manifest for 1.dkr.ecr.us-west-2.amazonaws.com/x:1 not found: manifest unknown: "
+     "Requested image not found", []),                                                         # the registry
+    ("ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: Cannot "
+     "find repository: x in registry ID: 1", []),                                               # the API
+    ("", ["docker: Error response from daemon: pull access denied for x, repository does not exist"]),  # runtime
+    ("", ['container_linux.go:247: starting container process caused "exec: \\"train\\": executable file not '
+          'found in $PATH"']),                                                                  # the runtime
+    ("", ["[FATAL tini (7)] exec train failed: No such file or directory"]),                    # the init process
+    ("", ["exec /usr/local/bin/python3: exec format error"]),                                   # another CPU's
+])
+def test_an_image_that_cannot_be_pulled_or_started_is_one_cause_in_every_voice(reason, tail):
+    assert classify("Failed", reason, log_tail=tail).failure_class == "image"
+
+
+def test_an_image_file_in_a_scripts_own_error_is_not_the_training_image():
+    reason = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"FileNotFoundError: image 7.jpg "
+              "not found\"")
+    assert classify("Failed", reason).failure_class == "user_error"
+
+
+def test_sagemakers_internal_error_quoted_inside_other_text_is_still_its_own():
+    for reason in ("Failed. Reason: InternalServerError: We encountered an internal error. Please try again.",
+                   "ValueError: Error for Training job j: Failed Reason: InternalServerError: We encountered an "
+                   "internal error. Please try again."):
+        found = classify("Failed", reason)
+        assert found.failure_class == "internal_error" and 'SageMaker says: "Please try again."' in found.remedy
+
+
+@pytest.mark.parametrize("line,spec_change", [
+    ("RuntimeError: SMDDP does not support: ReduceOp", "smp.backend: nccl"),
+    ("smdistributed.dataparallel.exceptions.SMDDPError: Error", "smp.backend: nccl"),
+    ("AssertionError: Device compute capability 9.x required for FP8 execution.", "training.precision: bf16"),
+    ("ImportError: cannot import name 'checkpoint' from 'torch.sagemaker.distributed.fsdp'",
+     "framework.pytorch_version"),
+    ("AttributeError: module 'smdistributed.dataparallel.torch' has no attribute 'x'", "framework.pytorch_version"),
+])
+def test_smps_own_failures_name_the_spec_change(line, spec_change):
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
+    assert found.failure_class == "smp" and spec_change in found.remedy
+
+
+def test_a_wrapper_with_nothing_after_it_takes_its_class_from_the_log():
+    wrapper = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"\""
+    assert classify("Failed", wrapper, log_tail=["torch.OutOfMemoryError: CUDA out of memory"]).failure_class == \
+        "out_of_memory"
+    assert classify("Failed", wrapper, log_tail=["Traceback (most recent call last):", "KeyError: 'x'"]) \
+        .failure_class == "user_error"
+    alone = classify("Failed", wrapper, log_tail=["step 10 loss 2.1"])
+    assert alone.failure_class == "unknown" and "smp-launch logs JOB" in alone.remedy
+    assert "exit code 1" in alone.remedy and "another host" in alone.remedy
+
+
+def test_a_launchers_own_traceback_is_the_wrapper_not_the_scripts_error():
+    tail = ["Traceback (most recent call last):", '  File "/opt/conda/bin/torchrun", line 8, in <module>',
+            "    raise ChildFailedError(", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "train.py FAILED"]
+    assert classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail).failure_class == "unknown"
+    worker = ["Traceback (most recent call last):", '  File "/opt/ml/code/train.py", line 3', "ValueError: bad",
+              *tail]
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=worker)
+    assert found.failure_class == "user_error" and "ValueError: bad" in found.remedy  # the worker's, not the wrapper
+
+
+def test_mpi_says_which_rank_ended_and_how_but_not_why():
+    tail = ["mpirun noticed that process rank 3 with PID 9 on node algo-1 exited on signal 11 (Segmentation fault)."]
+    found = classify("Failed", "", log_tail=tail)
+    assert found.failure_class == "unknown" and "rank 3 ended on signal 11 (SIGSEGV" in found.remedy
+    killed = ["mpirun noticed that process rank 1 with PID 9 on node algo-2 exited on signal 9 (Killed)."]
+    assert classify("Failed", "", log_tail=killed).failure_class == "host_out_of_memory"
+
+
+def _progress(step: int) -> str:
+    from launcher.render import progress
+
+    return "[1,mpirank:0,algo-1]<stdout>:" + progress.LINE_FORMAT.format(
+        step=step, loss=2.0, lr=1e-4, tokens_per_s=1000.0, tflops_per_gpu=100.0, gpu_mem_gb=30.0)
+
+
+def test_a_max_runtime_stop_names_the_step_reached_the_checkpoint_and_the_rerun():
+    tail = [_progress(400), "checkpoint of step 400 saved to /opt/ml/checkpoints/step_400", _progress(450)]
+    found = classify("Stopped", None, [("Training", "x")], tail, secondary_status="MaxRuntimeExceeded",
+                     plan={**_plan_json(), "training": {"max_steps": 1000}})
+    assert found.failure_class == "max_runtime"
+    assert "at step 450 of 1000; its last checkpoint is of step 400" in found.remedy
+    assert "`smp-launch rerun JOB --resume` carries on from it (600 steps left)" in found.remedy
+    assert found.evidence[1].endswith("step=450 loss=2.0000 lr=1.000e-04 tokens_per_s=1000.0 tflops_per_gpu=100.00 "
+                                      "gpu_mem_gb=30.00")
+    bare = classify("Stopped", None, [], [], secondary_status="MaxRuntimeExceeded")
+    assert "at step" not in bare.remedy and "carries on from its last checkpoint, if it saved one" in bare.remedy
+
+
+def test_diagnose_reads_a_max_runtime_stops_log_and_its_specs_steps():
+    clients = _DiagnoseClients([_progress(7), "checkpoint of step 5 saved to /x"])
+    clients.s3 = _S3(_tarball({"plan.json": json.dumps(_plan_json()).encode(),
+                               "spec.json": json.dumps({"training": {"max_steps": 1000}}).encode()}))
+    desc = {**DESC, "TrainingJobName": "j", "TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded"}
+    found = failures.diagnose(clients, desc)
+    assert found.failure_class == "max_runtime" and "at step 7 of 1000" in found.remedy

@@ -175,7 +175,8 @@ HOST_OOM_PATTERNS = (
 # close together on one line, either way round.
 _IMAGE_REFUSED = (r"\b(?:training image|ecr image|image|repository|manifest)\b[^\n]{0,120}?\b(?:not found|is invalid|"
                   r"does not exist|cannot be found|could not be found|not available)")
-_IMAGE_REFUSED_BEFORE = r"\b(?:cannot find|invalid|unable to pull|could not pull)\b[^\n]{0,30}?\b(?:training image|image|repository)\b"
+_IMAGE_REFUSED_BEFORE = (r"\b(?:cannot find|invalid|unable to pull|could not pull)\b[^\n]{0,30}?"
+                         r"\b(?:training image|image|repository)\b")
 
 # Matched against FailureReason, in order: the first that matches wins. SageMaker's own service errors first:
 # they are certain, and an AlgorithmError reason could quote anything. The memory and disk rules come before
@@ -202,7 +203,8 @@ REASON_RULES = (
          "https://github.com/huggingface/blog/issues/114"),
     Rule(FailureClass.IMAGE, "image",
          (r"cannotstartcontainererror", r"cannot pull algorithm container", r"requested image (?:.* )?not found",
-          r"image does not exist", r"failed to pull", r"imagepull", r"manifest unknown", r"manifest for [^\n]* not found",
+          r"image does not exist", r"failed to pull", r"imagepull", r"manifest unknown",
+          r"manifest for [^\n]* not found",
           r"pull access denied", r"access denied for repository", r"oci runtime create failed", r"exec format error",
           r"exec user process caused", r"executable file not found in \$path", r"does not grant ecr:",
           r"not authorized to perform: ecr:", r"private docker registry"),

@@ -200,14 +200,13 @@ def _unknown(reason: str, lines: list[str], code: int | None) -> tuple[str, tupl
     (an exit code, a signal, a rank that aborted), and where the cause must be read."""
     said: list[str] = []
     evidence: list[str] = []
+    signal = _signal_of(code)
     if reason and _WRAPPER.search(reason.lower()):
         said.append("SageMaker's reason is only its generic wrapper for a failed script"
-                    + (f" (exit code {code}{'; ' + _signal_of(code) if _signal_of(code) else ''})"
-                       if code is not None else ""))
+                    + (f" (exit code {code}{'; ' + signal if signal else ''})" if code is not None else ""))
         evidence.append(_line("FailureReason", reason))
     elif code is not None:
-        said.append(f"the training process ended with exit code {code}"
-                    + (f" ({_signal_of(code)})" if _signal_of(code) else ""))
+        said.append(f"the training process ended with exit code {code}" + (f" ({signal})" if signal else ""))
     toolkit = [line for line in lines if "executeuserscripterror" in line.lower()][-1:]
     if toolkit and not said:
         said.append("SageMaker's training toolkit says only that the script failed (ExecuteUserScriptError)"
@@ -319,12 +318,15 @@ _CHECKPOINT_SAVED = re.compile(r"\bcheckpoint of step (\d+) saved\b")  # the ent
 
 
 def _planned_steps(plan: Mapping[str, Any] | None) -> int | None:
-    """The steps the job was planned to train (plan.json's time to train), or None when the plan does not say."""
-    try:
-        steps = int(((plan or {}).get("performance") or {})["time_to_train"]["steps"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return steps if steps > 0 else None
+    """The steps the job was to train: its spec's training.max_steps (diagnose adds the stored spec's `training` to
+    the plan it passes), else a plan's time to train; None when neither says."""
+    for path in (("training", "max_steps"), ("performance", "time_to_train", "steps")):
+        value: Any = plan or {}
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _max_runtime(shown: str, lines: list[str], plan: Mapping[str, Any] | None) -> Failure:
@@ -335,7 +337,7 @@ def _max_runtime(shown: str, lines: list[str], plan: Mapping[str, Any] | None) -
     reached = next(((int(p["step"]), line) for line in reversed(lines) if (p := progress.parse(line))), None)
     saved = next((int(m.group(1)) for line in reversed(lines) if (m := _CHECKPOINT_SAVED.search(line))), None)
     total = _planned_steps(plan)
-    evidence = (_line("SecondaryStatus", "MaxRuntimeExceeded"),)
+    evidence: tuple[str, ...] = (_line("SecondaryStatus", "MaxRuntimeExceeded"),)
     remedy = "SageMaker stopped the job when it reached its MaxRuntimeInSeconds (cluster.max_run)"
     if reached is not None:
         evidence += (_line("algo-1", reached[1]),)
@@ -460,7 +462,7 @@ def diagnose(clients: Any, desc: Mapping[str, Any], *, tail_lines: int = 100) ->
                                 secondary_status=desc.get("SecondaryStatus"))
     found = classify(status, **args)
     if found is not None and found.failure_class in (FailureClass.OUT_OF_MEMORY, FailureClass.MAX_RUNTIME):
-        plan = job_plan(clients, desc)
+        plan = job_plan(clients, desc, with_training=found.failure_class == FailureClass.MAX_RUNTIME)
         if plan is not None:
             found = classify(status, plan=plan, **args)
     return found
@@ -486,15 +488,19 @@ def log_tail(clients: Any, job: str, lines: int = 100) -> list[str]:
     return [str(e.get("message", ""))[:LOG_LINE_LIMIT] for e in events[-lines:]]
 
 
-def job_plan(clients: Any, desc: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The job's plan.json (launcher.jobs.stored); None when the job has none (not launched by this tool)
-    or it cannot be read: the remedy then falls back to the generic one."""
+def job_plan(clients: Any, desc: Mapping[str, Any], *, with_training: bool = False) -> dict[str, Any] | None:
+    """The job's plan.json (launcher.jobs.stored), with `with_training` its spec.json's `training` section added
+    (the steps it was to train); None when the job has none (not launched by this tool) or it cannot be read: the
+    remedy then falls back to the generic one."""
     from launcher.jobs.stored import read_source, submit_directory
 
     uri = submit_directory(desc)
     if uri is None:
         return None
     try:
-        return read_source(clients.s3, uri).plan
+        stored = read_source(clients.s3, uri)
     except Exception:  # noqa: BLE001 - optional: whatever cannot be read is left out
         return None
+    if with_training and isinstance(stored.spec, dict) and isinstance(stored.spec.get("training"), dict):
+        return {**stored.plan, "training": stored.spec["training"]}
+    return stored.plan
