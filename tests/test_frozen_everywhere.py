@@ -14,6 +14,7 @@ import launcher.catalog.prices
 import launcher.catalog.smp
 import launcher.core.aws
 import launcher.core.errors
+import launcher.jobs.failure_rules
 import launcher.jobs.failures
 import launcher.jobs.logrecords
 import launcher.jobs.logs
@@ -60,6 +61,7 @@ CHECKED = (
     launcher.catalog.smp,
     launcher.core.aws,
     launcher.core.errors,
+    launcher.jobs.failure_rules,
     launcher.jobs.failures,
     launcher.jobs.logrecords,
     launcher.jobs.logs,
