@@ -91,6 +91,7 @@ bench: venv venv-sdk3
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_data.py
 	$(BIN)/python benchmarks/bench_sdk_lines.py
+	$(BIN)/python benchmarks/bench_failures.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20

@@ -233,7 +233,8 @@ class EmulatedJob:
             return f"{tag}<stdout>:resuming from checkpoint {self.restored[0].split('/')[0]}"
         if host == 1 and self.checkpoint_after is not None and i == max(1, round(self.checkpoint_after /
                                                                                   self.line_interval)):
-            return f"{tag}<stdout>:saved checkpoint step_{self.checkpoint_step:08d}"
+            return (f"{tag}<stdout>:checkpoint of step {self.checkpoint_step} saved to "
+                    f"/opt/ml/checkpoints/step_{self.checkpoint_step:08d}")  # the entry script's words
         rng = random.Random(self.seed * 1_000_003 + host * 10_007 + i)
         speed = 15000 + rng.random() * 500 if self.tokens_per_s is None else self._scripted_speed(i)
         text = progress.LINE_FORMAT.format(step=i, loss=8.0 / (1 + 0.05 * i) + rng.random() * 0.05, lr=3e-4,

@@ -650,13 +650,14 @@ def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry
 
 
 def rerun(name: str, *, dry_run: bool = False, skip_role_check: bool = False,
-          clients: Clients | None = None) -> Submission:
+          clients: Clients | None = None, resume: bool = False) -> Submission:
     """Submit the plan stored with job `name` again: a new job name (tagged smp-launch:rerun-of=<name>),
-    the job's own source tarball, and every check submit makes. Raises NotLaunchedHere (exit 2) for a
-    job smp-launch did not start, JobNotFound, and what submit raises."""
+    the job's own source tarball, and every check submit makes; with `resume`, under the job's own checkpoint
+    S3 URI, so it carries on from its last checkpoint. Raises NotLaunchedHere (exit 2) for a job smp-launch did
+    not start, JobNotFound, and what submit raises."""
     from launcher.orchestrate.provenance import rerun as _rerun
 
-    return _rerun(name, clients or connect(), dry_run=dry_run, skip_role_check=skip_role_check)
+    return _rerun(name, clients or connect(), dry_run=dry_run, skip_role_check=skip_role_check, resume=resume)
 
 
 def diff(a: str, b: str, *, everything: bool = False, spec: bool = False,

@@ -78,7 +78,7 @@ DEFAULTS = {
 FLAGS = {
     "diff": ["--all", "--spec", "--exit-code"], "list": ["--running"], "logs": ["--follow"],
     "pipeline": ["--dry-run", "--skip-role-check", "--start"], "prices": ["--refresh"],
-    "rerun": ["--dry-run", "--skip-role-check"], "stop": ["--yes"],
+    "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes"],
     "submit": ["--local", "--tiny", "--dry-run", "--wait", "--skip-role-check", "--strict"],
 }
 PLANNING = ("check-role", "pipeline", "plan", "render", "submit", "validate")  # the commands that take a spec

@@ -89,3 +89,24 @@ def test_text_output_names_the_job_console_and_next_command_and_wait_follows_the
     assert "smp-launch logs llama2-7b-" in out.stdout
     assert "[algo-1]" in out.stdout
     assert "Completed" in out.stdout + out.stderr
+
+
+def test_an_input_channel_with_no_objects_is_refused_and_the_dry_run_lists_each_channel(server_world):
+    """CreateTrainingJob refuses a channel whose prefix holds nothing; the CLI says so first, exit 3, naming the
+    channel and its prefix, writing nothing. With an object there, the dry run lists the channel (one call)."""
+    session, cli = server_world.session, server_world.cli
+    args = ("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--set", f"data.train=s3://{BUCKET}/tokens/")
+    out = cli(*args, "--dry-run")
+    assert out.returncode == 3, out.stderr
+    assert f"input channel 'train' (data.train) has no S3 objects under s3://{BUCKET}/tokens/" in out.stderr
+    assert f"bucket {BUCKET}, prefix tokens/" in out.stderr and "Traceback" not in out.stderr
+    out = cli(*args)
+    assert out.returncode == 3, out.stderr
+    assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in session.client("s3").list_objects_v2(Bucket=BUCKET)
+
+    session.client("s3").put_object(Bucket=BUCKET, Key="tokens/part-0.npy", Body=b"\x93NUMPY")
+    out = cli(*args, "--dry-run", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    calls = json.loads(out.stdout)["aws_calls"]
+    assert calls.count("s3.ListObjectsV2") == 1 and "sagemaker.CreateTrainingJob" not in calls

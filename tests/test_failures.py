@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from launcher.jobs import failures, stored
+from launcher.jobs import failure_rules, failures, stored
 from launcher.jobs.failures import classify
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "failure_reasons").glob("*.json"))
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "failure_corpus.json").read_text())["cases"]
+CORPUS_2 = json.loads((Path(__file__).parent / "fixtures" / "failure_corpus_2.json").read_text())["cases"]
+ROUNDS = [c for p in sorted((Path(__file__).parent / "fixtures").glob("failure_heldout_round*.json"))
+          for c in json.loads(p.read_text())["cases"]]
 
 
 def _load(path: Path) -> dict:
@@ -23,8 +26,8 @@ def _classify(case: dict, **kw):
 
 
 def test_every_class_has_a_fixture_from_a_public_source():
-    cases = [_load(p) for p in FIXTURES] + CORPUS
-    assert {c["expected"] for c in cases} == set(failures.FailureClass) - {failures.FailureClass.UNKNOWN}
+    cases = [_load(p) for p in FIXTURES] + CORPUS + CORPUS_2 + ROUNDS
+    assert {c["expected"] for c in cases} == set(failures.FailureClass)
     for case in cases:
         assert case["source"].startswith("https://"), case
 
@@ -254,7 +257,7 @@ def test_sagemakers_advice_is_quoted_only_from_its_own_reason():
 ])
 def test_a_stray_403_is_not_a_permission_error(line):
     found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
-    assert found.failure_class == "user_error"
+    assert found.failure_class == "unknown" and "exit code 1" in found.remedy
 
 
 @pytest.mark.parametrize("line", [
@@ -286,20 +289,24 @@ def test_a_real_nccl_timeout_after_an_echo_is_still_one():
         "algo-1: [E ProcessGroupNCCL.cpp:523] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)",)
 
 
-@pytest.mark.parametrize("reason,expected,code", [
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 137", "host_out_of_memory", 137),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -9", "host_out_of_memory", -9),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -90", "user_error", -90),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1370", "user_error", 1370),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -11", "user_error", -11),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 139", "user_error", 139),
-    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 9", "user_error", 9),
+@pytest.mark.parametrize("reason,expected,code,meaning", [
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 137", "host_out_of_memory", 137, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -9", "host_out_of_memory", -9, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -90", "unknown", -90, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1370", "unknown", 1370, None),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode -11", "unknown", -11, "SIGSEGV"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 139", "unknown", 139, "SIGSEGV"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 134", "unknown", 134, "SIGABRT"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 9", "unknown", 9, None),
 ])
-def test_exit_codes_negative_and_signal(reason, expected, code):
+def test_an_exit_code_alone_names_no_cause_but_sigkill(reason, expected, code, meaning):
+    """SageMaker's wrapper with only an exit code is `unknown`, saying the code, what signal it means and what to
+    read; SIGKILL (137, -9) is the kernel's out-of-memory killer."""
     found = classify("Failed", reason)
     assert found.failure_class == expected and found.exit_code == code
-    if expected == "user_error":
-        assert f"exit code {code}" in found.remedy
+    if expected == "unknown":
+        assert f"exit code {code}" in found.remedy and "smp-launch logs JOB" in found.remedy
+        assert (meaning in found.remedy) if meaning else "SIG" not in found.remedy.split("(decided by")[0]
 
 
 def test_exit_code_comes_from_the_reason_before_the_log():
@@ -377,11 +384,13 @@ def test_max_runtime_is_sagemakers_stop_and_a_person_stop_is_not_a_failure():
     assert classify("Completed", None, secondary_status="MaxRuntimeExceeded") is None
 
 
-def test_user_error_read_from_the_log_without_a_reason():
+def test_the_toolkits_wrapper_in_the_log_names_no_cause_but_a_failed_install_does():
     tail = ["2019-02-25 17:22:36,331 sagemaker-containers ERROR ExecuteUserScriptError:", 'Command "python x.py"']
-    found = classify("Failed", "", log_tail=tail)
-    assert found.failure_class == "user_error" and any("ExecuteUserScriptError" in e for e in found.evidence)
-    assert classify("Failed", "", log_tail=["ExecuteUserScriptError=1"]).failure_class == "unknown"
+    assert classify("Failed", "", log_tail=tail).failure_class == "unknown"
+    install = ["sagemaker-containers ERROR InstallModuleError:", 'Command "python -m pip install -r requirements.txt"']
+    found = classify("Failed", "", log_tail=install)
+    assert found.failure_class == "user_error" and any("InstallModuleError" in e for e in found.evidence)
+    assert classify("Failed", "", log_tail=["InstallModuleError=1"]).failure_class == "unknown"
 
 
 def test_evidence_keeps_the_last_three_hits_in_log_order():
@@ -495,7 +504,7 @@ def test_oom_remedy_layout_defaults_and_limits():
 
 def test_failure_to_dict_names_every_key():
     found = classify("Failed", "AlgorithmError: ExecuteUserScriptError:\nExitCode 139")
-    assert found.to_dict() == {"failure_class": "user_error", "failure_reason": found.reason,
+    assert found.to_dict() == {"failure_class": "unknown", "failure_reason": found.reason,
                                "remedy": found.remedy, "evidence": list(found.evidence), "exit_code": 139}
 
 
@@ -605,7 +614,7 @@ def test_user_error_quotes_the_last_three_lines_of_the_last_traceback_cut_to_300
 
 
 def test_evidence_keeps_the_last_two_user_and_capacity_lines():
-    tail = [f"sagemaker-containers ERROR ExecuteUserScriptError: try {i}" for i in range(3)]
+    tail = [f"sagemaker-containers ERROR InstallModuleError: try {i}" for i in range(3)]
     found = classify("Failed", "", log_tail=tail)
     assert [e[-5:] for e in found.evidence] == ["try 1", "try 2"]
     steps = [("Starting", f"Insufficient capacity error from EC2 while launching instances, retrying! ({i})")
@@ -692,3 +701,185 @@ def test_diagnose_reads_no_log_for_a_stopped_job_and_passes_its_limit():
 def test_log_tail_without_streams_is_empty():
     logs = _Logs([], {})
     assert failures.log_tail(type("C", (), {"logs": logs})(), "j") == []
+
+
+# -- issue 33: the second corpus, the kinds of texts it brought, and the remedies each kind gets ----------------
+
+def test_the_second_corpus_is_split_by_its_urls_alone_and_every_text_is_cited():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from failure_split import half
+
+    assert len(CORPUS_2) >= 80 and len({c["id"] for c in CORPUS_2}) == len(CORPUS_2)
+    first_pages = {c["source"].split("#")[0] for c in CORPUS}
+    for case in CORPUS_2:
+        assert case["half"] == half(case["source"]), case["id"]
+        assert case["source"].startswith("https://") and case["source"].split("#")[0] not in first_pages, case["id"]
+    halves = {c["half"] for c in CORPUS_2}
+    assert halves == {"rules", "held_out"}
+    assert half("https://example.com/a#x") == half("https://example.com/a")  # the fragment is not the page
+
+
+@pytest.mark.parametrize("case", CORPUS_2 + ROUNDS, ids=lambda c: c["id"])
+def test_the_second_corpus_and_the_held_out_rounds_are_classed_as_their_pages_show(case):
+    assert _corpus_class(case) == case["expected"]
+
+
+GPU_REMEDY_MARKS = ("a GPU ran out of memory", "memory model", "smp.tensor_parallel_degree", "training.batch_size",
+                    "smp.activation_checkpointing")
+
+
+@pytest.mark.parametrize("case", [c for c in CORPUS + CORPUS_2 + ROUNDS
+                                  if c["expected"] in ("host_out_of_memory", "disk_full", "interconnect")],
+                         ids=lambda c: c["id"])
+def test_no_host_memory_disk_or_interconnect_failure_gets_a_gpu_memory_remedy(case):
+    found = classify(case["status"], case["failure_reason"], [tuple(t) for t in case["transitions"]],
+                     case["log_tail"], plan=_plan_json())
+    assert found.failure_class == case["expected"]
+    assert not any(mark in found.remedy for mark in GPU_REMEDY_MARKS), found.remedy
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("NCCL WARN NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+     failure_rules.EFA_MEMORY_REMEDY),
+    ("Libfabric error: (-12) Cannot allocate memory", failure_rules.EFA_MEMORY_REMEDY),
+    ("nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+     failure_rules.EFA_REMEDY),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, remote process exited or there "
+     "was a network error, NCCL version 2.18.6", failure_rules.NCCL_REMEDY),
+    ("ORTE has lost communication with a remote daemon.", failure_rules.MPI_REMEDY),
+])
+def test_each_kind_of_interconnect_failure_gets_its_own_remedy(line, kind):
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
+    assert found.failure_class == "interconnect" and found.remedy.startswith(kind)
+
+
+def test_efas_cannot_allocate_memory_is_memory_registration_not_ram_but_the_kernels_is_ram():
+    efa = classify("Failed", "", log_tail=["Libfabric error: (-12) Cannot allocate memory"])
+    ram = classify("Failed", "", log_tail=["OSError: [Errno 12] Cannot allocate memory"])
+    assert efa.failure_class == "interconnect" and "not the instance's RAM" in efa.remedy
+    assert ram.failure_class == "host_out_of_memory"
+
+
+def test_a_cause_outranks_the_nccl_errors_it_brings_on():
+    tail = ["NCCL WARN Net : Connection closed by remote peer", "OSError: [Errno 12] Cannot allocate memory"]
+    assert classify("Failed", "", log_tail=tail).failure_class == "host_out_of_memory"
+    tail = ["torch.distributed.DistBackendError: NCCL error: remote process exited or there was a network error",
+            "ng:3 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"]
+    assert classify("Failed", "", log_tail=tail).failure_class == "out_of_memory"
+
+
+@pytest.mark.parametrize("reason", [
+    "ClientError: SageMaker was unable to assume the role 'arn:aws:iam::1:role/R'",
+    "ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: Could not "
+    "assume role arn:aws:iam::1:role/R. Please ensure that the role exists and allows principal "
+    "'sagemaker.amazonaws.com' to assume the role.",
+    "ClientError: TrainingHostAgent Initialization failed:InvalidInputException: SageMaker is unable to perform: "
+    "sts:AssumeRole on the role. Check if you have a trust relationship for 'sagemaker.amazonaws.com' to assume the "
+    "role.",
+])
+def test_a_role_sagemaker_cannot_assume_is_one_cause_in_the_apis_and_the_host_agents_words(reason):
+    found = classify("Failed", reason)
+    assert found.failure_class == "permissions" and found.remedy.startswith(failures.ROLE_REMEDY)
+
+
+@pytest.mark.parametrize("reason,tail", [
+    ("ClientError: API error (404): manifest for 1.dkr.ecr.us-west-2.amazonaws.com/x:1 not found: manifest unknown: "
+     "Requested image not found", []),                                                         # the registry
+    ("ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: Cannot "
+     "find repository: x in registry ID: 1", []),                                               # the API
+    ("", ["docker: Error response from daemon: pull access denied for x, repository does not exist"]),  # runtime
+    ("", ['container_linux.go:247: starting container process caused "exec: \\"train\\": executable file not '
+          'found in $PATH"']),                                                                  # the runtime
+    ("", ["[FATAL tini (7)] exec train failed: No such file or directory"]),                    # the init process
+    ("", ["exec /usr/local/bin/python3: exec format error"]),                                   # another CPU's
+])
+def test_an_image_that_cannot_be_pulled_or_started_is_one_cause_in_every_voice(reason, tail):
+    assert classify("Failed", reason, log_tail=tail).failure_class == "image"
+
+
+def test_an_image_file_in_a_scripts_own_error_is_not_the_training_image():
+    reason = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"FileNotFoundError: image 7.jpg "
+              "not found\"")
+    assert classify("Failed", reason).failure_class == "user_error"
+
+
+def test_sagemakers_internal_error_quoted_inside_other_text_is_still_its_own():
+    for reason in ("Failed. Reason: InternalServerError: We encountered an internal error. Please try again.",
+                   "ValueError: Error for Training job j: Failed Reason: InternalServerError: We encountered an "
+                   "internal error. Please try again."):
+        found = classify("Failed", reason)
+        assert found.failure_class == "internal_error" and 'SageMaker says: "Please try again."' in found.remedy
+
+
+@pytest.mark.parametrize("line,spec_change", [
+    ("RuntimeError: SMDDP does not support: ReduceOp", "smp.backend: nccl"),
+    ("smdistributed.dataparallel.exceptions.SMDDPError: Error", "smp.backend: nccl"),
+    ("AssertionError: Device compute capability 9.x required for FP8 execution.", "training.precision: bf16"),
+    ("ImportError: cannot import name 'checkpoint' from 'torch.sagemaker.distributed.fsdp'",
+     "framework.pytorch_version"),
+    ("AttributeError: module 'smdistributed.dataparallel.torch' has no attribute 'x'", "framework.pytorch_version"),
+])
+def test_smps_own_failures_name_the_spec_change(line, spec_change):
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=[line])
+    assert found.failure_class == "smp" and spec_change in found.remedy
+
+
+def test_a_wrapper_with_nothing_after_it_takes_its_class_from_the_log():
+    wrapper = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"\""
+    assert classify("Failed", wrapper, log_tail=["torch.OutOfMemoryError: CUDA out of memory"]).failure_class == \
+        "out_of_memory"
+    assert classify("Failed", wrapper, log_tail=["Traceback (most recent call last):", "KeyError: 'x'"]) \
+        .failure_class == "user_error"
+    alone = classify("Failed", wrapper, log_tail=["step 10 loss 2.1"])
+    assert alone.failure_class == "unknown" and "smp-launch logs JOB" in alone.remedy
+    assert "exit code 1" in alone.remedy and "another host" in alone.remedy
+
+
+def test_a_launchers_own_traceback_is_the_wrapper_not_the_scripts_error():
+    tail = ["Traceback (most recent call last):", '  File "/opt/conda/bin/torchrun", line 8, in <module>',
+            "    raise ChildFailedError(", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "train.py FAILED"]
+    assert classify("Failed", "AlgorithmError: ExitCode 1", log_tail=tail).failure_class == "unknown"
+    worker = ["Traceback (most recent call last):", '  File "/opt/ml/code/train.py", line 3', "ValueError: bad",
+              *tail]
+    found = classify("Failed", "AlgorithmError: ExitCode 1", log_tail=worker)
+    assert found.failure_class == "user_error" and "ValueError: bad" in found.remedy  # the worker's, not the wrapper
+
+
+def test_mpi_says_which_rank_ended_and_how_but_not_why():
+    tail = ["mpirun noticed that process rank 3 with PID 9 on node algo-1 exited on signal 11 (Segmentation fault)."]
+    found = classify("Failed", "", log_tail=tail)
+    assert found.failure_class == "unknown" and "rank 3 ended on signal 11 (SIGSEGV" in found.remedy
+    killed = ["mpirun noticed that process rank 1 with PID 9 on node algo-2 exited on signal 9 (Killed)."]
+    assert classify("Failed", "", log_tail=killed).failure_class == "host_out_of_memory"
+
+
+def _progress(step: int) -> str:
+    from launcher.render import progress
+
+    return "[1,mpirank:0,algo-1]<stdout>:" + progress.LINE_FORMAT.format(
+        step=step, loss=2.0, lr=1e-4, tokens_per_s=1000.0, tflops_per_gpu=100.0, gpu_mem_gb=30.0)
+
+
+def test_a_max_runtime_stop_names_the_step_reached_the_checkpoint_and_the_rerun():
+    tail = [_progress(400), "checkpoint of step 400 saved to /opt/ml/checkpoints/step_400", _progress(450)]
+    found = classify("Stopped", None, [("Training", "x")], tail, secondary_status="MaxRuntimeExceeded",
+                     plan={**_plan_json(), "training": {"max_steps": 1000}})
+    assert found.failure_class == "max_runtime"
+    assert "at step 450 of 1000; its last checkpoint is of step 400" in found.remedy
+    assert "`smp-launch rerun JOB --resume` carries on from it (600 steps left)" in found.remedy
+    assert found.evidence[1].endswith("step=450 loss=2.0000 lr=1.000e-04 tokens_per_s=1000.0 tflops_per_gpu=100.00 "
+                                      "gpu_mem_gb=30.00")
+    bare = classify("Stopped", None, [], [], secondary_status="MaxRuntimeExceeded")
+    assert "at step" not in bare.remedy and "carries on from its last checkpoint, if it saved one" in bare.remedy
+
+
+def test_diagnose_reads_a_max_runtime_stops_log_and_its_specs_steps():
+    clients = _DiagnoseClients([_progress(7), "checkpoint of step 5 saved to /x"])
+    clients.s3 = _S3(_tarball({"plan.json": json.dumps(_plan_json()).encode(),
+                               "spec.json": json.dumps({"training": {"max_steps": 1000}}).encode()}))
+    desc = {**DESC, "TrainingJobName": "j", "TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded"}
+    found = failures.diagnose(clients, desc)
+    assert found.failure_class == "max_runtime" and "at step 7 of 1000" in found.remedy

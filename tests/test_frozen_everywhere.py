@@ -15,6 +15,7 @@ import launcher.catalog.smp
 import launcher.core.aws
 import launcher.core.errors
 import launcher.core.sdk
+import launcher.jobs.failure_rules
 import launcher.jobs.failures
 import launcher.jobs.logrecords
 import launcher.jobs.logs
@@ -65,6 +66,7 @@ CHECKED = (
     launcher.core.aws,
     launcher.core.errors,
     launcher.core.sdk,
+    launcher.jobs.failure_rules,
     launcher.jobs.failures,
     launcher.jobs.logrecords,
     launcher.jobs.logs,

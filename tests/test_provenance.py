@@ -1,4 +1,5 @@
 """`rerun` and `diff`: a job's plan read back from its own source tarball (plan.json, spec.json) in moto."""
+import dataclasses
 import io
 import json
 import tarfile
@@ -90,6 +91,31 @@ def test_rerun_submits_the_stored_plan_under_a_new_name(recorded_world):
         request["CheckpointConfig"].pop("S3Uri")
     assert new == old
     assert json.loads(new["HyperParameters"]["mp_parameters"])["tensor_parallel_degree"] == 2
+
+
+def test_rerun_resume_keeps_the_jobs_checkpoint_uri_so_it_carries_on_from_it(recorded_world):
+    """`rerun --resume` (what a job stopped at its max_run is told to do): the new job's CheckpointConfig is the old
+    job's, which SageMaker copies back into /opt/ml/checkpoints; without --resume the rerun has its own."""
+    first = launch(recorded_world)
+    resumed = api.rerun(first.job_name, clients=recorded_world.clients(), resume=True)
+    old, new = recorded_world.sent
+    assert new["TrainingJobName"] == resumed.job_name != first.job_name
+    assert new["CheckpointConfig"] == old["CheckpointConfig"]
+    assert old["CheckpointConfig"]["S3Uri"].endswith("/" + first.job_name)
+    fresh = api.rerun(first.job_name, dry_run=True, clients=recorded_world.clients())
+    assert fresh.request["CheckpointConfig"]["S3Uri"].endswith("/" + fresh.job_name)
+
+
+def test_rerun_resume_of_a_job_with_no_checkpoint_uri_is_refused(recorded_world, monkeypatch):
+    from launcher.orchestrate import provenance
+
+    first = launch(recorded_world)
+    stored = provenance.stored_job(recorded_world.clients(), first.job_name)
+    bare = dataclasses.replace(stored, description={k: v for k, v in stored.description.items()
+                                                    if k != "CheckpointConfig"},
+                               plan={k: v for k, v in stored.plan.items() if k != "estimator"})
+    with pytest.raises(UsageError, match="names no checkpoint S3 URI"):
+        provenance.rerun_plan(bare, recorded_world.clients(), resume=True)
 
 
 def test_a_role_from_the_environment_is_the_role_of_the_rerun(recorded_world, monkeypatch):

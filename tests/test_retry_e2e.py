@@ -102,7 +102,7 @@ def test_the_default_classes_and_an_exit_code_are_retried_and_others_are_not(ser
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert [(a["status"], a["failure_class"]) for a in result["attempts"]] == [
-        ("Failed", "internal_error"), ("Failed", "user_error"), ("Completed", None)], result["attempts"]
+        ("Failed", "internal_error"), ("Failed", "unknown"), ("Completed", None)], result["attempts"]
     assert 'SageMaker says: "Please try again."' in result["attempts"][0]["remedy"]
     assert "exit code 139" in result["attempts"][1]["remedy"]
 

@@ -60,6 +60,8 @@ def test_the_sdk_sends_exactly_the_predicted_request(moto_world, variant, kind):
     """The contract, per backend: what the emulator received is what `plan` shows (secrets aside: none here)."""
     from emulator.sagemaker import received
 
+    for key in ("data/train/part-0.npy", "data/val/part-0.npy"):  # the channels hold data (submit checks they do)
+        moto_world.session.client("s3").put_object(Bucket=BUCKET, Key=key, Body=b"0")
     result, sent = run(spec(*VARIANTS[variant], f"cluster.backend={kind}"), skip_role_check=True)
     predicted = thaw(result.request)  # the read-only request's plain twin (JSON has lists, not tuples)
     assert sent, "CreateTrainingJob was not called"

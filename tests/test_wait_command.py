@@ -227,3 +227,18 @@ def test_list_running_filters_in_the_search_expression_one_call(sm, clock):
     clients.sagemaker.meta.events.register("before-call.sagemaker", lambda model, **_kw: calls.update([model.name]))
     rows = jobs.list_jobs(clients, running=True)
     assert [r.job_name for r in rows] == ["live-1"] and calls == {"Search": 1}
+
+
+def test_a_job_stopped_at_its_max_run_says_the_step_it_reached_and_how_to_carry_on(sm, run_cli):
+    """SageMaker stopped it at MaxRuntimeInSeconds: `max_runtime`, the step of algo-1's last progress line, the
+    checkpoint it saved and the rerun that resumes from it."""
+    stopped = scenarios.max_runtime(**{**QUICK, "checkpoint_after": 0.1, "checkpoint_step": 2})
+    emulator.add_job(emulator.EmulatedJob("mr-run", **stopped), sm)
+    run_cli("wait", "mr-run", "--interval", "0.05")
+    data = json.loads(run_cli("status", "mr-run", "--output", "json").out)
+    assert data["failure_class"] == "max_runtime"
+    reached = re.search(r"at step (\d+)", data["remedy"])
+    assert reached, data["remedy"]
+    assert "its last checkpoint is of step 2" in data["remedy"]
+    assert "`smp-launch rerun JOB --resume` carries on from it" in data["remedy"]
+    assert "(decided by SecondaryStatus: MaxRuntimeExceeded)" in data["remedy"] and int(reached.group(1)) > 2

@@ -13,15 +13,18 @@ from launcher.cli.options import JOB, OUTPUT, aws_options, job_clients
 @JOB
 @click.option("--dry-run", is_flag=True, help="Do everything that only reads, then print what would start.")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
+@click.option("--resume", is_flag=True,
+              help="Keep JOB's checkpoint S3 URI, so the new job carries on from JOB's last checkpoint.")
 @OUTPUT
 @aws_options
-def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: str | None,
+def rerun(job: str, dry_run: bool, skip_role_check: bool, resume: bool, output: str, profile: str | None,
           region: str | None) -> None:
     """Submit the plan stored with JOB again, under a new job name tagged smp-launch:rerun-of=JOB.
 
     JOB may be `latest`.
     The new job runs JOB's own source tarball and goes through submit's checks (the role, the
-    buckets). A job smp-launch did not launch has no stored plan: exit 2.
+    buckets). With --resume it starts from JOB's checkpoints (a job SageMaker stopped at its max_run).
+    A job smp-launch did not launch has no stored plan: exit 2.
     """
     from launcher.api import rerun as rerun_job
     from launcher.api import resolve_job
@@ -31,7 +34,7 @@ def rerun(job: str, dry_run: bool, skip_role_check: bool, output: str, profile: 
 
     job, region = resolve_job(job, region)
     result = rerun_job(job, dry_run=dry_run, skip_role_check=skip_role_check,
-                       clients=job_clients(profile, region))
+                       clients=job_clients(profile, region), resume=resume)
     for message in result.warnings:
         warn(message)
     if output == "json":

@@ -2,8 +2,12 @@
 
 The inputs are DescribeTrainingJob's FailureReason, its SecondaryStatusTransitions (status and message)
 and the tail of algo-1's log. All of it is hostile text: it is bounded before it is searched and made
-safe to print (launcher.core.sanitize) before it is kept. The texts matched are ones SageMaker really
-writes; tests/fixtures/failure_reasons/ holds each with the public page it came from.
+safe to print (launcher.core.sanitize) before it is kept. The rules (which texts make which class, and the
+remedy for each kind of text) are data, in launcher.jobs.failure_rules; this module applies them.
+
+SageMaker's generic reason for a script that failed (AlgorithmError: ExecuteUserScriptError, an exit code) names
+no cause: the class then comes from the log, and where the log names none either the job is `unknown`, with what
+to read, never a guess (exit 137, SIGKILL, is the one code taken as a cause: the kernel's out-of-memory killer).
 
 Managed spot: an interrupted job goes back to Starting and, when MaxWaitTimeInSeconds runs out, ends
 Stopped with SecondaryStatus MaxWaitTimeExceeded, after an `Interrupted` transition
@@ -16,29 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.enums import StrEnum
 from launcher.core.sanitize import clean, one_line
+from launcher.jobs.failure_rules import CONTENT_RULES, REASON_RULES, REMEDIES, ROLE_REMEDY, FailureClass, Rule
 
-
-class FailureClass(StrEnum):
-    """What kind of failure ended a job; the value is what JSON and `--retry` name."""
-
-    CAPACITY = "capacity"
-    QUOTA = "quota"
-    INTERNAL_ERROR = "internal_error"  # SageMaker's own InternalServerError
-    HARDWARE = "hardware"  # an instance or GPU failed (ECC error, a GPU off the bus)
-    PERMISSIONS = "permissions"
-    IMAGE = "image"
-    DATA = "data"  # input channels could not be read or the output written (bad S3 URIs, no route to S3)
-    DISK_FULL = "disk_full"
-    OUT_OF_MEMORY = "out_of_memory"  # a GPU's memory
-    HOST_OUT_OF_MEMORY = "host_out_of_memory"  # the instance's own memory (RAM)
-    NCCL_TIMEOUT = "nccl_timeout"
-    USER_ERROR = "user_error"
-    SPOT_INTERRUPTION = "spot_interruption"
-    MAX_RUNTIME = "max_runtime"  # stopped by SageMaker at MaxRuntimeInSeconds
-    UNKNOWN = "unknown"  # SageMaker gave no reason a rule here knows
-
+__all__ = ["FailureClass", "REMEDIES", "ROLE_REMEDY", "Failure", "classify", "diagnose", "oom_remedy"]
 
 REASON_LIMIT = 1000      # characters of FailureReason kept for display
 EVIDENCE_LIMIT = 300     # characters of one evidence line
@@ -74,138 +59,58 @@ class Failure:
 @dataclass(frozen=True)
 class _Rule:
     failure_class: FailureClass
+    kind: str
     pattern: re.Pattern[str]
+    unless: re.Pattern[str] | None
     remedy: str
+
+    def hit(self, low: str) -> bool:
+        """Whether a (lowercased) line is evidence for this rule."""
+        return bool(self.pattern.search(low)) and not (self.unless and self.unless.search(low))
 
 
 def _rx(*alternatives: str) -> re.Pattern[str]:
-    """Case-insensitive by matching lowercased text (`_scan` lowers it): Python's IGNORECASE alternations
-    scan several times slower, and a log tail can be large."""
-    return re.compile("|".join(a.lower() for a in alternatives))
+    """Case-insensitive by matching lowercased text with lowercase patterns (launcher.jobs.failure_rules writes them
+    so; `\\W`-style escapes keep their case): Python's IGNORECASE alternations scan several times slower, and a log
+    tail can be large."""
+    return re.compile("|".join(alternatives))
 
 
-REMEDIES = {
-    FailureClass.CAPACITY: (
-        "SageMaker could not get the instances: resubmit later (`submit --retry capacity`), or choose another "
-        "instance type or region."),
-    FailureClass.QUOTA: (
-        "the account's service quota for this instance type is too low: request an increase in Service Quotas "
-        "(SageMaker, '<instance type> for training job usage'), or use fewer or other instances."),
-    FailureClass.INTERNAL_ERROR: (
-        "SageMaker failed on its own side (InternalServerError), not because of the job: resubmit it (`submit` "
-        "retries this class by default with --retry); if it keeps failing, open an AWS support case naming the job."),
-    FailureClass.HARDWARE: (
-        "an instance or one of its GPUs failed (the error is the hardware's, not the script's): resubmit (`submit` "
-        "retries this class by default with --retry); the new job gets other instances and resumes from its "
-        "checkpoints."),
-    FailureClass.PERMISSIONS: (
-        "the job's execution role was refused: grant it access to the S3 paths, ECR image and KMS keys the "
-        "job names (`smp-launch check-role SPEC` lists what is missing)."),
-    FailureClass.IMAGE: (
-        "the training image could not be pulled or started: check framework.image_uri (it must exist in the "
-        "job's region, be built for x86_64, and the role needs ecr:BatchGetImage on it)."),
-    FailureClass.DATA: (
-        "SageMaker could not read an input channel or write the output: check that each data channel's S3 URI "
-        "exists and holds objects (`aws s3 ls URI`), and, in a VPC (cluster.subnets), that the subnets route to "
-        "S3 (an S3 gateway endpoint or a NAT) and the security groups allow it."),
-    FailureClass.DISK_FULL: (
-        "the instance's storage volume filled up: raise cluster.volume_size_gb, keep fewer or smaller "
-        "checkpoints, or stream the data (a FastFile channel) instead of copying it."),
-    FailureClass.OUT_OF_MEMORY: (
-        "a GPU ran out of memory: turn on smp.activation_checkpointing, raise smp.tensor_parallel_degree "
-        "or smp.hybrid_shard_degree, turn on smp.activation_offloading, or lower training.batch_size; "
-        "`smp-launch plan SPEC` shows the memory model for each change."),
-    FailureClass.HOST_OUT_OF_MEMORY: (
-        "the instance ran out of its own memory (RAM, not a GPU's) and the kernel killed the process: set "
-        "smp.delayed_param_init: true (without it each of the instance's ranks builds the whole model in fp32 in "
-        "host memory before it is sharded, whatever the GPU-side parallelism), turn off smp.activation_offloading "
-        "(it keeps activations in host memory), use fewer data loader workers, or choose an instance type with "
-        "more memory."),
-    FailureClass.NCCL_TIMEOUT: (
-        "a collective timed out (NCCL watchdog): one rank stalled or died first; read every host's log "
-        "(`smp-launch logs JOB`) for the first error, and check the data loader and "
-        "checkpoint saves for one slow rank."),
-    FailureClass.USER_ERROR: (
-        "the training script exited with an error: read the traceback (`smp-launch logs JOB`), fix it, "
-        "resubmit."),
-    FailureClass.SPOT_INTERRUPTION: (
-        "managed spot capacity was taken back before the job finished: resubmit "
-        "(`submit --retry spot`); it resumes from its checkpoints. Raise cluster.max_wait to wait "
-        "longer for spot capacity, or use on-demand instances."),
-    FailureClass.MAX_RUNTIME: (
-        "SageMaker stopped the job when it reached its MaxRuntimeInSeconds (cluster.max_run): raise "
-        "cluster.max_run (at most 28 days), or `smp-launch rerun JOB` to carry on from its last checkpoint."),
-    FailureClass.UNKNOWN: "SageMaker gave no reason this tool recognises: read the job's logs (`smp-launch logs JOB`).",
-}
-
-ROLE_REMEDY = (
-    "SageMaker could not assume the job's execution role: the role must exist in this account and its trust "
-    "policy must let sagemaker.amazonaws.com call sts:AssumeRole (`smp-launch check-role SPEC` checks both).")
+def _compiled(rule: Rule) -> _Rule:
+    return _Rule(rule.failure_class, rule.kind, _rx(*rule.patterns), _rx(*rule.unless) if rule.unless else None,
+                 rule.remedy or REMEDIES[rule.failure_class])
 
 
-def _rule(failure_class: FailureClass, *alternatives: str, remedy: str | None = None) -> _Rule:
-    return _Rule(failure_class, _rx(*alternatives), remedy or REMEDIES[failure_class])
+_REASON_RULES = tuple(map(_compiled, REASON_RULES))
+_CONTENT_RULES = tuple(map(_compiled, CONTENT_RULES))
+_CAPACITY = _REASON_RULES[0]
 
-
-# Host memory exhausted: the kernel's OOM killer (SIGKILL: exit 137, or -9 as Python reports a signal) and
-# allocators that could not get RAM.
-_HOST_OOM = (r"instance type with more memory", r"out of memory\. please use a larger instance",
-             r"cannot allocate memory", r"can't allocate memory", r"killed by signal: killed", r"\boomkilled\b",
-             r"out of memory: kill(?:ed)? process", r"signal 9 \(sigkill\)", r"std::bad_alloc",
-             r"java\.lang\.outofmemoryerror", r"(?<![a-z])memoryerror\b", r"oom when allocating tensor[^\n]*device:cpu",
-             r"(?:exit ?code|exit status|exitcode|return code)\s*[:=]?\s*(?:137|-9)(?![0-9])")
-
-# Matched against FailureReason, in order: the first that matches wins. SageMaker's own service errors first:
-# they are certain, and an AlgorithmError reason could quote anything. The memory and disk rules come before
-# the data rule: SageMaker words those as "Artifact upload failed:..." or "Data download failed:..." too.
-_REASON_RULES = (
-    _rule(FailureClass.CAPACITY, r"CapacityError", r"InsufficientCapacity", r"Insufficient capacity",
-          r"Unable to provision requested ML compute capacity"),
-    _rule(FailureClass.QUOTA, r"ResourceLimitExceeded", r"account-level service limit", r"service quota"),
-    _rule(FailureClass.INTERNAL_ERROR, r"^\s*InternalServerError\b", r"^\s*We encountered an internal error"),
-    _rule(FailureClass.HOST_OUT_OF_MEMORY, r"instance type with more memory",
-          r"out of memory\. please use a larger instance"),
-    _rule(FailureClass.DISK_FULL, r"Insufficient disk space", r"No space left on device"),
-    _rule(FailureClass.IMAGE, r"CannotStartContainerError", r"Cannot pull algorithm container",
-          r"Requested image .* not found", r"image does not exist", r"failed to pull", r"ImagePull",
-          r"OCI runtime create failed", r"exec format error", r"exec user process caused"),
-    _rule(FailureClass.PERMISSIONS, r"unable to assume the role", r"could not assume role", remedy=ROLE_REMEDY),
-    _rule(FailureClass.PERMISSIONS, r"AccessDenied", r"not authorized to perform", r"is not authorized",
-          r"\(403\)", r"\b403 Forbidden", r"Access Denied"),
-    _rule(FailureClass.DATA, r"Data download failed", r"Artifact upload failed", r"route to an S3 VPC endpoint",
-          r"no file found in path /opt/ml/input", r"NoSuchKey", r"specified key does not exist",
-          r"No S3 objects found", r"Failed to download data"),
-)
-
-# Matched against FailureReason and the log tail, in order: the cause before its symptoms. A GPU or host
-# out-of-memory kill, a failed GPU, a full disk or a refused S3 call on one rank makes the others time out in
-# NCCL, so nccl_timeout comes last. Lines that only echo a setting (`NCCL_TIMEOUT=7200`) are not read.
-_CONTENT_RULES = (
-    _rule(FailureClass.OUT_OF_MEMORY, r"CUDA out of memory", r"(?<!java\.lang\.)OutOfMemoryError",
-          r"CUDA error: out of memory", r"oom when allocating tensor(?![^\n]*device:cpu)",
-          r"resource_?exhausted: out of memory", r"cuda error: [^\n]*\bout of memory", r"CUBLAS_STATUS_ALLOC_FAILED",
-          r"cudaErrorMemoryAllocation", r"HIP out of memory"),
-    _rule(FailureClass.HOST_OUT_OF_MEMORY, *_HOST_OOM),
-    _rule(FailureClass.HARDWARE, r"uncorrectable ECC error", r"\bECC error", r"fallen off the bus",
-          r"CUDA_ERROR_ECC_UNCORRECTABLE", r"\bNVRM: Xid\b", r"\bGPU is lost\b"),
-    _rule(FailureClass.DISK_FULL, r"No space left on device", r"\[Errno 28\]", r"Insufficient disk space",
-          r"Disk quota exceeded"),
-    _rule(FailureClass.PERMISSIONS, r"\((?:AccessDenied|403|Forbidden)\) when calling", r"\b403 Forbidden\b",
-          r"AccessDenied: Access Denied", r"is not authorized to perform", r"unable to assume the role"),
-    _rule(FailureClass.IMAGE, r"exec format error", r"exec user process caused", r"OCI runtime create failed"),
-    _rule(FailureClass.NCCL_TIMEOUT, r"Watchdog caught collective operation timeout", r"Timeout at NCCL work",
-          r"ProcessGroupNCCL[^\n]*\b(?:timed out|timeout)\b", r"\bNCCL\b[^=\n]*\btimed out\b"),
-)
-
-_USER = _rx(r"AlgorithmError", r"ExecuteUserScriptError", r"InstallModuleError",
-            r"Traceback \(most recent call last\)")
-_USER_LOG = _rx(r"ExecuteUserScriptError", r"InstallModuleError")
 _EXIT_CODE = re.compile(r"(?:ExitCode|Exit Code|exit code|exit status|exitcode|return code)\s*[:=]?\s*"
                         r"(-?\d{1,4})(?!\d)", re.IGNORECASE)
 # A line that only sets or echoes a variable (`NCCL_TIMEOUT=7200`, `export X=1`, a launcher's `[..] 0 X=1`).
 _ECHO = re.compile(r"^\s*(?:\[[^\]]{0,120}\]\s*)*(?:\d+\s+)?(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
 # What SageMaker's own reason tells a person to do.
 _ADVICE = re.compile(r"\b(?:please|try)\b[^.\n]{3,240}\.?", re.IGNORECASE)
+# SageMaker's (and its toolkit's) words for "the script failed" that say nothing about why.
+_WRAPPER = re.compile(r"algorithmerror|executeuserscripterror|framework error|exit ?code")
+_ERROR_MESSAGE = re.compile(r'errormessage\s*"(.*)', re.DOTALL)
+_TRACEBACK = "Traceback (most recent call last)"
+# An exception's name at the end of a traceback (`KeyError: 'x'`, `torch.OutOfMemoryError: ...`, `AssertionError`).
+_EXCEPTION = re.compile(r"(?:^|[\s:])([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure))(?=:(?:\s|$)|\s*$)",
+                        re.MULTILINE)
+# The exceptions a launcher raises when a worker it started failed: they name the worker's exit, not its error.
+_LAUNCHER_WRAPPERS = ("CalledProcessError", "ChildFailedError", "ExecuteUserScriptError")
+_SCRIPT_FRAME = "/opt/ml/code/"
+# A Python exception as a line of its own (`KeyError: 'x'`), where the log kept no traceback around it; not one the
+# GPU's libraries raise (a CUDA or cuDNN error may be the GPU's fault as much as the script's).
+_EXCEPTION_LINE = re.compile(r"^\W*([A-Za-z_][\w.]*(?:Error|Exception))(?::\s|:$)(?!.*\b(?i:cuda|cudnn|cublas)\b)")
+# mpirun's `[1,mpirank:0,algo-1]<stderr>:` and the like, before a line.
+_RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")
+_MPI_RANK_EXIT = re.compile(r"process rank (\d+) [^\n]*?exited on\s+signal (\d+)(?: \(([^)\n]{1,40})\))?")
+_MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)[^\n]*\s+with errorcode (-?\d+)")
+_SIGNALS = {4: "SIGILL: an illegal instruction, often a binary built for another CPU", 6: "SIGABRT: the process "
+            "aborted", 7: "SIGBUS: a bus error", 9: "SIGKILL: killed", 11: "SIGSEGV: a segmentation fault in native "
+            "code (a library or the image, not Python)", 15: "SIGTERM: asked to stop"}
 
 
 def _scan(text: str | None, limit: int = SCAN_LIMIT) -> str:
@@ -220,22 +125,64 @@ def _line(label: str, text: str) -> str:
     return one_line(f"{label}: {text.strip()}", limit=EVIDENCE_LIMIT)
 
 
-_RANK_TAG = re.compile(r"^\[[^\]]{0,80}\]<std(?:out|err)>:")  # mpirun's `[1,mpirank:0,algo-1]<stderr>:`
+def _tracebacks(lines: list[str]) -> list[list[str]]:
+    """Each traceback in `lines` (oldest first): the non-blank lines after its header, up to the next one."""
+    found: list[list[str]] = []
+    for line in lines:
+        text = _RANK_TAG.sub("", line)
+        if _TRACEBACK in text:
+            found.append([])
+        elif found and text.strip():
+            found[-1].append(text)
+    return found
 
 
-def _traceback_tail(lines: list[str], keep: int = 3) -> list[str]:
-    """The last `keep` lines of the last traceback in `lines` (the exception itself last), or []."""
-    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
-    if not starts:
-        return []
-    body = [_RANK_TAG.sub("", line) for line in lines[starts[-1] + 1:] if line.strip()]
-    return body[-keep:]
+def _raised(body: Iterable[str]) -> str | None:
+    """The name of the exception a traceback's body ends with, or None when it is cut off before one. A frame's
+    source line (`raise X(...)`) is no exception: a name counts where a colon or the line's end follows it."""
+    names = [m.group(1) for line in body for m in _EXCEPTION.finditer(line) if not line.lstrip().startswith("File ")]
+    return names[-1] if names else None
+
+
+def _own_error(body: list[str]) -> bool:
+    """Whether a traceback is the script's own error: it ends with an exception that is not a launcher's wrapper
+    around a worker's exit, or, cut off before its exception, it runs through the job's own code."""
+    raised = _raised(body)
+    if raised is not None:
+        return raised.rsplit(".", 1)[-1] not in _LAUNCHER_WRAPPERS
+    return any(_SCRIPT_FRAME in line for line in body)
+
+
+def _reason_error(reason: str) -> str | None:
+    """The script's own error that SageMaker's reason carries (its ErrorMessage, a traceback, a failed install of
+    the job's requirements), or None when the reason is only the wrapper."""
+    if "installmoduleerror" in reason.lower():
+        return reason
+    message = _ERROR_MESSAGE.search(reason.lower())
+    if message and message.group(1).strip().strip('"').strip():
+        return reason
+    if _TRACEBACK in reason:
+        body = reason.split(_TRACEBACK)[-1]
+        # one-line reasons (as the SDK prints some) run the frames and the exception together: split them at
+        # each `File "` and after each frame's source line
+        parts = re.split(r"\n| (?=File \")|(?<=\)) (?=[A-Za-z_][\w.]*: )", body)
+        if _own_error(parts):
+            return reason
+    return None
 
 
 def exit_code_of(reason: str, lines: list[str]) -> int | None:
     """The training process's exit code: from FailureReason, else the last log line that states one."""
     found = _EXIT_CODE.search(reason) or next((m for m in map(_EXIT_CODE.search, reversed(lines)) if m), None)
     return int(found.group(1)) if found else None
+
+
+def _signal_of(code: int | None) -> str | None:
+    """What an exit code says about a signal: 128+N or -N is signal N."""
+    if code is None:
+        return None
+    number = -code if code < 0 else code - 128 if code > 128 else None
+    return _SIGNALS.get(number) if number is not None else None
 
 
 def _remedy(base: str, evidence: tuple[str, ...], advice: str | None = None) -> str:
@@ -248,6 +195,40 @@ def _remedy(base: str, evidence: tuple[str, ...], advice: str | None = None) -> 
     return out
 
 
+def _unknown(reason: str, lines: list[str], code: int | None) -> tuple[str, tuple[str, ...]]:
+    """The remedy and evidence of a failure nothing names a cause for: what SageMaker and the launchers did say
+    (an exit code, a signal, a rank that aborted), and where the cause must be read."""
+    said: list[str] = []
+    evidence: list[str] = []
+    signal = _signal_of(code)
+    if reason and _WRAPPER.search(reason.lower()):
+        said.append("SageMaker's reason is only its generic wrapper for a failed script"
+                    + (f" (exit code {code}{'; ' + signal if signal else ''})" if code is not None else ""))
+        evidence.append(_line("FailureReason", reason))
+    elif code is not None:
+        said.append(f"the training process ended with exit code {code}" + (f" ({signal})" if signal else ""))
+    toolkit = [line for line in lines if "executeuserscripterror" in line.lower()][-1:]
+    if toolkit and not said:
+        said.append("SageMaker's training toolkit says only that the script failed (ExecuteUserScriptError)"
+                    + (f" with exit code {code}" if code is not None else ""))
+        evidence.append(_line("algo-1", toolkit[0]))
+    tail = "\n".join(lines)
+    for m in list(_MPI_RANK_EXIT.finditer(tail))[-1:]:
+        sig = int(m.group(2))
+        said.append(f"MPI says rank {m.group(1)} ended on signal {sig}"
+                    + (f" ({_SIGNALS[sig]})" if sig in _SIGNALS else f" ({m.group(3)})" if m.group(3) else ""))
+        evidence.append(_line("algo-1", m.group(0)))
+    for m in list(_MPI_ABORT.finditer(tail))[-1:]:
+        said.append(f"rank {m.group(1)} called MPI_ABORT with error code {m.group(2)} (its own error is in its log)")
+        evidence.append(_line("algo-1", m.group(0)))
+    if not said:
+        return REMEDIES[FailureClass.UNKNOWN], tuple(evidence)
+    remedy = ("; ".join(said) + ": nothing in it or in algo-1's last lines names a cause. Read every host's log "
+              "(`smp-launch logs JOB`) for the first error: the rank that failed may be on another host, or its "
+              "error above algo-1's last lines.")
+    return _remedy(remedy[0].upper() + remedy[1:], tuple(evidence)), tuple(evidence)
+
+
 def classify(status: str, failure_reason: str | None = None,
              transitions: Iterable[tuple[str, str]] = (), log_tail: Iterable[str] = (),
              secondary_status: str | None = None, plan: Mapping[str, Any] | None = None) -> Failure | None:
@@ -255,7 +236,8 @@ def classify(status: str, failure_reason: str | None = None,
     None when it did not fail.
 
     `transitions` are (secondary status, status message) pairs; `log_tail` is the end of algo-1's log,
-    oldest first; `plan` is the job's plan.json (optional: it lets an out-of-memory remedy name a layout)."""
+    oldest first; `plan` is the job's plan.json (optional: it lets an out-of-memory remedy name a layout, and a
+    job stopped at MaxRuntime say how far it got of its steps)."""
     lines = [_scan(str(x), LINE_LIMIT) for x in list(log_tail)[-TAIL_LINES:]]
     steps = [(_scan(str(s), 64), _scan(str(m), LINE_LIMIT)) for s, m in list(transitions)[:200]]
     reason = _scan(failure_reason)
@@ -263,36 +245,40 @@ def classify(status: str, failure_reason: str | None = None,
     shown = clean((failure_reason or "")[:REASON_LIMIT], limit=REASON_LIMIT)
     interrupted = [m for s, m in steps if s == "Interrupted"]
     if status == "Stopped":
-        return _stopped(secondary_status, steps, interrupted, shown)
+        return _stopped(secondary_status, steps, interrupted, shown, lines, plan)
     if status != "Failed":
         return None
     code = exit_code_of(reason, lines)
     for rule in _REASON_RULES:
-        if rule.pattern.search(reason_l):
+        if rule.hit(reason_l):
             evidence: tuple[str, ...] = (_line("FailureReason", reason),)
             advice = _ADVICE.search(reason) if not reason_l.lstrip().startswith("algorithmerror") else None
             return Failure(rule.failure_class, shown, _remedy(rule.remedy, evidence, advice and advice.group(0)),
                            evidence, code)
-    capacity_notes = [m for s, m in steps if _REASON_RULES[0].pattern.search(m.lower())]
+    capacity_notes = [m for s, m in steps if _CAPACITY.hit(m.lower())]
     readable = [i for i, low in enumerate(lines_l) if not _ECHO.match(low)]
+    reason_lines = [low for low in reason_l.splitlines() if low.strip()]
     for rule in _CONTENT_RULES:
-        hits = [_line("FailureReason", reason)] if rule.pattern.search(reason_l) else []
-        hits += [_line("algo-1", lines[i]) for i in readable if rule.pattern.search(lines_l[i])][-3:]
+        hits = [_line("FailureReason", reason)] if any(map(rule.hit, reason_lines)) else []
+        hits += [_line("algo-1", lines[i]) for i in readable if rule.hit(lines_l[i])][-3:]
         if hits:
             remedy = rule.remedy
             if rule.failure_class == FailureClass.OUT_OF_MEMORY and plan is not None:
                 remedy = oom_remedy(plan) or remedy
             return Failure(rule.failure_class, shown, _remedy(remedy, tuple(hits)), tuple(hits), code)
-    tb = _traceback_tail(lines)
-    user_lines = [lines[i] for i in readable if _USER_LOG.search(lines_l[i])]
-    if _USER.search(reason_l) or tb or user_lines:
+    own = [body for body in _tracebacks([lines[i] for i in readable]) if _own_error(body)]
+    installs = [lines[i] for i in readable if "installmoduleerror" in lines_l[i]]
+    installs += [lines[i] for i in readable if (m := _EXCEPTION_LINE.match(_RANK_TAG.sub("", lines[i])))
+                 and m.group(1).rsplit(".", 1)[-1] not in _LAUNCHER_WRAPPERS]
+    reason_error = _reason_error(reason)
+    if own or installs or reason_error:
         exit_text = f"exit code {code}" if code is not None else "a non-zero exit"
-        last = "; ".join(line.strip() for line in tb) if tb else ""
+        last = "; ".join(line.strip() for line in own[-1][-3:]) if own else ""
         remedy = f"the training script ended with {exit_text}"
         remedy += f" ({clean(last, limit=300)})" if last else ""
         remedy += ": read the traceback (`smp-launch logs JOB`), fix the script or spec, resubmit."
         evidence = (_line("FailureReason", reason),) if reason else ()
-        evidence += tuple(_line("algo-1", line) for line in (tb or user_lines[-2:]))
+        evidence += tuple(_line("algo-1", line) for line in (own[-1][-3:] if own else installs[-2:]))
         return Failure(FailureClass.USER_ERROR, shown, remedy, evidence, code)
     if interrupted:
         evidence = tuple(_line("Interrupted", m) for m in interrupted)
@@ -302,19 +288,19 @@ def classify(status: str, failure_reason: str | None = None,
         evidence = tuple(_line("Starting", m) for m in capacity_notes[-2:])
         return Failure(FailureClass.CAPACITY, shown, _remedy(REMEDIES[FailureClass.CAPACITY], evidence),
                        evidence, code)
-    evidence = (_line("FailureReason", reason),) if reason else ()
-    return Failure(FailureClass.UNKNOWN, shown, REMEDIES[FailureClass.UNKNOWN], evidence, code)
+    remedy, evidence = _unknown(reason, [lines[i] for i in readable], code)
+    if not evidence and reason:
+        evidence = (_line("FailureReason", reason),)
+    return Failure(FailureClass.UNKNOWN, shown, remedy, evidence, code)
 
 
 def _stopped(secondary_status: str | None, steps: list[tuple[str, str]], interrupted: list[str],
-             shown: str) -> Failure | None:
+             shown: str, lines: list[str], plan: Mapping[str, Any] | None) -> Failure | None:
     """A Stopped job's class when SageMaker stopped it (managed spot's wait, MaxRuntime); None when a person
     did: that is not a failure, and must not be retried."""
     evidence: tuple[str, ...]
     if secondary_status == "MaxRuntimeExceeded":
-        evidence = (_line("SecondaryStatus", secondary_status),)
-        return Failure(FailureClass.MAX_RUNTIME, shown or "the job reached its MaxRuntimeInSeconds "
-                       "(MaxRuntimeExceeded)", _remedy(REMEDIES[FailureClass.MAX_RUNTIME], evidence), evidence)
+        return _max_runtime(shown, lines, plan)
     if secondary_status != "MaxWaitTimeExceeded":
         return None
     if interrupted or any(s == "Training" for s, _ in steps):
@@ -326,6 +312,45 @@ def _stopped(secondary_status: str | None, steps: list[tuple[str, str]], interru
     evidence = (_line("SecondaryStatus", "MaxWaitTimeExceeded"),)
     return Failure(FailureClass.CAPACITY, shown or "managed spot capacity was never acquired (MaxWaitTimeExceeded)",
                    _remedy(REMEDIES[FailureClass.CAPACITY], evidence), evidence)
+
+
+_CHECKPOINT_SAVED = re.compile(r"\bcheckpoint of step (\d+) saved\b")  # the entry script's line (templates/train.py.j2)
+
+
+def _planned_steps(plan: Mapping[str, Any] | None) -> int | None:
+    """The steps the job was to train: its spec's training.max_steps (diagnose adds the stored spec's `training` to
+    the plan it passes), else a plan's time to train; None when neither says."""
+    for path in (("training", "max_steps"), ("performance", "time_to_train", "steps")):
+        value: Any = plan or {}
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _max_runtime(shown: str, lines: list[str], plan: Mapping[str, Any] | None) -> Failure:
+    """A job SageMaker stopped at MaxRuntimeInSeconds: how far it got (its last progress line and checkpoint, from
+    algo-1's log) and the rerun that carries on from that checkpoint."""
+    from launcher.render import progress
+
+    reached = next(((int(p["step"]), line) for line in reversed(lines) if (p := progress.parse(line))), None)
+    saved = next((int(m.group(1)) for line in reversed(lines) if (m := _CHECKPOINT_SAVED.search(line))), None)
+    total = _planned_steps(plan)
+    evidence: tuple[str, ...] = (_line("SecondaryStatus", "MaxRuntimeExceeded"),)
+    remedy = "SageMaker stopped the job when it reached its MaxRuntimeInSeconds (cluster.max_run)"
+    if reached is not None:
+        evidence += (_line("algo-1", reached[1]),)
+        remedy += f", at step {reached[0]}" + (f" of {total}" if total else "")
+    if saved is not None:
+        remedy += f"; its last checkpoint is of step {saved}"
+        left = f" ({total - saved} steps left)" if total and total > saved else ""
+        remedy += f": `smp-launch rerun JOB --resume` carries on from it{left}"
+    else:
+        remedy += ": `smp-launch rerun JOB --resume` carries on from its last checkpoint, if it saved one"
+    remedy += ", or raise cluster.max_run (at most 28 days) and submit again."
+    return Failure(FailureClass.MAX_RUNTIME, shown or "the job reached its MaxRuntimeInSeconds (MaxRuntimeExceeded)",
+                   _remedy(remedy, evidence), evidence)
 
 
 def oom_remedy(plan: Mapping[str, Any]) -> str | None:
@@ -422,20 +447,22 @@ LOG_LINE_LIMIT = 4096
 
 
 def diagnose(clients: Any, desc: Mapping[str, Any], *, tail_lines: int = 100) -> Failure | None:
-    """Classify a DescribeTrainingJob answer with what else the job left: algo-1's last log lines and, for an
-    out-of-memory failure, its plan.json. Reads only; whatever cannot be read is left out (never an error)."""
+    """Classify a DescribeTrainingJob answer with what else the job left: algo-1's last log lines (of a job that
+    failed, or that SageMaker stopped at its MaxRuntime: how far it got) and, for an out-of-memory failure or a
+    MaxRuntime stop, its plan.json. Reads only; whatever cannot be read is left out (never an error)."""
     status = str(desc.get("TrainingJobStatus", ""))
     if status not in ("Failed", "Stopped"):
         return None
     transitions = [(str(t.get("Status", "")), str(t.get("StatusMessage", "")))
                    for t in (desc.get("SecondaryStatusTransitions") or [])]
     name = str(desc.get("TrainingJobName", ""))
-    tail = log_tail(clients, name, tail_lines) if status == "Failed" and name else []
+    ran_out = status == "Stopped" and desc.get("SecondaryStatus") == "MaxRuntimeExceeded"
+    tail = log_tail(clients, name, tail_lines) if (status == "Failed" or ran_out) and name else []
     args: dict[str, Any] = dict(failure_reason=desc.get("FailureReason"), transitions=transitions, log_tail=tail,
                                 secondary_status=desc.get("SecondaryStatus"))
     found = classify(status, **args)
-    if found is not None and found.failure_class == FailureClass.OUT_OF_MEMORY:
-        plan = job_plan(clients, desc)
+    if found is not None and found.failure_class in (FailureClass.OUT_OF_MEMORY, FailureClass.MAX_RUNTIME):
+        plan = job_plan(clients, desc, with_training=found.failure_class == FailureClass.MAX_RUNTIME)
         if plan is not None:
             found = classify(status, plan=plan, **args)
     return found
@@ -461,15 +488,19 @@ def log_tail(clients: Any, job: str, lines: int = 100) -> list[str]:
     return [str(e.get("message", ""))[:LOG_LINE_LIMIT] for e in events[-lines:]]
 
 
-def job_plan(clients: Any, desc: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The job's plan.json (launcher.jobs.stored); None when the job has none (not launched by this tool)
-    or it cannot be read: the remedy then falls back to the generic one."""
+def job_plan(clients: Any, desc: Mapping[str, Any], *, with_training: bool = False) -> dict[str, Any] | None:
+    """The job's plan.json (launcher.jobs.stored), with `with_training` its spec.json's `training` section added
+    (the steps it was to train); None when the job has none (not launched by this tool) or it cannot be read: the
+    remedy then falls back to the generic one."""
     from launcher.jobs.stored import read_source, submit_directory
 
     uri = submit_directory(desc)
     if uri is None:
         return None
     try:
-        return read_source(clients.s3, uri).plan
+        stored = read_source(clients.s3, uri)
     except Exception:  # noqa: BLE001 - optional: whatever cannot be read is left out
         return None
+    if with_training and isinstance(stored.spec, dict) and isinstance(stored.spec.get("training"), dict):
+        return {**stored.plan, "training": stored.spec["training"]}
+    return stored.plan

@@ -164,9 +164,13 @@ def _in_planned_order(tags: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[
     return ranked
 
 
-def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = None) -> tuple[Plan, list[str]]:
+def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = None,
+               resume: bool = False) -> tuple[Plan, list[str]]:
     """The plan a rerun submits: the stored spec planned again for the job's region, under a new job name,
-    tagged with the job it repeats, running the job's own source tarball. Returns it and its warnings."""
+    tagged with the job it repeats, running the job's own source tarball. With `resume`, it keeps the job's
+    checkpoint S3 URI: SageMaker copies what the job saved there into /opt/ml/checkpoints and the entry script
+    carries on from the newest complete checkpoint (a job stopped at its MaxRuntime, say). Returns it and its
+    warnings."""
     from pydantic import ValidationError
 
     from launcher.core.names import GIT_COMMIT_TAG, RERUN_TAG
@@ -195,9 +199,15 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
     old_commit = [t for t in _tags(clients, stored) if t.get("Key") == GIT_COMMIT_TAG]
     tags = [t for t in plan.estimator.tags if t["Key"] != GIT_COMMIT_TAG] + old_commit[:1] + [
         {"Key": RERUN_TAG, "Value": stored.name}]
-    plan = dataclasses.replace(plan, spec_file=stored.plan.get("spec_file") or plan.spec_file,
-                               estimator=dataclasses.replace(plan.estimator, tags=tags))
+    estimator = dataclasses.replace(plan.estimator, tags=tags)
     warnings = []
+    if resume:
+        kept = _checkpoint_uri(stored)
+        if kept is None:
+            raise UsageError(f"{clean(stored.name, NAME_LIMIT)} names no checkpoint S3 URI (its CheckpointConfig): "
+                             "there is nothing to resume from; rerun it without --resume")
+        estimator = dataclasses.replace(estimator, checkpoint_s3_uri=kept)
+    plan = dataclasses.replace(plan, spec_file=stored.plan.get("spec_file") or plan.spec_file, estimator=estimator)
     rendered = {name: text.encode() for name, text in plan.source.files.items()}
     if rendered != dict(stored.files):
         differ = sorted(n for n in set(rendered) | set(stored.files) if rendered.get(n) != stored.files.get(n))
@@ -212,14 +222,24 @@ def rerun_plan(stored: StoredJob, clients: Clients, *, now: datetime | None = No
     return plan.with_source(bundle), warnings
 
 
+def _checkpoint_uri(stored: StoredJob) -> str | None:
+    """The S3 URI the job saved its checkpoints under: SageMaker's record of it, else the stored plan's."""
+    described = (stored.description.get("CheckpointConfig") or {}).get("S3Uri")
+    planned = (stored.plan.get("estimator") or {}).get("checkpoint_s3_uri") if isinstance(
+        stored.plan.get("estimator"), dict) else None
+    uri = described or planned
+    return str(uri) if isinstance(uri, str) and uri.startswith("s3://") else None
+
+
 def rerun(name: str, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
-          now: datetime | None = None) -> Submission:
-    """Submit a job's stored plan again under a new name, through the same checks as submit."""
+          now: datetime | None = None, resume: bool = False) -> Submission:
+    """Submit a job's stored plan again under a new name, through the same checks as submit; with `resume`, from
+    the job's own checkpoints (rerun_plan)."""
     from launcher.submission import batch
     from launcher.submission.create import submit
 
     stored = stored_job(clients, name)
-    plan, warnings = rerun_plan(stored, clients, now=now)
+    plan, warnings = rerun_plan(stored, clients, now=now, resume=resume)
     if batch.queue_of(plan):  # the stored spec names an AWS Batch queue: the rerun goes there too
         result: Submission = batch.submit(plan, clients, options=batch.QueueOptions(), dry_run=dry_run,
                                           skip_role_check=skip_role_check)

@@ -23,6 +23,7 @@ from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3, upload
 from launcher.submission import backend
 from launcher.submission.backend import Start
+from launcher.submission.channels import check_channels
 from launcher.submission.pricing import Fetched, fetch_prices
 from launcher.submission.quotas import QuotaCheck, check_quota, from_refusal, require
 from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict, check_role, role_name
@@ -152,6 +153,7 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
             if split_s3(uri)[0] not in seen:
                 seen.add(split_s3(uri)[0])
                 _check_bucket(clients.s3, uri, region, what)
+        warnings += check_channels(plan.channels, clients.s3)
         if skip_role_check:
             role_arn = _role_arn(plan, clients)
         else:
