@@ -160,17 +160,9 @@ INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 def span(seconds: float) -> str:
     """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m {s}s"
-    h, m = divmod(m, 60)
-    if h < 48:
-        return f"{h}h {m}m"
-    d, h = divmod(h, 24)
-    return f"{d:,}d {h}h"
+    from launcher.core.durations import spoken
+
+    return spoken(seconds)
 
 
 def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:

@@ -108,3 +108,33 @@ def cost(instance_type: str, instances: int, region: str | None, spot: bool, sec
     per_hour = instances * price.usd_per_hour
     return Cost(per_hour * seconds / 3600, per_hour, found.source, price.date, spot,
                 f"{instances} x {instance_type} at ${price.usd_per_hour:,.3f} an hour ({kind})", found.region)
+
+
+# ---- how long SageMaker lets it run (cluster.max_run, cluster.max_wait) ----
+
+MAX_RUN_LIMIT = 28 * 86400  # StoppingCondition.MaxRuntimeInSeconds: at most 28 days (API_StoppingCondition)
+MAX_RUN_MARGIN = 0.10  # the proposal's margin over the band's slow end, start-up and checkpoint writes included
+MAX_RUN_STEP = 900  # proposals are whole quarters of an hour
+
+
+def at_speed(time: TrainingTime, w: Workload, step_seconds: float, checkpoint_every: int,
+             spot: bool) -> TrainingTime:
+    """The same run at another step time (an end of the speed band): the steps, start-up and checkpoint writes
+    stay; the spot allowance follows the new length."""
+    return training_time(w, step_seconds, time.steps, time.steps_from, checkpoint_every, spot)
+
+
+def proposed_max_run(slowest_seconds: float) -> int:
+    """A max_run the prediction fits in: the band's slow end (start-up and checkpoint writes included) plus
+    MAX_RUN_MARGIN, rounded up to a quarter of an hour; never more than SageMaker allows."""
+    wanted = slowest_seconds * (1 + MAX_RUN_MARGIN)
+    return int(min(MAX_RUN_LIMIT, math.ceil(wanted / MAX_RUN_STEP) * MAX_RUN_STEP))
+
+
+def step_reached(time: TrainingTime, limit_seconds: float, checkpoint_seconds_each: float,
+                 checkpoint_every: int) -> int:
+    """About the step a run stopped after `limit_seconds` has reached: start-up first, then steps with their
+    share of the checkpoint writes (at the predicted speed)."""
+    per_step = time.step_seconds + checkpoint_seconds_each / max(1, checkpoint_every)
+    left = limit_seconds - time.startup_seconds
+    return max(0, min(time.steps, int(left // per_step))) if per_step > 0 else 0

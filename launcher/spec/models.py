@@ -342,7 +342,7 @@ class ClusterSpec(_Section):
                                  "is the job's) or add it to the list")
         if self.max_wait is not None and not self.spot:
             raise ValueError("max_wait only applies to spot training; set spot: true or drop max_wait")
-        if self.max_wait is not None and self.max_wait < self.max_run:
+        if self.max_wait is not None and "max_run" in self.model_fields_set and self.max_wait < self.max_run:
             raise ValueError(f"max_wait ({self.max_wait}s) must be at least max_run ({self.max_run}s)")
         if bool(self.subnets) != bool(self.security_group_ids):
             raise ValueError("a VPC needs both subnets and security_group_ids")
