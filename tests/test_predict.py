@@ -151,7 +151,20 @@ def test_plan_json_carries_performance_and_cost_with_their_sources(write_spec):
 def test_no_price_means_no_cost_and_says_why(write_spec):
     cost = _plan(write_spec, "cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge").cost
     assert cost is not None and cost.usd is None and cost.price_source is None
-    assert "no on-demand price for ml.p5.48xlarge in sa-east-1" in cost.note
+    assert "no on-demand price for ml.p5.48xlarge in any region" in cost.note
+    assert cost.price_region is None and cost.to_dict()["price_region"] is None
+
+
+def test_a_region_without_a_figure_is_priced_with_another_regions_and_says_so(write_spec):
+    """us-west-2 has no shipped figure for ml.p4d.24xlarge; us-east-1's prices the plan, named as such."""
+    plan = _plan(write_spec)
+    cost = plan.cost
+    hours = plan.training_time.total_seconds / 3600
+    assert cost.usd == pytest.approx(25.251 * hours) and cost.price_region == "us-east-1"
+    assert cost.price_source.startswith("us-east-1's figure (us-west-2 has none")
+    assert cost.to_dict()["price_region"] == "us-east-1"
+    own = _plan(write_spec, "cluster.region=us-east-1").cost
+    assert own.price_region == "us-east-1" and not own.price_source.startswith("us-east-1's figure")
 
 
 def test_a_token_budget_becomes_steps(write_spec):
@@ -263,7 +276,7 @@ def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
     lines = {line.split("│")[1].strip(): line for line in r.out.splitlines() if line.count("│") >= 3}
     assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
     assert "1,000 steps (training.max_steps)" in lines["time to train"]
-    assert "cannot tell: no on-demand price" in lines["cost"]
+    assert lines["cost"].count("$") >= 2 and "us-east-1's figure (us-west-2 has none" in lines["cost"]
 
 
 def test_an_instance_type_without_hardware_figures_is_not_predicted(write_spec, monkeypatch):
@@ -294,7 +307,7 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
 
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SMP_LAUNCH_BUCKET": "b"}
     before = _plan(write_spec, env=env).cost
-    assert before.usd is None
+    assert before.price_region == "us-east-1"  # the shipped us-east-1 figure, until us-west-2 has its own
     emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 40.0)
     emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 12.0, spot=True)
     try:
@@ -304,7 +317,8 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
     plan = _plan(write_spec, env=env)
     hours = plan.training_time.total_seconds / 3600
     assert plan.cost.usd == pytest.approx(40.0 * hours) and plan.cost.usd_per_hour == 40.0
-    assert "Price List" in plan.cost.price_source and plan.cost.price_date
+    assert plan.cost.price_source.startswith("AWS Price List") and plan.cost.price_date
+    assert plan.cost.price_region == "us-west-2"
     spot = _plan(write_spec, "cluster.spot=true", env=env)
     assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
     with pytest.raises(dataclasses.FrozenInstanceError):
