@@ -310,14 +310,17 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
                 written: str | None, by: str = "time", budget: str = "1T") -> None:
     out = console()
     best = ranked[0]
-    order = {"time": "shortest predicted time to train first", "cost": "cheapest predicted first",
+    from launcher.rules.advise import HEADROOM
+
+    order = {"time": "sorted by time, shortest first", "cost": "sorted by cost, cheapest first",
              "practices": "in the order of AWS's best practices"}[by]
-    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU",
-                  "bound", "time", "cost", "note",
+    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU",
+                  "MFU", "bound", "time", "cost", "note",
                   title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
-                        f"{len(ranked)} feasible, {order}"
-                        + f" (time and cost to train {budget} tokens)",
-                  right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU", "time", "cost"))
+                        f"{len(ranked)} feasible, {order}, those with under {1 - HEADROOM:.0%} of GPU memory free "
+                        f"last (time and cost to train {budget} tokens)",
+                  right=("#", "shard", "tp", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU", "MFU", "time",
+                         "cost"))
     for i, c in enumerate(ranked[:top], start=1):
         p = c.performance
         note = advice_note(c, best)
@@ -325,6 +328,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
             note = ", ".join(x for x in ("ties with #1", note) if x)
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
+                  f"{c.memory.capacity_gb - c.memory.per_gpu_gb:.1f}" + ("" if c.headroom else " (tight)"),
                   f"{c.global_batch_tokens:,}", f"{p.tokens_per_second_per_gpu:,.0f}" if p else "-",
                   f"{p.mfu * 100:.1f}%" if p else "-", p.bound if p else "-",
                   span(c.time_seconds) if c.time else "-", f"${c.usd:,.0f}" if c.usd is not None else "-",
@@ -333,6 +337,8 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
     out.print(styled("why #1", "bold"))
     for reason in best.reasons:
         out.print(styled(f"  - {reason}"))
+    if best.too_long:
+        out.print(styled(f"warning {best.too_long}", SEVERITY_STYLES["warning"]))
     if best.cost is not None and best.cost.usd is None:
         out.print(styled(f"cost: cannot tell: {best.cost.note}"))
     elif best.cost is not None:
