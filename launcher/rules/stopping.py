@@ -40,8 +40,8 @@ def _ways_out(ctx: Context, field: str, steps_fit: int) -> str:
 
 def _over(ctx: Context, straddle: bool) -> Iterator[Finding]:
     band, time = ctx.time_band, ctx.training_time
-    if band is None or time is None:
-        return
+    if band is None or time is None or not ctx.memory.fits:
+        return  # a layout that does not fit fails before it trains: SMP060 says why
     fast, slow = band
     each = checkpoint_seconds(ctx.workload())
     every = ctx.spec.training.checkpoint_every
@@ -77,7 +77,7 @@ def band_fits_limit(ctx: Context) -> Iterator[Finding]:
 @rule("SMP082", Severity.INFO, "Without cluster.max_run, the plan proposes one from the prediction", STOPPING)
 def max_run_proposed(ctx: Context) -> Iterator[Finding]:
     band = ctx.time_band
-    if ctx.max_run_set or band is None:
+    if ctx.max_run_set or band is None or not ctx.memory.fits:
         return
     slow = band[1].total_seconds
     capped = " (capped at cluster.max_wait)" if ctx.max_run < proposed_max_run(slow) else ""
