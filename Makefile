@@ -69,6 +69,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_perf.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_data.py
+	$(BIN)/python benchmarks/bench_wait.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20
