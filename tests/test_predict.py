@@ -342,3 +342,42 @@ def test_the_hardware_tables_cannot_be_changed_in_place():
     gpu = next(iter(hardware.GPUS.values()))
     with pytest.raises(dataclasses.FrozenInstanceError):
         gpu.bf16_tflops = 1.0  # type: ignore[misc]
+
+
+def test_a_parallelism_no_published_point_measures_widens_the_band_and_is_named(write_spec):
+    """Tensor parallelism is measured on H100 only (torchtitan's Llama 3.1 70B, TP 8), expert parallelism nowhere:
+    on A100 (or with experts) the band is a quarter wider each way and `uncalibrated` says why."""
+    from launcher.predict.speed import UNCALIBRATED_WIDEN
+
+    plain = _plan(write_spec, "smp.hybrid_shard_degree=4").performance
+    tp = _plan(write_spec, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4").performance
+    assert plain.uncalibrated == () and len(tp.uncalibrated) == 1
+    assert tp.uncalibrated[0].startswith("tensor parallelism 2: published points measure it only on H100")
+    assert tp.to_dict()["uncalibrated"] == list(tp.uncalibrated)
+    # on H100, where the published points measure it, tensor parallelism stays calibrated
+    h100 = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge", "smp.tensor_parallel_degree=2",
+                 "smp.hybrid_shard_degree=4").performance
+    assert h100.uncalibrated == ()
+    # the widening is the band's own, times a quarter each way
+    from launcher.predict.speed import predict
+
+    plan = _plan(write_spec, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4")
+    from launcher.rules.engine import Context
+
+    ctx = Context(plan.spec, "us-west-2")
+    bare = predict(ctx.workload())
+    low, high = bare.band
+    assert bare.uncalibrated and low < bare.tokens_per_second_per_gpu < high
+    import launcher.predict.speed as speed
+
+    narrow = speed.UNCALIBRATED_WIDEN
+    try:
+        speed.UNCALIBRATED_WIDEN = 0.0
+        unwidened = predict(ctx.workload()).band
+    finally:
+        speed.UNCALIBRATED_WIDEN = narrow
+    assert low == pytest.approx(unwidened[0] / (1 + UNCALIBRATED_WIDEN))
+    assert high == pytest.approx(unwidened[1] * (1 + UNCALIBRATED_WIDEN))
+    moe = _plan(write_spec, "model.preset=mixtral-8x7b", "cluster.instance_type=ml.p5.48xlarge",
+                "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4").performance
+    assert any(u.startswith("expert parallelism 2: no published point") for u in moe.uncalibrated)

@@ -177,6 +177,8 @@ def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
              f"MFU {perf['mfu'] * 100:.1f}%, {perf['step_seconds']:.2f} s a step, {perf['bound']}-bound "
              f"(compute {perf['compute_seconds']:.2f} s, overlappable communication "
              f"{perf['communication_seconds']:.2f} s); calibration: {perf['calibration']}")
+    if perf.get("uncalibrated"):
+        speed += "; band widened, not calibrated: " + "; ".join(perf["uncalibrated"])
     t = perf["time_to_train"]
     time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
             f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
