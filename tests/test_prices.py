@@ -253,3 +253,25 @@ def test_a_type_without_the_ml_prefix_is_named_in_one_line_cut_at_80_characters(
         api.prices(["ml.p4d.24xlarge", long], region="us-east-1", env=_env(tmp_path))
     assert f"{long[:80]!r} is not a SageMaker instance type" in str(err.value)
     assert long[:81] not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_demo_emulator_publishes_a_figure_in_every_region_it_serves(tmp_path):
+    """`python -m emulator` publishes the snapshot's figures in each region an SMP image is served from, so the
+    demo's `prices --refresh` caches the region's own figure, which then wins over another region's."""
+    import emulator
+    from emulator import pricing as emulated
+    from launcher import api
+    from launcher.catalog.smp import SMP_IMAGE_REGIONS
+    from launcher.core.aws import Clients
+
+    env = _env(tmp_path)
+    with emulator.mocked():
+        published = emulated.publish_demo_prices()
+        assert {r for _, r in published} == set(SMP_IMAGE_REGIONS)
+        report = api.prices(["ml.p4d.24xlarge"], region="eu-west-1", refresh=True, env=env,
+                            clients=Clients(region="eu-west-1"))
+    row = next(r for r in report.rows if not r.spot)
+    assert row.price_region == "eu-west-1" and row.price.usd_per_hour == P4D_EAST
+    assert row.price.source.startswith("AWS Price List API") and row.to_dict()["price_region"] == "eu-west-1"
+    spot = next(r for r in report.rows if r.spot)
+    assert spot.price is None and spot.price_region is None  # no spot figure is published, none is made up
