@@ -73,7 +73,7 @@ def main() -> None:
         emulator.set_clock(None)
         rows.append((case, searched, described))
     lines = [f"wait on {JOBS} jobs: SageMaker calls in one poll (goal: at most {GOAL})", "",
-             f"| jobs | calls with Search | of which DescribeTrainingJob | calls describing each job |",
+             "| jobs | calls with Search | of which DescribeTrainingJob | calls describing each job |",
              "| --- | ---: | ---: | ---: |"]
     worst = 0
     for case, searched, described in rows:

@@ -122,8 +122,9 @@ REPO = prices.Path(__file__).resolve().parent.parent
 SNAPSHOT_PATH = prices.Path(prices.__file__).parent / prices.SNAPSHOT_FILE
 
 # The example jobs' instance types and regions (and kinds) that no public source was found to state a
-# SageMaker training figure for. A plan of such a job shows no cost until `prices --refresh` or a submit
-# fetches one; docs/commands.md#prices lists the same gaps.
+# SageMaker training figure for in that region. A plan of such a job is priced with another region's figure for
+# the type, named as such, until `prices --refresh` or a submit fetches the region's own; docs/commands.md#prices
+# lists the same gaps.
 UNSOURCED = {
     ("ml.p4d.24xlarge", "us-west-2", "on-demand"),
     ("ml.p4d.24xlarge", "us-west-2", "spot"),
@@ -174,6 +175,19 @@ def test_the_example_jobs_get_a_shipped_price_or_their_gap_is_named(tmp_path):
             else:
                 assert price is not None, f"{itype} {region} {kind}: no shipped figure and no named gap"
                 assert "https://" in price.source and price.date
+
+
+def test_every_example_job_plans_with_a_cost_and_its_source(tmp_path):
+    from launcher.plan.build import build_plan
+
+    env = {**_env(tmp_path), "SMP_LAUNCH_BUCKET": "example-bucket"}
+    for path in sorted((REPO / "jobs").glob("*.yaml")):
+        plan = build_plan(load_spec(path, env=env), env=env)
+        cost = plan.cost
+        assert cost is not None and cost.usd and cost.usd > 0, f"{path.name}: no cost"
+        assert "https://" in cost.price_source and cost.price_date and cost.price_region, path.name
+        if cost.price_region != plan.region:
+            assert cost.price_source.startswith(f"{cost.price_region}'s figure ({plan.region} has none"), path.name
 
 
 def test_the_docs_list_the_shipped_figures_and_the_named_gaps():

@@ -159,10 +159,18 @@ INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 
 def span(seconds: float) -> str:
-    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
-    from launcher.core.durations import spoken
-
-    return spoken(seconds)
+    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h (launcher.core.durations.spoken, for the core)."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m}m"
+    d, h = divmod(h, 24)
+    return f"{d:,}d {h}h"
 
 
 def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
@@ -312,14 +320,12 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
                 written: str | None, by: str = "time", budget: str = "1T") -> None:
     out = console()
     best = ranked[0]
-    from launcher.rules.advise import HEADROOM
-
     order = {"time": "sorted by time, shortest first", "cost": "sorted by cost, cheapest first",
              "practices": "in the order of AWS's best practices"}[by]
     t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU",
                   "MFU", "bound", "time", "cost", "note",
                   title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
-                        f"{len(ranked)} feasible, {order}, those with under {1 - HEADROOM:.0%} of GPU memory free "
+                        f"{len(ranked)} feasible, {order}, those with under {1 - best.HEADROOM:.0%} of GPU memory free "
                         f"last (time and cost to train {budget} tokens)",
                   right=("#", "shard", "tp", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU", "MFU", "time",
                          "cost"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -80,6 +80,7 @@ class AdvisedLayout:
     region: str | None = None  # the region the layout was planned (and priced) in
     max_run: int | None = None  # a limit the prediction fits in (the plan's proposal: launcher.rules.stopping)
     too_long: str = ""  # why the budget does not fit one job (SMP080), where it does not: true of every layout
+    HEADROOM: ClassVar[float] = HEADROOM  # the share of a GPU's memory above which a layout ranks last
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "warnings", tuple(self.warnings))
@@ -363,9 +364,8 @@ def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, 
     the repository's schema file, relative to where the spec is written)."""
     import yaml
 
-    from launcher.spec.schema import modeline
-
     from launcher.core.durations import compact
+    from launcher.spec.schema import modeline
 
     cluster: dict[str, Any] = {"instance_type": instance_type, "instance_count": best.instances}
     if best.region:

@@ -17,7 +17,6 @@ from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 
-
 MAX_SECONDS = 10**9  # longer than any limit SageMaker takes
 
 

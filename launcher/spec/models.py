@@ -293,7 +293,8 @@ class ClusterSpec(_Section):
                     "SageMaker has no capacity for one, submit moves to the next that fits.")
     instance_count: Count = Field(1, le=1024)
     volume_size_gb: Count = Field(400, le=16384)
-    max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days).")
+    max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days); "
+                                  "without it the plan proposes one from its predicted time.")
     spot: StrictBool = Field(False, description="Managed spot training; checkpoints make interruptions resumable.")
     max_wait: Optional[Duration] = Field(None, description="Spot only: run time plus time waiting for capacity.")
     region: Optional[Annotated[str, Field(pattern=REGION_PATTERN)]] = Field(
