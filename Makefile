@@ -92,6 +92,7 @@ bench: venv venv-sdk3
 	$(BIN)/python benchmarks/bench_data.py
 	$(BIN)/python benchmarks/bench_sdk_lines.py
 	$(BIN)/python benchmarks/bench_failures.py
+	$(BIN)/python benchmarks/bench_wait.py
 
 demo: venv
 	$(BIN)/smp-launch submit jobs/llama7b.yaml --local --tiny --max-steps 20

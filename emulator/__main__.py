@@ -53,6 +53,9 @@ def main() -> None:
                                               **failures.capacity_failure()), sm)
         emulator.add_job(emulator.EmulatedJob("demo-nccl", hosts=2, starting=5, training=15,
                                               **failures.nccl_timeout()), sm)
+        from emulator import pricing
+
+        priced = pricing.publish_demo_prices()  # `prices --refresh` finds a figure in every region served
         if args.throttle:
             emulator.serve(emulator.Throttle(args.throttle, seed=1))
         print("emulated AWS at", url, "with jobs demo-llama7b, demo-oom, demo-long, demo-capacity, demo-nccl; "
@@ -61,6 +64,7 @@ def main() -> None:
         cli = cli_command()
         print(f"{cli} list; {cli} logs demo-llama7b; {cli} metrics demo-llama7b --since 5m")
         print(f"{cli} wait demo-llama7b demo-oom demo-capacity demo-nccl --interval 2")
+        print(f"{cli} prices --refresh  # {len(priced)} emulated Price List figures, one for each region served")
         print("Ctrl-C stops the emulator.")
         try:
             while True:

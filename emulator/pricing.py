@@ -34,6 +34,25 @@ def set_price(instance_type: str, region: str, usd_per_hour: float | None, *, sp
             _PRICES[(instance_type, region, spot)] = float(usd_per_hour)
 
 
+def publish_demo_prices() -> list[tuple[str, str]]:
+    """Publish, in every region an SMP v2 image is served from, each figure the shipped snapshot holds for its
+    instance type (on demand; the snapshot's own region's figure), so the demo's `prices --refresh` fetches a
+    figure for each region. Only types the snapshot prices are published: no figure is made up. Returns the
+    (instance type, region) pairs published."""
+    from launcher.catalog.prices import snapshot_prices
+    from launcher.catalog.smp import SMP_IMAGE_REGIONS
+
+    published = []
+    for key, price in sorted(snapshot_prices().items()):
+        itype, _, kind = key.split("|")
+        if kind != "on-demand":
+            continue
+        for region in SMP_IMAGE_REGIONS:
+            set_price(itype, region, price.usd_per_hour)
+            published.append((itype, region))
+    return published
+
+
 def plain(on: bool) -> None:
     """With True, answer pricing calls as a plain moto server does (an error); False restores GetProducts."""
     core.install()

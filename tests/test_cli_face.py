@@ -49,7 +49,8 @@ def test_a_job_command_without_a_region_names_the_flag_not_a_spec_key(run_cli, m
 # -- advise: the note column says what sets each row apart ------------------------------------------------
 
 # A row: #, shard, tp, ckpt, offload, batch, GB/GPU, tokens/step, tok/s/GPU, MFU, bound, time (`6h 55m`), cost, note.
-ADVICE_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\d+\s+(?:yes|no)\s+(?:yes|no)\s+\d+\s+[\d.]+\s+[\d,]+\s+[\d,]+\s+"
+ADVICE_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\d+\s+(?:yes|no)\s+(?:yes|no)\s+\d+\s+[\d.]+\s+[\d.]+(?: \(tight\))?\s+"
+                        r"[\d,]+\s+[\d,]+\s+"
                         r"[\d.]+%\s+(?:compute|communication)\s+(?:[\d,]+d \d+h|\d+h \d+m|\d+m \d+s|\d+ s|-)\s+"
                         r"(?:\$[\d,]+|-)(.*)$")
 

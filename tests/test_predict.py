@@ -151,7 +151,20 @@ def test_plan_json_carries_performance_and_cost_with_their_sources(write_spec):
 def test_no_price_means_no_cost_and_says_why(write_spec):
     cost = _plan(write_spec, "cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge").cost
     assert cost is not None and cost.usd is None and cost.price_source is None
-    assert "no on-demand price for ml.p5.48xlarge in sa-east-1" in cost.note
+    assert "no on-demand price for ml.p5.48xlarge in any region" in cost.note
+    assert cost.price_region is None and cost.to_dict()["price_region"] is None
+
+
+def test_a_region_without_a_figure_is_priced_with_another_regions_and_says_so(write_spec):
+    """us-west-2 has no shipped figure for ml.p4d.24xlarge; us-east-1's prices the plan, named as such."""
+    plan = _plan(write_spec)
+    cost = plan.cost
+    hours = plan.training_time.total_seconds / 3600
+    assert cost.usd == pytest.approx(25.251 * hours) and cost.price_region == "us-east-1"
+    assert cost.price_source.startswith("us-east-1's figure (us-west-2 has none")
+    assert cost.to_dict()["price_region"] == "us-east-1"
+    own = _plan(write_spec, "cluster.region=us-east-1").cost
+    assert own.price_region == "us-east-1" and not own.price_source.startswith("us-east-1's figure")
 
 
 def test_a_token_budget_becomes_steps(write_spec):
@@ -263,7 +276,7 @@ def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
     lines = {line.split("│")[1].strip(): line for line in r.out.splitlines() if line.count("│") >= 3}
     assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
     assert "1,000 steps (training.max_steps)" in lines["time to train"]
-    assert "cannot tell: no on-demand price" in lines["cost"]
+    assert lines["cost"].count("$") >= 2 and "us-east-1's figure (us-west-2 has none" in lines["cost"]
 
 
 def test_an_instance_type_without_hardware_figures_is_not_predicted(write_spec, monkeypatch):
@@ -294,7 +307,7 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
 
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SMP_LAUNCH_BUCKET": "b"}
     before = _plan(write_spec, env=env).cost
-    assert before.usd is None
+    assert before.price_region == "us-east-1"  # the shipped us-east-1 figure, until us-west-2 has its own
     emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 40.0)
     emulator.pricing.set_price("ml.p4d.24xlarge", "us-west-2", 12.0, spot=True)
     try:
@@ -304,7 +317,8 @@ def test_prices_fetched_from_the_price_list_give_plans_a_cost_with_that_source(m
     plan = _plan(write_spec, env=env)
     hours = plan.training_time.total_seconds / 3600
     assert plan.cost.usd == pytest.approx(40.0 * hours) and plan.cost.usd_per_hour == 40.0
-    assert "Price List" in plan.cost.price_source and plan.cost.price_date
+    assert plan.cost.price_source.startswith("AWS Price List") and plan.cost.price_date
+    assert plan.cost.price_region == "us-west-2"
     spot = _plan(write_spec, "cluster.spot=true", env=env)
     assert spot.cost.usd == pytest.approx(12.0 * spot.training_time.total_seconds / 3600) and spot.cost.spot
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -328,3 +342,42 @@ def test_the_hardware_tables_cannot_be_changed_in_place():
     gpu = next(iter(hardware.GPUS.values()))
     with pytest.raises(dataclasses.FrozenInstanceError):
         gpu.bf16_tflops = 1.0  # type: ignore[misc]
+
+
+def test_a_parallelism_no_published_point_measures_widens_the_band_and_is_named(write_spec):
+    """Tensor parallelism is measured on H100 only (torchtitan's Llama 3.1 70B, TP 8), expert parallelism nowhere:
+    on A100 (or with experts) the band is a quarter wider each way and `uncalibrated` says why."""
+    from launcher.predict.speed import UNCALIBRATED_WIDEN
+
+    plain = _plan(write_spec, "smp.hybrid_shard_degree=4").performance
+    tp = _plan(write_spec, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4").performance
+    assert plain.uncalibrated == () and len(tp.uncalibrated) == 1
+    assert tp.uncalibrated[0].startswith("tensor parallelism 2: published points measure it only on H100")
+    assert tp.to_dict()["uncalibrated"] == list(tp.uncalibrated)
+    # on H100, where the published points measure it, tensor parallelism stays calibrated
+    h100 = _plan(write_spec, "cluster.instance_type=ml.p5.48xlarge", "smp.tensor_parallel_degree=2",
+                 "smp.hybrid_shard_degree=4").performance
+    assert h100.uncalibrated == ()
+    # the widening is the band's own, times a quarter each way
+    from launcher.predict.speed import predict
+
+    plan = _plan(write_spec, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4")
+    from launcher.rules.engine import Context
+
+    ctx = Context(plan.spec, "us-west-2")
+    bare = predict(ctx.workload())
+    low, high = bare.band
+    assert bare.uncalibrated and low < bare.tokens_per_second_per_gpu < high
+    import launcher.predict.speed as speed
+
+    narrow = speed.UNCALIBRATED_WIDEN
+    try:
+        speed.UNCALIBRATED_WIDEN = 0.0
+        unwidened = predict(ctx.workload()).band
+    finally:
+        speed.UNCALIBRATED_WIDEN = narrow
+    assert low == pytest.approx(unwidened[0] / (1 + UNCALIBRATED_WIDEN))
+    assert high == pytest.approx(unwidened[1] * (1 + UNCALIBRATED_WIDEN))
+    moe = _plan(write_spec, "model.preset=mixtral-8x7b", "cluster.instance_type=ml.p5.48xlarge",
+                "smp.expert_parallel_degree=2", "smp.hybrid_shard_degree=4").performance
+    assert any(u.startswith("expert parallelism 2: no published point") for u in moe.uncalibrated)

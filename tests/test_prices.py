@@ -122,8 +122,9 @@ REPO = prices.Path(__file__).resolve().parent.parent
 SNAPSHOT_PATH = prices.Path(prices.__file__).parent / prices.SNAPSHOT_FILE
 
 # The example jobs' instance types and regions (and kinds) that no public source was found to state a
-# SageMaker training figure for. A plan of such a job shows no cost until `prices --refresh` or a submit
-# fetches one; docs/commands.md#prices lists the same gaps.
+# SageMaker training figure for in that region. A plan of such a job is priced with another region's figure for
+# the type, named as such, until `prices --refresh` or a submit fetches the region's own; docs/commands.md#prices
+# lists the same gaps.
 UNSOURCED = {
     ("ml.p4d.24xlarge", "us-west-2", "on-demand"),
     ("ml.p4d.24xlarge", "us-west-2", "spot"),
@@ -174,6 +175,19 @@ def test_the_example_jobs_get_a_shipped_price_or_their_gap_is_named(tmp_path):
             else:
                 assert price is not None, f"{itype} {region} {kind}: no shipped figure and no named gap"
                 assert "https://" in price.source and price.date
+
+
+def test_every_example_job_plans_with_a_cost_and_its_source(tmp_path):
+    from launcher.plan.build import build_plan
+
+    env = {**_env(tmp_path), "SMP_LAUNCH_BUCKET": "example-bucket"}
+    for path in sorted((REPO / "jobs").glob("*.yaml")):
+        plan = build_plan(load_spec(path, env=env), env=env)
+        cost = plan.cost
+        assert cost is not None and cost.usd and cost.usd > 0, f"{path.name}: no cost"
+        assert "https://" in cost.price_source and cost.price_date and cost.price_region, path.name
+        if cost.price_region != plan.region:
+            assert cost.price_source.startswith(f"{cost.price_region}'s figure ({plan.region} has none"), path.name
 
 
 def test_the_docs_list_the_shipped_figures_and_the_named_gaps():
@@ -253,3 +267,25 @@ def test_a_type_without_the_ml_prefix_is_named_in_one_line_cut_at_80_characters(
         api.prices(["ml.p4d.24xlarge", long], region="us-east-1", env=_env(tmp_path))
     assert f"{long[:80]!r} is not a SageMaker instance type" in str(err.value)
     assert long[:81] not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_demo_emulator_publishes_a_figure_in_every_region_it_serves(tmp_path):
+    """`python -m emulator` publishes the snapshot's figures in each region an SMP image is served from, so the
+    demo's `prices --refresh` caches the region's own figure, which then wins over another region's."""
+    import emulator
+    from emulator import pricing as emulated
+    from launcher import api
+    from launcher.catalog.smp import SMP_IMAGE_REGIONS
+    from launcher.core.aws import Clients
+
+    env = _env(tmp_path)
+    with emulator.mocked():
+        published = emulated.publish_demo_prices()
+        assert {r for _, r in published} == set(SMP_IMAGE_REGIONS)
+        report = api.prices(["ml.p4d.24xlarge"], region="eu-west-1", refresh=True, env=env,
+                            clients=Clients(region="eu-west-1"))
+    row = next(r for r in report.rows if not r.spot)
+    assert row.price_region == "eu-west-1" and row.price.usd_per_hour == P4D_EAST
+    assert row.price.source.startswith("AWS Price List API") and row.to_dict()["price_region"] == "eu-west-1"
+    spot = next(r for r in report.rows if r.spot)
+    assert spot.price is None and spot.price_region is None  # no spot figure is published, none is made up

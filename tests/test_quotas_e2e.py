@@ -73,13 +73,15 @@ def test_submit_caches_prices_and_prices_shows_them_with_their_source_without_as
     fake_prices.set_price("ml.p4d.24xlarge", "us-west-2", 37.688)
     fake_prices.set_price("ml.p4d.24xlarge", "us-west-2", 13.19, spot=True)
     before = json.loads(server_world.cli("prices", "ml.p4d.24xlarge", "--output", "json").stdout)["prices"]
-    assert [p["usd_per_hour"] for p in before] == [None, None], before  # no figure for us-west-2 shipped
+    # no figure for us-west-2 shipped: us-east-1's on-demand one, named as such; no spot figure anywhere
+    assert [(p["usd_per_hour"], p["price_region"]) for p in before] == [(25.251, "us-east-1"), (None, None)], before
     out = server_world.cli("submit", "jobs/llama7b.yaml", "--set", "role=Good", "--dry-run")
     assert out.returncode == 0, out.stderr
     calls = fake_prices.calls()
     shown = json.loads(server_world.cli("prices", "ml.p4d.24xlarge", "--output", "json").stdout)
     assert fake_prices.calls() == calls, "prices without --refresh asked AWS"
-    assert [(p["spot"], p["usd_per_hour"]) for p in shown["prices"]] == [(False, 37.688), (True, 13.19)]
+    assert [(p["spot"], p["usd_per_hour"], p["price_region"]) for p in shown["prices"]] == [
+        (False, 37.688, "us-west-2"), (True, 13.19, "us-west-2")]  # the region's own figure, once it has one
     assert all(p["source"].startswith("AWS Price List API") and p["date"] for p in shown["prices"])
     fake_prices.set_price("ml.p4d.24xlarge", "us-west-2", 30.0)
     refreshed = json.loads(server_world.cli("prices", "ml.p4d.24xlarge", "--refresh", "--output", "json").stdout)

@@ -83,6 +83,10 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                ["cluster.region=us-east-1", "cluster.max_cost=1000000"]),
     "SMP071": (["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge", "cluster.max_cost=1"],
                ["cluster.region=sa-east-1", "cluster.instance_type=ml.p5.48xlarge"]),
+    # MINIMAL is predicted 1h 34m (band 1h 23m to 1h 47m) for its 1,000 steps
+    "SMP080": (["cluster.max_run=1h", "training.max_steps=5000"], ["cluster.max_run=1d", "training.max_steps=5000"]),
+    "SMP081": (["cluster.max_run=1h35m"], ["cluster.max_run=2h"]),
+    "SMP082": ([], ["cluster.max_run=2h"]),
 }
 
 

@@ -212,6 +212,46 @@ def test_wait_on_200_jobs_takes_at_most_3_sagemaker_calls_a_poll_with_the_same_o
     assert search.calls["Search"] >= len(polls)
 
 
+def _two_hundred_ended(sm, prefix):
+    """200 jobs that have all ended by the first poll: Completed, Failed out of memory, and Stopped."""
+    names = []
+    for i in range(200):
+        name = f"{prefix}-{i:03d}-{'x' * 40}"
+        if i % 3 == 0:
+            script = scenarios.out_of_memory(**QUICK)
+        elif i % 3 == 1:
+            script = {**QUICK, "stop_after": 0.2, "stopping": 0.05}
+        else:
+            script = dict(QUICK)
+        emulator.add_job(emulator.EmulatedJob(name, **script), sm)
+        names.append(name)
+    return names
+
+
+def test_wait_on_200_ended_jobs_takes_one_poll_of_search_alone_with_the_same_diagnoses(sm, clock):
+    """Search's records carry what wait prints for any ended job: no describe at all, and each Failed job still
+    gets its failure class from its log tail, as a describe would have given it."""
+    from emulator import quotas
+
+    quotas.set_quota("ml.p4d.24xlarge", 1000)  # 400 jobs of 2 hosts at once
+    start = clock.t
+    names = _two_hundred_ended(sm, "srch")
+    plain = _two_hundred_ended(sm, "desc")
+    clock.sleep(5.0)  # every job has ended before wait starts
+    done, polls, _ = _counted_wait(clock, names, use_search=True)
+    clock.t = start + 5.0
+    done_d, polls_d, _ = _counted_wait(clock, plain, use_search=False)
+
+    def strip(status):
+        return json.dumps(status.to_dict()).replace("srch-", "").replace("desc-", "")
+
+    assert [strip(s) for s in done] == [strip(s) for s in done_d]
+    assert {s.status for s in done} == {"Completed", "Failed", "Stopped"}
+    assert sum(1 for s in done if s.failure and s.failure.failure_class == "out_of_memory") == 67
+    assert polls == [{"Search": 2}]  # one poll, two pages of 100, not one describe
+    assert polls_d[0]["DescribeTrainingJob"] == 200
+
+
 def test_list_running_filters_in_the_search_expression_one_call(sm, clock):
     from emulator import quotas
     from launcher.core.aws import Clients

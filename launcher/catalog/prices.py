@@ -2,7 +2,8 @@
 
 Planning makes no AWS call, so prices come from files: the cache that `submit` (or `prices --refresh`)
 writes from the AWS Price List API under the state folder, else the snapshot shipped inside the package.
-Each figure carries its source and date; a figure neither holds is None, never a guess.
+Each figure carries its source and date; a figure neither holds is None, never a guess. Where the job's region
+has no figure, `regional_price` gives the same type's figure from another region, labelled with that region.
 
 The Price List API: https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
 (service code AmazonSageMaker, product family "ML Instance", `platoinstancetype` Training or SpotTraining).
@@ -48,6 +49,54 @@ def hourly_price(instance_type: str, region: str, *, spot: bool,
     if cached is not None:
         return cached
     return _snapshot_entries().get(key)
+
+
+# Where a region has no figure of its own, another region's figure for the same type and kind is used, labelled
+# with that region: the Price List's home region first (its figures are the ones most often quoted), then the
+# other US regions, then the rest in name order.
+BORROW_ORDER = ("us-east-1", "us-east-2", "us-west-2", "us-west-1")
+
+
+@dataclass(frozen=True)
+class RegionalPrice:
+    """A figure and the region it is for: `region` differs from the job's where the job's region has none."""
+
+    price: Price
+    region: str
+    wanted: str  # the region the job runs in
+
+    @property
+    def borrowed(self) -> bool:
+        return self.region != self.wanted
+
+    @property
+    def source(self) -> str:
+        """The figure's source, saying so when it is another region's."""
+        if not self.borrowed:
+            return self.price.source
+        return (f"{self.region}'s figure ({self.wanted} has none in the price cache or the shipped snapshot): "
+                f"{self.price.source}")
+
+
+def regional_price(instance_type: str, region: str, *, spot: bool,
+                   env: Mapping[str, str] | None = None) -> RegionalPrice | None:
+    """The region's own figure, else the same type's figure (same kind) from another region, labelled; None
+    only where no region has one. The cache wins over the snapshot in each region; the region's own fetched or
+    shipped figure always wins over another region's."""
+    own = hourly_price(instance_type, region, spot=spot, env=env)
+    if own is not None:
+        return RegionalPrice(own, region, region)
+    kind = "spot" if spot else "on-demand"
+    found: dict[str, Price] = {}
+    for entries in (_snapshot_entries(), _cache_entries(cache_path(env))):  # the cache last: it wins
+        for key, price in entries.items():
+            itype, where, k = key.split("|")
+            if itype == instance_type and k == kind:
+                found[where] = price
+    if not found:
+        return None
+    order = sorted(found, key=lambda r: (BORROW_ORDER.index(r) if r in BORROW_ORDER else len(BORROW_ORDER), r))
+    return RegionalPrice(found[order[0]], order[0], region)
 
 
 def price_key(instance_type: str, region: str, *, spot: bool) -> str:
@@ -173,12 +222,13 @@ class PriceRow:
     region: str
     spot: bool
     price: Price | None
+    price_region: str | None = None  # the region the figure is for: another one's where `region` has none
 
     def to_dict(self) -> dict[str, Any]:
         p = self.price
         return {"instance_type": self.instance_type, "region": self.region, "spot": self.spot,
                 "usd_per_hour": p.usd_per_hour if p else None, "source": p.source if p else None,
-                "date": p.date if p else None}
+                "date": p.date if p else None, "price_region": self.price_region}
 
 
 @dataclass(frozen=True)
@@ -195,6 +245,12 @@ class PriceReport:
 
 def price_table(instance_types: Iterable[str], region: str,
                 env: Mapping[str, str] | None = None) -> tuple[PriceRow, ...]:
-    """On-demand and spot figures for each type, from the cache else the snapshot (no AWS call)."""
-    return tuple(PriceRow(t, region, spot, hourly_price(t, region, spot=spot, env=env))
-                 for t in dict.fromkeys(instance_types) for spot in (False, True))
+    """On-demand and spot figures for each type, from the cache else the snapshot (no AWS call); where the region
+    has none, another region's figure, its source saying whose (as plans price)."""
+    rows = []
+    for t in dict.fromkeys(instance_types):
+        for spot in (False, True):
+            found = regional_price(t, region, spot=spot, env=env)
+            price = None if found is None else Price(found.price.usd_per_hour, found.source, found.price.date)
+            rows.append(PriceRow(t, region, spot, price, found.region if found else None))
+    return tuple(rows)

@@ -159,7 +159,7 @@ INVALID_LAYOUT = "- (the layout is invalid: see the errors on stderr)"
 
 
 def span(seconds: float) -> str:
-    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
+    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h (launcher.core.durations.spoken, for the core)."""
     s = max(0, round(seconds))
     if s < 60:
         return f"{s} s"
@@ -185,6 +185,8 @@ def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
              f"MFU {perf['mfu'] * 100:.1f}%, {perf['step_seconds']:.2f} s a step, {perf['bound']}-bound "
              f"(compute {perf['compute_seconds']:.2f} s, overlappable communication "
              f"{perf['communication_seconds']:.2f} s); calibration: {perf['calibration']}")
+    if perf.get("uncalibrated"):
+        speed += "; band widened, not calibrated: " + "; ".join(perf["uncalibrated"])
     t = perf["time_to_train"]
     time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
             f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
@@ -325,14 +327,15 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
                 written: str | None, by: str = "time", budget: str = "1T") -> None:
     out = console()
     best = ranked[0]
-    order = {"time": "shortest predicted time to train first", "cost": "cheapest predicted first",
+    order = {"time": "sorted by time, shortest first", "cost": "sorted by cost, cheapest first",
              "practices": "in the order of AWS's best practices"}[by]
-    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU",
-                  "bound", "time", "cost", "note",
+    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU",
+                  "MFU", "bound", "time", "cost", "note",
                   title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
-                        f"{len(ranked)} feasible, {order}"
-                        + f" (time and cost to train {budget} tokens)",
-                  right=("#", "shard", "tp", "batch", "GB/GPU", "tokens/step", "tok/s/GPU", "MFU", "time", "cost"))
+                        f"{len(ranked)} feasible, {order}, those with under {1 - best.HEADROOM:.0%} of GPU memory free "
+                        f"last (time and cost to train {budget} tokens)",
+                  right=("#", "shard", "tp", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU", "MFU", "time",
+                         "cost"))
     for i, c in enumerate(ranked[:top], start=1):
         p = c.performance
         note = advice_note(c, best)
@@ -340,6 +343,7 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
             note = ", ".join(x for x in ("ties with #1", note) if x)
         t.add_row(str(i), str(c.shard), str(c.tp), "yes" if c.checkpointing else "no",
                   "yes" if c.offloading else "no", str(c.batch), f"{c.memory.per_gpu_gb:.1f}",
+                  f"{c.memory.capacity_gb - c.memory.per_gpu_gb:.1f}" + ("" if c.headroom else " (tight)"),
                   f"{c.global_batch_tokens:,}", f"{p.tokens_per_second_per_gpu:,.0f}" if p else "-",
                   f"{p.mfu * 100:.1f}%" if p else "-", p.bound if p else "-",
                   span(c.time_seconds) if c.time else "-", f"${c.usd:,.0f}" if c.usd is not None else "-",
@@ -348,6 +352,8 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
     out.print(styled("why #1", "bold"))
     for reason in best.reasons:
         out.print(styled(f"  - {reason}"))
+    if best.too_long:
+        out.print(styled(f"warning {best.too_long}", SEVERITY_STYLES["warning"]))
     if best.cost is not None and best.cost.usd is None:
         out.print(styled(f"cost: cannot tell: {best.cost.note}"))
     elif best.cost is not None:

@@ -43,3 +43,29 @@ def parse_duration(value: int | str) -> int:
         raise ValueError(f"{value!r} is not a whole number of seconds")
     return int(total)
 
+
+
+def spoken(seconds: float) -> str:
+    """A duration as people say it: 45 s, 12m 5s, 6h 55m, 3d 4h."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m}m"
+    d, h = divmod(h, 24)
+    return f"{d:,}d {h}h"
+
+
+def compact(seconds: int) -> str:
+    """Whole seconds as a spec writes them and parse_duration reads them back: 1d6h15m, 45m, 90s."""
+    s = int(seconds)
+    out = ""
+    for unit in ("d", "h", "m", "s"):
+        n, s = divmod(s, _UNITS[unit])
+        if n:
+            out += f"{n}{unit}"
+    return out or "0s"

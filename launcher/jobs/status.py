@@ -318,17 +318,28 @@ def search_jobs(clients: Clients, names: Iterable[str]) -> dict[str, dict[str, A
     return found
 
 
+def from_record(clients: Clients, record: Mapping[str, Any], diagnose: bool) -> JobStatus:
+    """A job's status from its Search record (the fields DescribeTrainingJob gives); with `diagnose`, a Failed
+    one is classified with its log tail too (launcher.jobs.failures.diagnose reads CloudWatch Logs, and S3 for
+    an out-of-memory failure's plan, never SageMaker)."""
+    if diagnose and record.get("TrainingJobStatus") == JobState.FAILED:
+        from launcher.jobs.failures import diagnose as diagnose_job
+
+        return JobStatus.from_description(record, diagnose_job(clients, record))
+    return JobStatus.from_description(record)
+
+
 def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
          sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
          on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True,
          lookup: Callable[[Clients, str, bool], JobStatus] | None = None, use_search: bool = True) -> list[JobStatus]:
     """Poll every job until each is terminal or `timeout` seconds pass; the last status of each, in order.
 
-    Each poll asks SageMaker Search for the jobs still running (one call per 100 jobs) and describes only
-    those whose status changed since the poll before (or that Search does not return yet, a job created
-    moments ago, or one waiting in a Batch queue; a job that is not found raises JobNotFound); where Search
-    is refused, every running job is described. A job that ends Failed (or stopped by managed spot) is
-    diagnosed once (its failure class from its log tail too). `on_change` gets each status whose (status,
+    Each poll asks SageMaker Search for the jobs still running (one call per 100 jobs): its records carry
+    DescribeTrainingJob's fields, so a job Search returns is never described, whatever its state (a Failed
+    one is diagnosed from its record and its log tail: no SageMaker call); only a job Search does not return
+    yet (created moments ago, or waiting in a Batch queue; one that is not found raises JobNotFound) is
+    described. Where Search is refused, every running job is described. `on_change` gets each status whose (status,
     secondary status) differs from the last one seen. `sleep` and `clock` default to the time module's,
     looked up per call so tests can patch them; `lookup` replaces job_status for the describes
     (launcher.jobs.queued.job_status also knows jobs waiting in a Batch queue)."""
@@ -352,8 +363,8 @@ def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None
             if record is not None and (record.get("TrainingJobStatus"), record.get("SecondaryStatus")) == (
                     None if seen is None else (seen.status, seen.secondary_status)):
                 continue  # unchanged
-            if record is not None and seen is None and record.get("TrainingJobStatus") not in TERMINAL_STATES:
-                now = JobStatus.from_description(record)  # first seen, still running: Search's record will do
+            if record is not None:
+                now = from_record(clients, record, diagnose)
             else:
                 now = lookup(clients, name, diagnose)
             last[name] = now

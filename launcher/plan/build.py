@@ -406,7 +406,8 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
         framework=FrameworkInfo(fw.pytorch, fw.python, fw.smp, image,
                                 requirements(fw.pytorch, spec.model.architecture().type)),
-        distribution=dist, estimator=estimator_args(loaded, name, role, hashed, git_commit(loaded.file), dist),
+        distribution=dist,
+        estimator=estimator_args(loaded, name, role, hashed, git_commit(loaded.file), dist, max_run=ctx.max_run),
         decisions=ctx.decisions, advisories=advisories,
         memory=ctx.memory if ctx.topology_ok else None,
         storage=storage(spec.cluster.volume_size_gb, instance.name, instance.instance_storage_gb),
@@ -431,8 +432,10 @@ def _on_instance(loaded: LoadedSpec, instance_type: str) -> LoadedSpec:
 
 
 def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str, commit: str | None,
-                   dist: Mapping[str, Any]) -> EstimatorArgs:
-    """The Estimator's arguments for the spec; `hashed` (its spec_hash) and `commit` become provenance tags."""
+                   dist: Mapping[str, Any], max_run: int | None = None) -> EstimatorArgs:
+    """The Estimator's arguments for the spec; `hashed` (its spec_hash) and `commit` become provenance tags.
+    `max_run` is the limit the plan decided (the spec's, or one proposed from the prediction where the spec
+    sets none: launcher.rules.engine.Context.max_run); None takes the spec's."""
     spec = loaded.spec
     instance = INSTANCES[spec.cluster.instance_type]
     fw = FRAMEWORKS[spec.framework.pytorch_version]
@@ -445,18 +448,19 @@ def estimator_args(loaded: LoadedSpec, name: str, role: str | None, hashed: str,
     if commit:
         tags.append({"Key": GIT_COMMIT_TAG, "Value": commit})
     cluster = spec.cluster
+    max_run = cluster.max_run if max_run is None else max_run
     kms = cluster.kms_key_id
     return EstimatorArgs(
         entry_point=ENTRY_POINT, source_dir=None, role=role, framework_version=fw.pytorch, py_version=fw.python,
         instance_type=instance.name, instance_count=cluster.instance_count, volume_size=cluster.volume_size_gb,
-        max_run=cluster.max_run, use_spot_instances=cluster.spot,
+        max_run=max_run, use_spot_instances=cluster.spot,
         checkpoint_s3_uri=spec.output.checkpoint_path or f"{output}/checkpoints/{name}",
         checkpoint_local_path=CHECKPOINT_LOCAL_PATH, output_path=output,
         code_location=spec.output.code_path or f"{output}/code", base_job_name=spec.name,
         distribution=dist, hyperparameters=dict(spec.hyperparameters),
         environment=dict(spec.environment), metric_definitions=progress.metric_definitions(), tags=tags,
         image_uri=spec.framework.image_uri or None,
-        max_wait=(cluster.max_wait or cluster.max_run) if cluster.spot else None,
+        max_wait=(cluster.max_wait or max_run) if cluster.spot else None,
         subnets=list(cluster.subnets) if cluster.subnets else None,
         security_group_ids=list(cluster.security_group_ids) if cluster.subnets else None,
         # CreateTrainingJob refuses VolumeKmsKeyId on instances with NVMe instance storage (p4d, p4de, p5):

@@ -11,7 +11,8 @@
   of n instances expects n x hours x 0.05 / 720 interruptions, each costing a start-up and half a
   checkpoint interval of lost steps. Waiting for capacity is not counted (`max_wait` bounds it).
 Cost is instances x hours x the hourly price (launcher.catalog.prices: the fetched cache, else the shipped
-snapshot, each figure with its source and date). Without a price there is no cost, only the reason.
+snapshot, each figure with its source and date; where the job's region has none, the same type's figure from
+another region, named in `price_region` and the source). Without any figure there is no cost, only the reason.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.catalog.prices import hourly_price
+from launcher.catalog.prices import regional_price
 from launcher.predict.model import Workload
 
 STARTUP_SECONDS = 600.0
@@ -84,12 +85,13 @@ class Cost:
     price_date: str | None
     spot: bool
     note: str = ""
+    price_region: str | None = None  # the region the figure is for: another one's where the job's has none
 
     def to_dict(self) -> dict[str, Any]:
         return {"usd": None if self.usd is None else round(self.usd, 2),
                 "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 3),
-                "price_source": self.price_source, "price_date": self.price_date, "spot": self.spot,
-                "note": self.note}
+                "price_source": self.price_source, "price_date": self.price_date,
+                "price_region": self.price_region, "spot": self.spot, "note": self.note}
 
 
 def cost(instance_type: str, instances: int, region: str | None, spot: bool, seconds: float,
@@ -97,11 +99,42 @@ def cost(instance_type: str, instances: int, region: str | None, spot: bool, sec
     kind = "spot" if spot else "on-demand"
     if not region:
         return Cost(None, None, None, None, spot, "no region, so no price: set cluster.region or AWS_REGION")
-    price = hourly_price(instance_type, region, spot=spot, env=env)
-    if price is None:
+    found = regional_price(instance_type, region, spot=spot, env=env)
+    if found is None:
         return Cost(None, None, None, None, spot,
-                    f"no {kind} price for {instance_type} in {region} in the fetched cache or the shipped snapshot; "
-                    "a submit (or its dry run) fetches one")
+                    f"no {kind} price for {instance_type} in any region of the fetched cache or the shipped "
+                    "snapshot; a submit (or its dry run, or `smp-launch prices --refresh`) fetches one")
+    price = found.price
     per_hour = instances * price.usd_per_hour
-    return Cost(per_hour * seconds / 3600, per_hour, price.source, price.date, spot,
-                f"{instances} x {instance_type} at ${price.usd_per_hour:,.3f} an hour ({kind})")
+    return Cost(per_hour * seconds / 3600, per_hour, found.source, price.date, spot,
+                f"{instances} x {instance_type} at ${price.usd_per_hour:,.3f} an hour ({kind})", found.region)
+
+
+# ---- how long SageMaker lets it run (cluster.max_run, cluster.max_wait) ----
+
+MAX_RUN_LIMIT = 28 * 86400  # StoppingCondition.MaxRuntimeInSeconds: at most 28 days (API_StoppingCondition)
+MAX_RUN_MARGIN = 0.10  # the proposal's margin over the band's slow end, start-up and checkpoint writes included
+MAX_RUN_STEP = 900  # proposals are whole quarters of an hour
+
+
+def at_speed(time: TrainingTime, w: Workload, step_seconds: float, checkpoint_every: int,
+             spot: bool) -> TrainingTime:
+    """The same run at another step time (an end of the speed band): the steps, start-up and checkpoint writes
+    stay; the spot allowance follows the new length."""
+    return training_time(w, step_seconds, time.steps, time.steps_from, checkpoint_every, spot)
+
+
+def proposed_max_run(slowest_seconds: float) -> int:
+    """A max_run the prediction fits in: the band's slow end (start-up and checkpoint writes included) plus
+    MAX_RUN_MARGIN, rounded up to a quarter of an hour; never more than SageMaker allows."""
+    wanted = slowest_seconds * (1 + MAX_RUN_MARGIN)
+    return int(min(MAX_RUN_LIMIT, math.ceil(wanted / MAX_RUN_STEP) * MAX_RUN_STEP))
+
+
+def step_reached(time: TrainingTime, limit_seconds: float, checkpoint_seconds_each: float,
+                 checkpoint_every: int) -> int:
+    """About the step a run stopped after `limit_seconds` has reached: start-up first, then steps with their
+    share of the checkpoint writes (at the predicted speed)."""
+    per_step = time.step_seconds + checkpoint_seconds_each / max(1, checkpoint_every)
+    left = limit_seconds - time.startup_seconds
+    return max(0, min(time.steps, int(left // per_step))) if per_step > 0 else 0

@@ -2,9 +2,11 @@
 
 Every layout that fits and passes the rules gets the step-time model's prediction (launcher.predict):
 tokens per second per GPU, MFU, what bounds its step, the time to train a token budget and its cost.
-The default order is the shortest predicted time (`by="cost"`: the cheapest, which on one cluster is the
-same order); layouts whose predicted times differ by less than the model's leave-one-out spread tie, and
-the advice says so. `by="practices"` keeps the order of AWS's best practices ("Starting points" in
+The default order is the shortest predicted time (`by="cost"`: the cheapest, priced as `plan` prices, another
+region's figure where the region has none; a candidate no region prices is refused by name, never ranked by time
+instead); layouts above HEADROOM of a GPU's memory rank after every layout with headroom, and equal figures break
+by cost, then fewer instances. Layouts whose predicted times differ by less than the model's leave-one-out spread
+tie, and the advice says so. `by="practices"` keeps the order of AWS's best practices ("Starting points" in
 https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-best-practices-v2.html): the lowest
 sharding degree that fits, tensor parallelism only when needed, activation offloading before more
 sharding, checkpointing always.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -32,6 +34,10 @@ from launcher.spec.presets import PRESETS
 MAX_BATCH = 16
 ORDERS = ("time", "cost", "practices")
 DEFAULT_TOKENS = 10**12  # the budget times are shown for when none is given: a common pre-training run
+HEADROOM = 0.95  # a layout predicted above this share of a GPU's memory ranks after every one below it
+# A budget longer than SageMaker lets one job run (28 days) is a property of the budget, not of a layout: advise
+# still ranks the layouts, and says so on each (a spec it writes is refused by `plan` until the budget is split).
+LONGER_THAN_ONE_JOB = frozenset({"SMP080"})
 TP_CHOICES = (1, 2, 4, 8)
 INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # The best practices' reference table: (preset, instances) -> (shard, tp, checkpointing, offloading, batch).
@@ -70,6 +76,11 @@ class AdvisedLayout:
     time: TrainingTime | None = None
     cost: Cost | None = None
     ties_with_best: bool = False  # predicted within the model's spread of the best: no real difference
+    tokens: int | None = None  # the token budget the time and cost are for (training.tokens of a written spec)
+    region: str | None = None  # the region the layout was planned (and priced) in
+    max_run: int | None = None  # a limit the prediction fits in (the plan's proposal: launcher.rules.stopping)
+    too_long: str = ""  # why the budget does not fit one job (SMP080), where it does not: true of every layout
+    HEADROOM: ClassVar[float] = HEADROOM  # the share of a GPU's memory above which a layout ranks last
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "warnings", tuple(self.warnings))
@@ -80,6 +91,11 @@ class AdvisedLayout:
         """Fewest warnings (the best practices' own advice, e.g. long context wants TP), checkpointing on, then
         the least tensor parallelism, the lowest sharding degree, no offloading, the largest batch."""
         return (len(self.warnings), not self.checkpointing, self.tp, self.shard, self.offloading, -self.batch)
+
+    @property
+    def headroom(self) -> bool:
+        """Whether the predicted peak leaves more than (1 - HEADROOM) of a GPU's memory free."""
+        return self.memory.utilisation <= HEADROOM
 
     @property
     def time_seconds(self) -> float:
@@ -105,6 +121,11 @@ class AdvisedLayout:
                 "time_to_train": self.time.to_dict() if self.time else None},
             "cost": self.cost.to_dict() if self.cost else None,
             "ties_with_best": self.ties_with_best,
+            "headroom": self.headroom,
+            "tokens": self.tokens,
+            "region": self.region,
+            "max_run": self.max_run,
+            "too_long": self.too_long or None,
         }
 
 
@@ -165,12 +186,15 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                         refused.append(why)
                         continue
                     advisories, ctx = run_rules(spec, budget.region, env=budget.env)
-                    if any(a.is_error for a in advisories):
+                    if any(a.is_error and a.rule not in LONGER_THAN_ONE_JOB for a in advisories):
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
                     warns = tuple(f"{a.rule}: {a.message}" for a in advisories if a.severity is Severity.WARNING)
+                    longer = next((f"{a.rule}: {a.message}" for a in advisories if a.rule in LONGER_THAN_ONE_JOB), "")
                     found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns,
-                                               performance=ctx.performance, time=ctx.training_time, cost=ctx.cost))
+                                               performance=ctx.performance, time=ctx.training_time, cost=ctx.cost,
+                                               tokens=budget.tokens, region=budget.region, max_run=ctx.max_run,
+                                               too_long=longer))
     if not found and refused:
         raise ArgumentError(f"{{tokens}}: no layout can train this budget: {refused[0]}; give a smaller {{tokens}} "
                             "or a longer {seq_length}")
@@ -178,18 +202,24 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
 
 
 def _rank(found: list[AdvisedLayout], by: str) -> list[AdvisedLayout]:
-    """Best first: the best practices' order, or the shortest predicted time (the cheapest with `cost`, where
-    every candidate has a price), the best practices' order breaking exact ties."""
-    practices = _explain(sorted(found, key=lambda c: c.key))
+    """Best first: the best practices' order, or the shortest predicted time (the cheapest with `cost`), every
+    layout with memory headroom before any without, equal figures broken by cost, then fewer instances, then the
+    best practices' order. `cost` with a candidate no price covers is refused (ArgumentError), naming it."""
+    practices = _explain(sorted(found, key=lambda c: (not c.headroom, c.key)))
     if by == "practices" or not practices:
         return practices
-    priced = by == "cost" and all(c.usd is not None for c in practices)
+    if by == "cost":
+        unpriced = [c for c in practices if c.usd is None]
+        if unpriced:
+            why = unpriced[0].cost.note if unpriced[0].cost else "the layout has no prediction"
+            raise ArgumentError(f"{{by}}: cannot rank {len(unpriced)} of {len(practices)} layouts by cost: {why}; "
+                                "or rank them by time")
 
-    def predicted(c: AdvisedLayout) -> float:
-        return c.usd if priced and c.usd is not None else c.time_seconds
+    def order(c: AdvisedLayout) -> tuple[bool, float, float, int]:
+        money = c.usd if c.usd is not None else float("inf")
+        return (not c.headroom, money if by == "cost" else c.time_seconds, money, c.instances)
 
-    ranked = sorted(practices, key=predicted)
-    return _explain_speed(ranked, "cost" if priced else "time", by)
+    return _explain_speed(sorted(practices, key=order), by)
 
 
 def _differences(best: AdvisedLayout, other: AdvisedLayout) -> list[str]:
@@ -213,7 +243,7 @@ def _differences(best: AdvisedLayout, other: AdvisedLayout) -> list[str]:
     return out
 
 
-def _explain_speed(ranked: list[AdvisedLayout], key: str, asked: str) -> list[AdvisedLayout]:
+def _explain_speed(ranked: list[AdvisedLayout], key: str) -> list[AdvisedLayout]:
     """Put the prediction first in each candidate's reasons, say why #1 wins over #2, and mark ties."""
     spread = published_fit().spread
     best = ranked[0]
@@ -226,20 +256,30 @@ def _explain_speed(ranked: list[AdvisedLayout], key: str, asked: str) -> list[Ad
             cost = f", ${c.usd:,.0f}" if c.usd is not None else ""
             reasons.insert(0, f"predicted {p.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (MFU {p.mfu * 100:.1f}%, "
                               f"{p.bound}-bound): {c.time_seconds / 86400:,.1f} days for {c.time.steps:,} steps{cost}")
-            tie = i > 0 and c.time_seconds <= best.time_seconds * (1 + spread)
+            tie = i > 0 and abs(c.time_seconds / best.time_seconds - 1) <= spread
         out.append(replace(c, reasons=tuple(reasons), ties_with_best=tie))
     if len(out) > 1 and best.performance is not None:
         second = out[1]
         slower = second.time_seconds / best.time_seconds - 1
-        why = "; ".join(_differences(best, second)) or "the same layout choices, predicted faster"
-        if second.ties_with_best:
-            verdict = (f"ties with #2 (predicted {slower * 100:.1f}% apart, within the model's leave-one-out spread "
-                       f"of {spread * 100:.1f}%): either will do; {why}")
+        why = "; ".join(_differences(best, second)) or "the same layout choices"
+        tight = best.headroom and not second.headroom
+        if tight:
+            verdict = (f"#2 is predicted {abs(slower) * 100:.1f}% {'slower' if slower >= 0 else 'faster'} but "
+                       f"leaves less than {1 - HEADROOM:.0%} of a GPU's memory free "
+                       f"({second.memory.per_gpu_gb:.1f} of {second.memory.capacity_gb:.0f} GB), so it ranks after "
+                       f"every layout that does; {why}")
+        elif second.ties_with_best:
+            verdict = (f"ties with #2 (predicted {abs(slower) * 100:.1f}% apart, within the model's leave-one-out "
+                       f"spread of {spread * 100:.1f}%; the tie breaks by cost, then fewer instances): either will "
+                       f"do; {why}")
         else:
             verdict = f"predicted {slower * 100:.1f}% faster than #2: {why}"
         order = "cheapest" if key == "cost" else "fastest"
-        note = "" if key == asked else " (no price for every layout, so ranked by time)"
-        out[0] = replace(out[0], reasons=(f"{order} to train{note}: {verdict}", *out[0].reasons))
+        if not best.headroom:
+            order += f" to train (no layout leaves {1 - HEADROOM:.0%} of a GPU's memory free)"
+        else:
+            order += " to train"
+        out[0] = replace(out[0], reasons=(f"{order}: {verdict}", *out[0].reasons))
     return out
 
 
@@ -324,19 +364,33 @@ def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, 
     the repository's schema file, relative to where the spec is written)."""
     import yaml
 
+    from launcher.core.durations import compact
     from launcher.spec.schema import modeline
 
+    cluster: dict[str, Any] = {"instance_type": instance_type, "instance_count": best.instances}
+    if best.region:
+        cluster["region"] = best.region
+    # the limit the prediction fits in (the band's slow end with a margin), as `plan` would propose it
+    cluster["max_run"] = compact(best.max_run) if best.max_run else "1d"
+    training: dict[str, Any] = {"batch_size": best.batch, "precision": precision}
+    if best.tokens:
+        training["tokens"] = best.tokens
     body = {
         "name": re.sub(r"[^a-zA-Z0-9-]", "-", preset)[:47],
         "model": {"preset": preset, "seq_length": seq_length},
-        "cluster": {"instance_type": instance_type, "instance_count": best.instances, "max_run": "1d"},
+        "cluster": cluster,
         "smp": {"hybrid_shard_degree": best.shard, "tensor_parallel_degree": best.tp,
                 "activation_checkpointing": best.checkpointing, "activation_offloading": best.offloading,
                 "delayed_param_init": "auto", "backend": "auto"},
-        "training": {"batch_size": best.batch, "precision": precision},
+        "training": training,
         "data": {"train": "synthetic"},
         "output": {"path": "s3://${SMP_LAUNCH_BUCKET:-my-smp-bucket}/smp"},
     }
     header = modeline(written_to or "job.yaml") + "\n"
     header += "# Written by `smp-launch advise`:\n" + "".join(f"#   - {r}\n" for r in best.reasons)
+    if best.too_long:
+        header += f"#   - refused by `plan` as it stands: {best.too_long}\n"
+    cost = best.cost
+    if cost is not None and cost.usd is not None:
+        header += f"#   - price: {cost.price_source}, {cost.price_date} (`plan` prices this spec the same way)\n"
     return header + yaml.safe_dump(body, sort_keys=False)

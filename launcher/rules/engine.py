@@ -17,6 +17,8 @@ from launcher.rules.memory import MemoryEstimate, ParallelLayout, estimate
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
 
+MAX_SECONDS = 10**9  # longer than any limit SageMaker takes
+
 
 class Severity(StrEnum):
     """How much an advisory weighs, most first: an error blocks submit; a warning and an info advise."""
@@ -163,6 +165,38 @@ class Context:
         how = steps_from(self.spec, self.topology.global_batch_tokens)
         return training_time(self.workload(), perf.step_seconds, t.max_steps, how, t.checkpoint_every,
                              self.spec.cluster.spot)
+
+    @cached_property
+    def time_band(self) -> tuple[TrainingTime, TrainingTime] | None:
+        """The time to train at the speed band's fast and slow ends: (shortest, longest)."""
+        perf, time = self.performance, self.training_time
+        if perf is None or time is None:
+            return None
+        from launcher.predict.budget import at_speed
+
+        low, high = perf.band
+        tokens = perf.step_seconds * perf.tokens_per_second_per_gpu  # per GPU a step
+        every, spot = self.spec.training.checkpoint_every, self.spec.cluster.spot
+        return (at_speed(time, self.workload(), tokens / high, every, spot),
+                at_speed(time, self.workload(), tokens / low, every, spot))
+
+    @property
+    def max_run_set(self) -> bool:
+        """Whether the spec (or a --set) gives cluster.max_run; without it the plan proposes one."""
+        return "max_run" in self.spec.cluster.model_fields_set
+
+    @cached_property
+    def max_run(self) -> int:
+        """The MaxRuntimeInSeconds the job gets: the spec's, else the one proposed from the prediction (the
+        band's slow end with a margin), else the spec's default where nothing is predicted."""
+        band, wait = self.time_band, self.spec.cluster.max_wait
+        if self.max_run_set:
+            return self.spec.cluster.max_run
+        if band is None:
+            return min(self.spec.cluster.max_run, wait or self.spec.cluster.max_run)
+        from launcher.predict.budget import proposed_max_run
+
+        return min(proposed_max_run(band[1].total_seconds), wait or MAX_SECONDS)
 
     @cached_property
     def cost(self) -> Cost | None:

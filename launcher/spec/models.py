@@ -295,7 +295,8 @@ class ClusterSpec(_Section):
                     "SageMaker has no capacity for one, submit moves to the next that fits.")
     instance_count: Count = Field(1, le=1024)
     volume_size_gb: Count = Field(400, le=16384)
-    max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days).")
+    max_run: Duration = Field(86400, le=28 * 86400, description="Longest the job may run (SageMaker allows 28 days); "
+                                  "without it the plan proposes one from its predicted time.")
     spot: StrictBool = Field(False, description="Managed spot training; checkpoints make interruptions resumable.")
     max_wait: Optional[Duration] = Field(None, description="Spot only: run time plus time waiting for capacity.")
     region: Optional[Annotated[str, Field(pattern=REGION_PATTERN)]] = Field(
@@ -347,7 +348,7 @@ class ClusterSpec(_Section):
                                  "is the job's) or add it to the list")
         if self.max_wait is not None and not self.spot:
             raise ValueError("max_wait only applies to spot training; set spot: true or drop max_wait")
-        if self.max_wait is not None and self.max_wait < self.max_run:
+        if self.max_wait is not None and "max_run" in self.model_fields_set and self.max_wait < self.max_run:
             raise ValueError(f"max_wait ({self.max_wait}s) must be at least max_run ({self.max_run}s)")
         if bool(self.subnets) != bool(self.security_group_ids):
             raise ValueError("a VPC needs both subnets and security_group_ids")
