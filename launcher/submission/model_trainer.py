@@ -129,7 +129,8 @@ def build(plan: Plan, source_uri: str, role_arn: str, clients: Clients, api: Tra
     staged = _staged_in_code_location(api.ModelTrainer)
     with sdk.no_sdk_defaults():
         trainer = staged(
-            sagemaker_session=sdk_session or session(api, plan, clients), role=role_arn, base_job_name=plan.base_job_name,
+            sagemaker_session=sdk_session or session(api, plan, clients), role=role_arn,
+            base_job_name=plan.base_job_name,
             training_image=plan.framework.image_uri,
             source_code=api.SourceCode(source_dir=source_uri, entry_script=est.entry_point, requirements=REQUIREMENTS),
             distributed=api.Torchrun(smp=api.SMP(**{k: v for k, v in params.items() if v is not None})),
