@@ -24,8 +24,7 @@ import functools
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from launcher.core.errors import LauncherError
 from launcher.orchestrate.pipeline_params import MAX_STEPS_ENV, channel_field
@@ -45,13 +44,12 @@ SKIPPED = ("__pycache__",)
 UPLOAD_ARGS = ("ServerSideEncryption", "SSEKMSKeyId")
 
 
-@dataclass(frozen=True)
-class Drivers:
+class Drivers(NamedTuple):
     """One step's drivers as ModelTrainer wrote them: the folder they go to, their files, their encryption."""
 
     uri: str
     files: Mapping[str, bytes]
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str]
 
 
 def drivers_folder(code_location: str, files: Mapping[str, bytes]) -> str:
