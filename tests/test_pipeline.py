@@ -164,6 +164,19 @@ def driver_keys(s3, uri):
     return {o["Key"][len(prefix) + 1:] for o in listed}
 
 
+def test_a_definition_makes_no_aws_call_and_is_the_same_every_time(moto_world):
+    from launcher.core.aws import recording
+
+    clients = Clients(region="us-west-2")
+    plans = [plan(), plan(*FINE_TUNE)]
+    with recording(clients) as calls:
+        first = pipeline_definition(plans, "pure", role_arn=moto_world.arns[PIPELINE_ROLE], clients=clients)
+        again = pipeline_definition(plans, "pure", role_arn=moto_world.arns[PIPELINE_ROLE], clients=clients)
+    assert calls == [] and first == again
+    objects = moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    assert objects == []
+
+
 def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
     s3 = moto_world.session.client("s3")
     plans = [plan(), plan(*FINE_TUNE)]
