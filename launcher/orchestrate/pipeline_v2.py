@@ -18,8 +18,6 @@ from launcher.submission import estimator as backend
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
 
-LINE = "SageMaker SDK 2.x (sagemaker.workflow, the PyTorch Estimator)"
-
 
 class Workflow:
     """SDK 2.x's workflow classes, and a step's arguments from the plan's Estimator (no AWS call)."""

@@ -37,7 +37,6 @@ from launcher.submission import model_trainer, sdk
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
 
-LINE = "SageMaker SDK 3.x (sagemaker.mlops.workflow, ModelTrainer)"
 DIGEST_CHARS = 24  # as the source tarball's folder (launcher.render.source.code_uri)
 SKIPPED = ("__pycache__",)
 # What the SDK may ask an upload to carry (server-side encryption with the output KMS key); anything else is refused.
