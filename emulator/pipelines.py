@@ -7,7 +7,12 @@ Pipelines does (https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage
 - expressions: `Get` of Parameters.*, Execution.PipelineExecutionId and Steps.<name>.<property> (a finished
   step's ModelArtifacts and CheckpointConfig), and `Std:Join`;
 - a step starts when the steps it depends on succeeded; its job is a real emulated job (emulator.scenario), so
-  it takes time on the emulator clock and can fail as scripted;
+  it takes time on the emulator clock and can fail as scripted; the request it was created with is kept where
+  submit's are (emulator.sagemaker.received), Environment included, which moto's job does not keep;
+- a step whose S3 input channel names a prefix with no object under it starts no job and fails, as
+  CreateTrainingJob refuses such a request ("No S3 objects found under S3 URL ... given in input data source":
+  https://github.com/aws/amazon-sagemaker-examples/issues/2267); a channel an earlier step's output feeds is
+  not checked (the emulated jobs write no model artefact);
 - RetryPolicies: a failed job whose reason names a capacity shortage, an internal error or a resource limit is
   started again while the matching policy allows (SageMaker.CAPACITY_ERROR, JOB_INTERNAL_ERROR, RESOURCE_LIMIT);
 - CacheConfig: a step whose cache-key attributes resolve to those of an earlier successful run of the same step
@@ -149,7 +154,28 @@ def _job_name(run: ExecutionRun, step: StepRun) -> str:
     return f"pipelines-{exec_id}-{step.name}"[:56] + f"-{step.attempts:02d}"[-7:]
 
 
+def _empty_channel(backend: Any, unresolved: dict[str, Any], args: dict[str, Any]) -> str | None:
+    """SageMaker's refusal of a request whose S3Prefix channel has no object under it (None: every channel has)."""
+    from emulator.failures import _s3
+
+    for raw, channel in zip(unresolved.get("InputDataConfig") or [], args.get("InputDataConfig") or [], strict=False):
+        source = channel.get("DataSource", {}).get("S3DataSource", {})
+        if source.get("S3DataType", "S3Prefix") != "S3Prefix" or '"Steps.' in json.dumps(raw):
+            continue
+        uri = str(source.get("S3Uri", ""))
+        bucket, _, prefix = uri[len("s3://"):].partition("/")
+        found = _s3(backend.account_id).buckets.get(bucket)
+        if found is None or not any(key.startswith(prefix) for key in list(found.keys.keys())):
+            return (f"No S3 objects found under S3 URL \"{uri}\" given in input data source. Please ensure that the "
+                    f"bucket exists in the selected region ({backend.region_name}), that objects exist under that S3 "
+                    f"prefix, and that the role \"{args.get('RoleArn', '')}\" has \"s3:ListBucket\" permissions on "
+                    f"bucket \"{bucket}\".")
+    return None
+
+
 def _start(backend: Any, run: ExecutionRun, step: StepRun, steps: dict[str, StepRun]) -> None:
+    from emulator.sagemaker import RECEIVED
+
     args = resolve(step.arguments, run, steps)
     step.started = step.started or core.now()
     if step.cache and step.cache.get("Enabled"):
@@ -160,7 +186,13 @@ def _start(backend: Any, run: ExecutionRun, step: StepRun, steps: dict[str, Step
             step.ended = core.now()
             return
     step.attempts += 1
+    refused = _empty_channel(backend, step.arguments, args)
+    if refused:
+        step.status, step.failure, step.ended = "Failed", refused, core.now()
+        run.status, run.failure = "Failed", f"Step failure: One or multiple steps failed. {refused}"
+        return
     step.job_name = _job_name(run, step)
+    RECEIVED[step.job_name] = {"TrainingJobName": step.job_name, **args}
     backend.create_training_job(
         training_job_name=step.job_name, hyper_parameters=args.get("HyperParameters", {}),
         algorithm_specification=args.get("AlgorithmSpecification", {}), role_arn=args.get("RoleArn", ""),

@@ -1,23 +1,35 @@
 """`pipeline`: a SageMaker Pipeline of TrainingSteps built by the SDK's workflow classes, upserted to moto.
 
+On whichever SDK line is installed: the PyTorch Estimator's steps in `sagemaker.workflow` on 2.x, ModelTrainer's
+in `sagemaker.mlops.workflow` on 3.x (PIPELINE_BACKEND, what `cluster.backend: auto` is there); ModelTrainer on 2.x,
+and two backends in one pipeline, are refused.
+
 The contract: each step's Arguments are the plan's predicted CreateTrainingJob request (the one submit's
 contract test holds the SDK to), less what a pipeline legitimately decides at run time (see expected_arguments).
 """
 import json
+import re
 
 import pytest
 from botocore.exceptions import ClientError
 
 from launcher.core.aws import AwsError, Clients
 from launcher.core.errors import SpecError, UsageError
+from launcher.core.sdk import BackendKind
 from launcher.orchestrate.pipeline import _pipeline_error, pipeline_definition, step_names, upsert_pipeline
 from launcher.orchestrate.pipeline_params import MAX_STEPS_ENV
 from launcher.plan.build import build_plan
+from launcher.plan.request import MT_DRIVERS_CHANNEL
 from launcher.spec import load_spec
 from launcher.submission.role import PIPELINE_JOB_ACTIONS, RoleRefused
 from tests.aws_setup import ACCOUNT, BUCKET, TRUST_SAGEMAKER, create_world, job_policy
-from tests.conftest import JOBS, refusing
+from tests.conftest import BACKENDS, JOBS, SDK_MAJOR, TELEMETRY, needs_v2, refusing
 from tests.test_submit import VARIANTS
+
+# The backend that builds a pipeline's steps on this SDK line (SDK 2.x's ModelTrainer cannot: see the refusals).
+PIPELINE_BACKEND = BackendKind.ESTIMATOR if SDK_MAJOR == 2 else BackendKind.MODEL_TRAINER
+needs_v3 = pytest.mark.skipif(SDK_MAJOR < 3, reason="ModelTrainer builds pipeline steps on SageMaker SDK 3.x only")
+DRIVER_FILES = 5  # at least: sm_train.sh, sourcecode.json, distributed.json, environment.py, torchrun_driver.py
 
 FINE_TUNE = ["smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"]
 
@@ -49,24 +61,41 @@ def plan(*overrides, job="llama7b.yaml"):
     return build_plan(load_spec(JOBS / job, [f"role={PIPELINE_ROLE}", *overrides]), region="us-west-2")
 
 
-def expected_arguments(p, role_arn):
+def drivers_of(step):
+    """Where a ModelTrainer step's `sm_drivers` channel reads its drivers (None: a step without one)."""
+    found = [c["DataSource"]["S3DataSource"]["S3Uri"] for c in step["Arguments"].get("InputDataConfig", [])
+             if c["ChannelName"] == MT_DRIVERS_CHANNEL]
+    return found[0] if found else None
+
+
+def expected_arguments(p, role_arn, drivers=None):
     """The plan's predicted request as a pipeline step runs it with its parameters' defaults. What the pipeline
-    owns:
+    owns, on both backends:
     - TrainingJobName: the pipeline names each job when it runs (a step has no name of its own to give);
-    - HyperParameters.sagemaker_job_name: the SDK writes the job name there only when it names the job;
     - Environment.SMP_LAUNCH_MAX_STEPS: the MaxSteps parameter reaches the script there;
-    - HyperParameters.sagemaker_instance_type: the SDK JSON-encodes a plain value there but writes a parameter
-      as it is (the training toolkit reads either: a value that is not JSON is taken as the string);
     - CheckpointConfig.S3Uri (only where the spec names no checkpoint_path): the plan's default folder is
       named after its job; a step's is named after the pipeline execution (EXEC here), so a later execution
-      does not resume from an earlier one's checkpoints."""
+      does not resume from an earlier one's checkpoints.
+    The Estimator's (SDK 2.x):
+    - HyperParameters.sagemaker_job_name: the SDK writes the job name there only when it names the job;
+    - HyperParameters.sagemaker_instance_type: the SDK JSON-encodes a plain value there but writes a parameter
+      as it is (the training toolkit reads either: a value that is not JSON is taken as the string).
+    ModelTrainer's (SDK 3.x):
+    - InputDataConfig's sm_drivers S3Uri (`drivers`, checked here for its form): a job's drivers lie under its
+      job name; a step's, in a folder of the code location named after their content
+      (`<code location>/<24 hex digits>/sm_drivers`), the same for every build of the same step."""
     request = p.request_for(role_arn)
     request.pop("TrainingJobName")
-    request["HyperParameters"].pop("sagemaker_job_name")
     request.setdefault("Environment", {})[MAX_STEPS_ENV] = str(p.spec.training.max_steps)
     hp = request["HyperParameters"]
-    if "sagemaker_instance_type" in hp:
+    if p.backend.kind is BackendKind.ESTIMATOR:
+        hp.pop("sagemaker_job_name")
         hp["sagemaker_instance_type"] = json.loads(hp["sagemaker_instance_type"])
+    else:
+        code = re.escape(p.estimator.code_location.rstrip("/"))
+        assert re.fullmatch(rf"{code}/[0-9a-f]{{24}}/{MT_DRIVERS_CHANNEL}", str(drivers)), drivers
+        channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == MT_DRIVERS_CHANNEL)
+        channel["DataSource"]["S3DataSource"]["S3Uri"] = drivers
     if not p.spec.output.checkpoint_path:
         base = f"{p.spec.output.path.rstrip('/')}/checkpoints/{p.base_job_name}"
         request["CheckpointConfig"]["S3Uri"] = f"{base}/EXEC"
@@ -92,8 +121,8 @@ def test_each_step_is_the_plans_predicted_request(moto_world, variant):
     steps = definition["Steps"]
     assert [s["Name"] for s in steps] == step_names(plans) == ["llama2-7b", "llama2-7b-2"]
     for p, step in zip(plans, steps, strict=True):
-        assert step["Type"] == "Training"
-        assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
+        assert step["Type"] == "Training" and p.backend.kind is PIPELINE_BACKEND
+        assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE], drivers_of(step))
     assert "DependsOn" not in steps[0] and steps[1]["DependsOn"] == ["llama2-7b"]
 
 
@@ -103,7 +132,7 @@ def test_a_checkpoint_path_the_spec_sets_is_kept(moto_world):
                                      clients=Clients(region="us-west-2"))
     step = definition["Steps"][0]
     assert step["Arguments"]["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/ckpt/shared"
-    assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE])
+    assert resolved(definition, step) == expected_arguments(p, moto_world.arns[PIPELINE_ROLE], drivers_of(step))
 
 
 def test_steps_run_in_the_order_given(moto_world):
@@ -121,29 +150,65 @@ def test_the_api_gives_the_definition_it_would_upsert(moto_world):
     definition = launcher.pipeline_definition(plans, "from-the-api", role_arn=moto_world.arns[PIPELINE_ROLE],
                                               clients=Clients(region="us-west-2"))
     assert [s["Name"] for s in definition["Steps"]] == ["llama2-7b", "llama2-7b-2"]
-    assert resolved(definition, definition["Steps"][1]) == expected_arguments(plans[1], moto_world.arns[PIPELINE_ROLE])
+    second = definition["Steps"][1]
+    assert resolved(definition, second) == expected_arguments(plans[1], moto_world.arns[PIPELINE_ROLE],
+                                                              drivers_of(second))
     assert definition == pipeline_definition(plans, "from-the-api", role_arn=moto_world.arns[PIPELINE_ROLE],
                                              clients=Clients(region="us-west-2"))
 
 
+def driver_keys(s3, uri):
+    """The object keys under a drivers folder, relative to it."""
+    bucket, prefix = uri[len("s3://"):].split("/", 1)
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/").get("Contents", [])
+    return {o["Key"][len(prefix) + 1:] for o in listed}
+
+
+def test_a_definition_makes_no_aws_call_and_is_the_same_every_time(moto_world):
+    from launcher.core.aws import recording
+
+    clients = Clients(region="us-west-2")
+    plans = [plan(), plan(*FINE_TUNE)]
+    with recording(clients) as calls:
+        first = pipeline_definition(plans, "pure", role_arn=moto_world.arns[PIPELINE_ROLE], clients=clients)
+        again = pipeline_definition(plans, "pure", role_arn=moto_world.arns[PIPELINE_ROLE], clients=clients)
+    assert calls == [] and first == again
+    objects = moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    assert objects == []
+
+
 def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
+    s3 = moto_world.session.client("s3")
     plans = [plan(), plan(*FINE_TUNE)]
     first = upsert_pipeline(plans, "pretrain-then-tune", clients=Clients(region="us-west-2"))
     writes = [c for c in first.aws_calls if not c.split(".")[1].startswith(("Get", "Head", "List", "Describe",
                                                                              "Simulate"))]
-    assert writes == ["s3.PutObject", "s3.PutObject", "sagemaker.CreatePipeline"], first.aws_calls
+    # ModelTrainer's drivers too (each step's: its SMP config differs), before the pipeline that reads them
+    folders = [drivers_of(s) for s in first.definition["Steps"] if drivers_of(s)]
+    drivers = sum(len(driver_keys(s3, f)) for f in set(folders))
+    assert len(set(folders)) == (2 if PIPELINE_BACKEND is BackendKind.MODEL_TRAINER else 0)
+    assert drivers == 0 or drivers >= 2 * DRIVER_FILES
+    assert writes == ["s3.PutObject"] * (2 + drivers) + ["sagemaker.CreatePipeline"], first.aws_calls
+    assert set(first.uploaded) == {p.source.uri for p in plans} | set(folders)
     described = moto_world.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
     assert described["PipelineArn"] == first.arn and described["RoleArn"] == moto_world.arns[PIPELINE_ROLE]
     assert json.loads(described["PipelineDefinition"]) == first.definition
     for p in plans:  # the steps' source tarballs are there
         bucket, key = p.source.uri[5:].split("/", 1)
-        assert moto_world.session.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read() == p.source.tarball
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == p.source.tarball
 
     again = upsert_pipeline([plan(), plan("training.batch_size=2")], "pretrain-then-tune",
                             clients=Clients(region="us-west-2"))
     assert again.arn == first.arn and "sagemaker.UpdatePipeline" in again.aws_calls
-    assert "s3.PutObject" in again.aws_calls  # only the changed spec's tarball is new
-    assert again.aws_calls.count("s3.PutObject") == 1
+    # only the changed spec's tarball is new, and on ModelTrainer the drivers naming it (sourcecode.json does);
+    # the unchanged step's drivers are there already
+    new = {drivers_of(s) for s in again.definition["Steps"] if drivers_of(s)} - set(folders)
+    assert len(new) == len(set(folders)) // 2
+    assert not folders or drivers_of(again.definition["Steps"][0]) == folders[0]
+    assert again.aws_calls.count("s3.PutObject") == 1 + sum(len(driver_keys(s3, f)) for f in new)
+    assert set(again.uploaded) == {plan("training.batch_size=2").source.uri} | new
+    for folder in folders:  # an execution of the earlier definition still finds its drivers
+        assert "sm_train.sh" in driver_keys(s3, folder)
     described = moto_world.sagemaker.describe_pipeline(PipelineName="pretrain-then-tune")
     assert json.loads(described["PipelineDefinition"]) == again.definition != first.definition
     tags = moto_world.sagemaker.list_tags(ResourceArn=first.arn)["Tags"]
@@ -153,10 +218,120 @@ def test_upsert_creates_then_updates_the_pipeline_in_moto(moto_world):
 def test_dry_run_writes_nothing(moto_world):
     result = upsert_pipeline([plan()], "dry", dry_run=True, clients=Clients(region="us-west-2"))
     assert result.arn is None and result.definition["Steps"][0]["Name"] == "llama2-7b"
-    assert result.region == "us-west-2"
+    assert result.region == "us-west-2" and result.uploaded == ()
     assert not [c for c in result.aws_calls if c.endswith(("PutObject", "CreatePipeline", "UpdatePipeline"))]
     with pytest.raises(ClientError):
         moto_world.sagemaker.describe_pipeline(PipelineName="dry")
+    objects = moto_world.session.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    assert objects == []  # no tarball, no driver
+
+
+@needs_v3
+def test_a_dry_run_names_the_drivers_the_upsert_then_puts_there(moto_world):
+    """ModelTrainer writes its drivers while its request is built: in a dry run they stay in memory, and the
+    definition already names the folder the real upsert puts them in (the same definition, byte for byte)."""
+    s3 = moto_world.session.client("s3")
+    dry = upsert_pipeline([plan()], "drivers", dry_run=True, clients=Clients(region="us-west-2"))
+    folder = drivers_of(dry.definition["Steps"][0])
+    assert driver_keys(s3, folder) == set()
+    real = upsert_pipeline([plan()], "drivers", clients=Clients(region="us-west-2"))
+    assert real.definition == dry.definition and folder in real.uploaded
+    keys = driver_keys(s3, folder)
+    assert {"sm_train.sh", "sourcecode.json", "distributed.json"} <= keys and len(keys) >= DRIVER_FILES
+    assert not [k for k in keys if "__pycache__" in k]
+    again = upsert_pipeline([plan()], "drivers", clients=Clients(region="us-west-2"))
+    assert again.definition == real.definition and again.uploaded == ()  # content-identical: not put twice
+    assert again.aws_calls.count("s3.PutObject") == 0
+
+
+@needs_v3
+def test_a_steps_drivers_are_the_ones_submit_uploads_for_the_same_plan(moto_world):
+    """The drivers are ModelTrainer's own: the files submit's request puts under the job's name are the step's,
+    less the SDK's compiled __pycache__ copies."""
+    from launcher.plan.request import drivers_uri
+    from launcher.submission import model_trainer
+
+    s3 = moto_world.session.client("s3")
+    p = plan()
+    clients = Clients(region="us-west-2")
+    result = upsert_pipeline([p], "same-drivers", clients=clients)
+    model_trainer.build_request(p, p.source.uri, result.role_arn, clients)  # uploads submit's drivers
+
+    def files(uri):
+        bucket, prefix = uri[len("s3://"):].split("/", 1)
+        return {k: s3.get_object(Bucket=bucket, Key=f"{prefix}/{k}")["Body"].read() for k in driver_keys(s3, uri)}
+
+    submitted = {k: v for k, v in files(drivers_uri(p)).items() if "__pycache__" not in k}
+    assert files(drivers_of(result.definition["Steps"][0])) == submitted and len(submitted) >= DRIVER_FILES
+
+
+@needs_v3
+def test_drivers_go_up_with_the_specs_kms_key(moto_world):
+    result = upsert_pipeline([plan("cluster.kms_key_id=alias/smp")], "kms", skip_role_check=True,
+                             clients=Clients(region="us-west-2"))
+    folder = drivers_of(result.definition["Steps"][0])
+    bucket, prefix = folder[len("s3://"):].split("/", 1)
+    head = moto_world.session.client("s3").head_object(Bucket=bucket, Key=f"{prefix}/sm_train.sh")
+    assert head["ServerSideEncryption"] == "aws:kms" and head["SSEKMSKeyId"].endswith("alias/smp")
+
+
+# -- which backend builds a pipeline, on which SDK line ----------------------------------------------------------
+
+@pytest.mark.parametrize("kind", BACKENDS, ids=str)
+def test_a_backend_builds_a_pipeline_or_says_which_line_it_needs(moto_world, kind):
+    """On SDK 2.x the Estimator builds steps and ModelTrainer is refused; on 3.x ModelTrainer builds them."""
+    p = plan(f"cluster.backend={kind}")
+    clients = Clients(region="us-west-2")
+    if kind is PIPELINE_BACKEND:
+        steps = pipeline_definition([p], "lines", role_arn=moto_world.arns[PIPELINE_ROLE], clients=clients)["Steps"]
+        assert (drivers_of(steps[0]) is not None) == (kind is BackendKind.MODEL_TRAINER)
+        return
+    with pytest.raises(UsageError) as refused:
+        upsert_pipeline([p], "lines", clients=clients)
+    text = str(refused.value)
+    assert refused.value.exit_code == 2 and "\n" not in text
+    assert text.startswith(f"{p.spec_file}: cluster.backend: model-trainer cannot build a pipeline step on "
+                           "sagemaker 2.")
+    assert "set cluster.backend: estimator, or install SageMaker SDK 3.x" in text
+
+
+def test_nothing_is_read_or_written_before_a_backend_is_refused(moto_world):
+    from launcher.core.aws import recording
+
+    other = BackendKind.MODEL_TRAINER if PIPELINE_BACKEND is BackendKind.ESTIMATOR else BackendKind.ESTIMATOR
+    clients = Clients(region="us-west-2")
+    with recording(clients) as calls, pytest.raises(UsageError):
+        upsert_pipeline([plan(f"cluster.backend={other}")], "refused", clients=clients)
+    assert calls == []
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+@needs_v2
+def test_two_backends_in_one_pipeline_are_refused(moto_world):
+    plans = [plan(), plan("cluster.backend=model-trainer", *FINE_TUNE)]
+    with pytest.raises(UsageError) as refused:
+        pipeline_definition(plans, "mixed", role_arn=moto_world.arns[PIPELINE_ROLE],
+                            clients=Clients(region="us-west-2"))
+    assert str(refused.value) == (
+        f"{plans[1].spec_file}: cluster.backend: model-trainer here but estimator in {plans[0].spec_file}: one "
+        "backend builds every step of a pipeline; set the same cluster.backend in every spec")
+
+
+@pytest.mark.skipif(SDK_MAJOR < 3, reason="the Estimator is missing only from SageMaker SDK 3.x")
+def test_the_estimator_on_sdk3_is_refused_naming_the_backend_that_builds(moto_world, run_cli):
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "estimator", "--set", f"role={PIPELINE_ROLE}",
+                     "--set", "cluster.backend=estimator", "--dry-run")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1 and "set cluster.backend: model-trainer" in result.err
+
+
+@needs_v2
+def test_cli_refuses_model_trainer_on_sdk2_in_one_line(moto_world, run_cli):
+    result = run_cli("pipeline", str(JOBS / "llama7b.yaml"), "--name", "mt", "--set", f"role={PIPELINE_ROLE}",
+                     "--set", "cluster.backend=model-trainer")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1 and "cluster.backend: estimator" in result.err
+    assert moto_world.sagemaker.list_pipelines()["PipelineSummaries"] == []
 
 
 def test_a_plan_the_advisor_refuses_stops_the_pipeline_before_any_write(moto_world):
@@ -336,18 +511,28 @@ def test_without_role_the_first_specs_role_runs_every_step(moto_world):
 
 
 def test_no_telemetry_leaves_while_building_and_upserting(moto_world, monkeypatch):
-    from launcher.submission import estimator
+    import importlib
 
-    estimator.import_sdk()
-    from sagemaker.telemetry import telemetry_logging
+    from launcher.submission import estimator, model_trainer, sdk
 
+    if SDK_MAJOR == 2:
+        estimator.import_sdk()
+        from sagemaker.workflow.pipeline import Pipeline
+
+        session = estimator.session(moto_world.session, moto_world.sagemaker, pipeline=True)
+    else:
+        model_trainer.import_sdk()
+        from sagemaker.core.workflow.pipeline_context import PipelineSession
+        from sagemaker.mlops.workflow.pipeline import Pipeline
+
+        with sdk.no_sdk_defaults():
+            session = PipelineSession(boto_session=moto_world.session, sagemaker_client=moto_world.sagemaker)
+    telemetry_logging = importlib.import_module(TELEMETRY)
     sent = []
     monkeypatch.setattr(telemetry_logging, "_send_telemetry_request", lambda *a, **_: sent.append(a))
     upsert_pipeline([plan()], "quiet", clients=Clients(region="us-west-2"))
     assert sent == []
-    from sagemaker.workflow.pipeline import Pipeline  # the control: the SDK's own create does send
-
-    pipeline = Pipeline(name="loud", steps=[],
-                        sagemaker_session=estimator.session(moto_world.session, moto_world.sagemaker, pipeline=True))
+    pipeline = Pipeline(name="loud", steps=[], sagemaker_session=session)  # the control: the SDK's own create sends
+    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")
     pipeline.create(role_arn=moto_world.arns[PIPELINE_ROLE])
     assert sent

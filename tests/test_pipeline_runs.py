@@ -1,5 +1,6 @@
 """Pipelines a team runs more than once: parameters, retry policies, caching, a step fed by an earlier step's model,
-and executions that run on the emulator (emulator/pipelines.py) with the values they were started with."""
+and executions that run on the emulator (emulator/pipelines.py) with the values they were started with; on either
+SDK line (the Estimator's steps on 2.x, ModelTrainer's on 3.x: tests/test_pipeline.py)."""
 import json
 
 import pytest
@@ -9,7 +10,8 @@ from launcher.core.errors import UsageError
 from launcher.orchestrate.pipeline import iso_duration, pipeline_definition, upsert_pipeline
 from launcher.orchestrate.pipeline_params import MAX_STEPS_ENV, check_values, pipeline_parameters
 from launcher.orchestrate.retry import RetryPolicy
-from tests.test_pipeline import FINE_TUNE, PIPELINE_ROLE, pipeline_world, plan
+from tests.aws_setup import BUCKET
+from tests.test_pipeline import FINE_TUNE, PIPELINE_ROLE, drivers_of, needs_v3, pipeline_world, plan
 
 REGION = "us-west-2"
 
@@ -177,6 +179,7 @@ def _run_to_end(sm, arn, clock, limit=200):
 
 def test_an_execution_runs_each_step_and_feeds_the_next_the_model(moto_world, clock):
     import emulator
+    from emulator.sagemaker import received
 
     emulator.set_default({})
     sm = moto_world.sagemaker
@@ -187,13 +190,12 @@ def test_an_execution_runs_each_step_and_feeds_the_next_the_model(moto_world, cl
     pretrain, tune = _job(sm, first.execution_arn, "llama2-7b"), _job(sm, first.execution_arn, "llama2-7b-2")
     assert pretrain["ResourceConfig"]["InstanceType"] == plans[0].instance_type
     assert pretrain["ResourceConfig"]["InstanceCount"] == plans[0].instance_count
-    env = pretrain["Environment"] if "Environment" in pretrain else pretrain["HyperParameters"]
+    assert received(pretrain["TrainingJobName"])["Environment"][MAX_STEPS_ENV] == str(plans[0].spec.training.max_steps)
     assert tune["CreationTime"] >= pretrain["TrainingEndTime"]
     fed = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in tune["InputDataConfig"]}
     assert fed["from_step"] == pretrain["ModelArtifacts"]["S3ModelArtifacts"]
     ckpt = pretrain["CheckpointConfig"]["S3Uri"]
     assert ckpt.endswith(first.execution_arn.rsplit("/", 1)[1])
-    del env
 
     second = upsert_pipeline(plans, "pretrain-then-tune", clients=clients(), start=True,
                              parameters={"llama2-7b-InstanceCount": "4", "llama2-7b-MaxSteps": "50",
@@ -202,10 +204,52 @@ def test_an_execution_runs_each_step_and_feeds_the_next_the_model(moto_world, cl
     assert _run_to_end(sm, second.execution_arn, clock) == "Succeeded"
     again = _job(sm, second.execution_arn, "llama2-7b")
     assert again["ResourceConfig"]["InstanceCount"] == 4
+    assert received(again["TrainingJobName"])["Environment"][MAX_STEPS_ENV] == "50"
+    assert received(_job(sm, second.execution_arn, "llama2-7b-2")["TrainingJobName"])["Environment"][
+        MAX_STEPS_ENV] == "20"
     assert again["TrainingJobName"] != pretrain["TrainingJobName"]
     assert again["CheckpointConfig"]["S3Uri"] != ckpt  # a new execution does not resume the last one's checkpoints
     given = sm.list_pipeline_parameters_for_execution(PipelineExecutionArn=second.execution_arn)
     assert {p["Name"]: p["Value"] for p in given["PipelineParameters"]}["llama2-7b-MaxSteps"] == "50"
+
+
+def test_a_step_whose_channel_is_empty_fails_as_create_training_job_refuses_it(moto_world, clock):
+    """The emulator holds each step's S3 channels to what SageMaker checks: objects under the prefix. The control:
+    the same pipeline runs once the data is there."""
+    import emulator
+
+    emulator.set_default({})
+    sm, s3 = moto_world.sagemaker, moto_world.session.client("s3")
+    result = upsert_pipeline([plan(f"data.train=s3://{BUCKET}/tokens/")], "empty", clients=clients(), start=True)
+    assert _run_to_end(sm, result.execution_arn, clock) == "Failed"
+    reason = sm.describe_pipeline_execution(PipelineExecutionArn=result.execution_arn)["FailureReason"]
+    assert f'No S3 objects found under S3 URL "s3://{BUCKET}/tokens/" given in input data source' in reason
+    assert "Metadata" not in _steps(sm, result.execution_arn)[0]  # no job was started
+    s3.put_object(Bucket=BUCKET, Key="tokens/part-0.bin", Body=b"tokens")
+    again = upsert_pipeline([plan(f"data.train=s3://{BUCKET}/tokens/")], "empty", clients=clients(), start=True)
+    assert _run_to_end(sm, again.execution_arn, clock) == "Succeeded"
+
+
+@needs_v3
+def test_a_model_trainer_step_runs_only_with_its_drivers_in_place(moto_world, clock):
+    """A ModelTrainer step reads its drivers from the folder its definition names: an execution that finds them
+    gone fails there, so the executions above that succeed had theirs."""
+    import emulator
+
+    emulator.set_default({})
+    sm, s3 = moto_world.sagemaker, moto_world.session.client("s3")
+    result = upsert_pipeline([plan()], "drivers", clients=clients())
+    folder = drivers_of(result.definition["Steps"][0])
+    bucket, prefix = folder[len("s3://"):].split("/", 1)
+    for obj in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]:
+        s3.delete_object(Bucket=bucket, Key=obj["Key"])
+    arn = sm.start_pipeline_execution(PipelineName="drivers")["PipelineExecutionArn"]
+    assert _run_to_end(sm, arn, clock) == "Failed"
+    reason = sm.describe_pipeline_execution(PipelineExecutionArn=arn)["FailureReason"]
+    assert f'No S3 objects found under S3 URL "{folder}"' in reason
+    assert upsert_pipeline([plan()], "drivers", clients=clients()).uploaded == (folder,)  # put again
+    arn = sm.start_pipeline_execution(PipelineName="drivers")["PipelineExecutionArn"]
+    assert _run_to_end(sm, arn, clock) == "Succeeded"
 
 
 def test_a_capacity_failure_is_retried_by_the_steps_retry_policy(moto_world, clock):

@@ -1,11 +1,18 @@
 """SageMaker Pipelines: one TrainingStep per plan, in order, each depending on the one before.
 
 A flow that must outlive a laptop (pretrain, then fine-tune) runs on AWS's own engine. The steps are
-built by the SDK's workflow classes from the very Estimator submit builds (launcher.submission.estimator,
-under a PipelineSession, where `fit` records the request instead of starting a job), so a step's
-arguments are the plan's predicted CreateTrainingJob request less what a pipeline decides at run time
-(tests/test_pipeline.py states each difference). Like submit, only `upsert_pipeline` writes: each
-plan's source tarball (content-addressed, skipped when already there), then CreatePipeline or
+built by the SDK's workflow classes from the very object submit builds, under a PipelineSession, where
+it records the request instead of starting a job, so a step's arguments are the plan's predicted
+CreateTrainingJob request less what a pipeline decides at run time (tests/test_pipeline.py states each
+difference). One backend builds every step, on the SDK line installed:
+
+- the PyTorch Estimator on SDK 2.x, in `sagemaker.workflow` (launcher.orchestrate.pipeline_v2);
+- ModelTrainer on SDK 3.x, in the MLOps package's `sagemaker.mlops.workflow` (launcher.orchestrate.pipeline_v3).
+
+SDK 2.x's ModelTrainer has no pipeline path (its `train` does not run under a PipelineSession), and one
+pipeline's steps are never built by two backends: both are refused before anything is read or written.
+Like submit, only `upsert_pipeline` writes: each plan's source tarball (content-addressed, skipped when
+already there), on SDK 3.x each step's ModelTrainer drivers (likewise), then CreatePipeline or
 UpdatePipeline.
 """
 from __future__ import annotations
@@ -14,23 +21,22 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from launcher.core.aws import AwsError, Clients, explain, recording
 from launcher.core.errors import LauncherError, UsageError
 from launcher.core.sanitize import DETAIL_LIMIT, clean
+from launcher.core.sdk import BackendKind, installed_sdk
 from launcher.orchestrate.pipeline_params import (
-    MAX_STEPS_ENV,
     StepParameter,
-    channel_field,
     check_values,
     pipeline_parameters,
 )
 from launcher.orchestrate.retry import RetryPolicy
 from launcher.plan.build import Plan
-from launcher.spec.models import FROM_STEP_CHANNEL
+from launcher.submission.sdk import no_sdk_defaults, sdk_silent
 
 # CreatePipeline's PipelineName: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreatePipeline.html
 PIPELINE_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$")
@@ -67,6 +73,38 @@ class PipelineResult:
                 "definition": self.definition}
 
 
+class Workflow(Protocol):
+    """One SDK line's workflow classes, and how it turns a plan into a training step's arguments
+    (launcher.orchestrate.pipeline_v2 and pipeline_v3 each have one)."""
+
+    Pipeline: Any
+    TrainingStep: Any
+    CacheConfig: Any
+    ParameterInteger: Any
+    ParameterString: Any
+    Join: Any
+    ExecutionVariables: Any
+    StepRetryPolicy: Any
+    SageMakerJobStepRetryPolicy: Any
+    StepExceptionTypeEnum: Any
+    SageMakerJobExceptionTypeEnum: Any
+    session: Any  # the session the Pipeline object is built with
+
+    def step_arguments(self, plan: Plan, source_uri: str, mine: Mapping[str, Any], model: Any) -> Any: ...
+
+    def untracked_create(self, pipeline: Any) -> Any: ...
+
+    def upload(self, s3: Any) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Built:
+    """The SDK's Pipeline object, and the workflow (SDK line) that built it."""
+
+    pipeline: Any
+    workflow: Workflow
+
+
 def step_names(plans: Sequence[Plan]) -> list[str]:
     """One name per step, never two alike (the SDK refuses that): the spec's name (a repeated one gets its
     position, or the next number free), in the order given."""
@@ -90,59 +128,70 @@ def _check(name: str, plans: Sequence[Plan]) -> str:
     if len(regions) != 1 or None in regions:
         raise UsageError("every spec of a pipeline must run in one region (got "
                          f"{', '.join(sorted(str(r) for r in regions))}); build every plan for one region")
+    backend_of(plans)
     return str(next(iter(regions)))
 
 
+def backend_of(plans: Sequence[Plan]) -> BackendKind:
+    """The one backend that builds every step, where the installed SDK line has a pipeline path for it; otherwise a
+    UsageError (exit 2) saying what to change, before anything is read or written. No SDK import."""
+    for plan in plans:
+        if plan.backend.problem:
+            raise UsageError(f"{plan.spec_file}: cluster.backend: {plan.backend.problem}")
+    first = plans[0]
+    for plan in plans[1:]:
+        if plan.backend.kind is not first.backend.kind:
+            raise UsageError(f"{plan.spec_file}: cluster.backend: {plan.backend.kind} here but {first.backend.kind} in "
+                             f"{first.spec_file}: one backend builds every step of a pipeline; set the same "
+                             "cluster.backend in every spec")
+    sdk = installed_sdk()
+    if first.backend.kind is BackendKind.MODEL_TRAINER and (sdk.major or 0) < 3:
+        raise UsageError(f"{first.spec_file}: cluster.backend: model-trainer cannot build a pipeline step on "
+                         f"{sdk.describe()} (its ModelTrainer.train does not run under a PipelineSession): set "
+                         "cluster.backend: estimator, or install SageMaker SDK 3.x ('sagemaker>=3')")
+    return first.backend.kind
+
+
+def workflow(plans: Sequence[Plan], clients: Clients, role_arn: str) -> Workflow:
+    """The SDK line's workflow for the plans' backend (checked by `backend_of`)."""
+    if backend_of(plans) is BackendKind.MODEL_TRAINER:
+        from launcher.orchestrate import pipeline_v3
+
+        return pipeline_v3.Workflow(clients, role_arn)
+    from launcher.orchestrate import pipeline_v2
+
+    return pipeline_v2.Workflow(clients, role_arn)
+
+
 def build_pipeline(plans: Sequence[Plan], name: str, role_arn: str, clients: Clients,
-                   retry: RetryPolicy | None = None) -> Any:
-    """The SDK's Pipeline object (sagemaker.workflow.pipeline.Pipeline): no AWS call, nothing written.
+                   retry: RetryPolicy | None = None) -> Built:
+    """The SDK's Pipeline object and the workflow that built it: no AWS call, nothing written.
 
-    Each step's Estimator is the one submit would build (the same arguments), with what a team changes
-    between executions as pipeline parameters (launcher.orchestrate.pipeline_params), SageMaker's own retry
-    policies for the retried failure classes, caching where the spec asks, and, for a step whose spec says
+    Each step's arguments come from the object submit would build for its plan (the same arguments), with what a
+    team changes between executions as pipeline parameters (launcher.orchestrate.pipeline_params), SageMaker's own
+    retry policies for the retried failure classes, caching where the spec asks, and, for a step whose spec says
     `model.from_step`, that step's exported model as its `from_step` channel. The steps run in order."""
-    from launcher.submission import estimator as backend
-
     _check(name, plans)
     names = step_names(plans)
     _check_from_steps(plans, names)
-    backend.import_sdk()
-    from sagemaker.inputs import TrainingInput
-    from sagemaker.workflow.pipeline import Pipeline
-    from sagemaker.workflow.steps import CacheConfig, TrainingStep
-
-    session = backend.session(clients.session, clients.sagemaker, pipeline=True)
-    fit = backend.untracked_fit()
+    wf = workflow(plans, clients, role_arn)
     params = pipeline_parameters(plans, names)
-    variables = {p.name: _sdk_parameter(p) for p in params}
+    variables = {p.name: _sdk_parameter(wf, p) for p in params}
     steps: dict[str, Any] = {}
-    with backend.sdk_silent(), _quiet_pipeline_warning():
+    with sdk_silent(), _quiet_pipeline_warning():
         for plan, step_name in zip(plans, names, strict=True):
             mine = {p.field: variables[p.name] for p in params if p.step == step_name}
-            # With OutputPath a parameter, the SDK asks the session's default bucket where a plain job's output
-            # bucket decides (whether the code's KMS key applies), and would create sagemaker-REGION-ACCOUNT to
-            # answer. The spec's output bucket is the answer a plain job gets, with no AWS call.
-            session._default_bucket = plan.spec.output.path[len("s3://"):].split("/", 1)[0]
-            est = backend.build(_per_execution(plan, mine), plan.source.uri, role_arn, clients.session,
-                                clients.sagemaker, sdk_session=session)
-            est.instance_type = mine["cluster.instance_type"]
-            est.instance_count = mine["cluster.instance_count"]
-            est.output_path = mine["output.path"]
-            est.environment = {**(est.environment or {}), MAX_STEPS_ENV: _as_text(mine["training.max_steps"])}
-            inputs: dict[str, Any] = {channel: mine.get(channel_field(channel), uri)
-                                      for channel, uri in backend.channels(plan).items()}
             source = plan.spec.model.from_step
-            if source:
-                inputs[FROM_STEP_CHANNEL] = TrainingInput(
-                    s3_data=steps[source].properties.ModelArtifacts.S3ModelArtifacts)
-            args = fit(est, inputs=inputs or None, job_name=plan.job_name, wait=False, logs=False)
+            model = steps[source].properties.ModelArtifacts.S3ModelArtifacts if source else None
+            args = wf.step_arguments(_per_execution(wf, plan, mine), plan.source.uri, mine, model)
             previous = list(steps.values())[-1:]
-            cache = (CacheConfig(enable_caching=True, expire_after=iso_duration(plan.spec.pipeline.cache_expire_after))
-                     if plan.spec.pipeline.cache else None)
-            steps[step_name] = TrainingStep(name=step_name, step_args=args, depends_on=previous or None,
-                                            retry_policies=retry_policies(retry), cache_config=cache)
-        return Pipeline(name=name, parameters=list(variables.values()), steps=list(steps.values()),
-                        sagemaker_session=session)
+            expire = iso_duration(plan.spec.pipeline.cache_expire_after)
+            cache = wf.CacheConfig(enable_caching=True, expire_after=expire) if plan.spec.pipeline.cache else None
+            steps[step_name] = wf.TrainingStep(name=step_name, step_args=args, depends_on=previous or None,
+                                               retry_policies=retry_policies(wf, retry), cache_config=cache)
+        pipeline = wf.Pipeline(name=name, parameters=list(variables.values()), steps=list(steps.values()),
+                               sagemaker_session=wf.session)
+    return Built(pipeline, wf)
 
 
 def _check_from_steps(plans: Sequence[Plan], names: Sequence[str]) -> None:
@@ -162,20 +211,11 @@ def _check_from_steps(plans: Sequence[Plan], names: Sequence[str]) -> None:
                              "Face model the next step's from_pretrained reads)")
 
 
-def _sdk_parameter(param: StepParameter) -> Any:
-    from sagemaker.workflow.parameters import ParameterInteger, ParameterString
-
+def _sdk_parameter(wf: Workflow, param: StepParameter) -> Any:
     if param.kind == "Integer":
-        return ParameterInteger(name=param.name, default_value=int(param.default))
+        return wf.ParameterInteger(name=param.name, default_value=int(param.default))
     choices: Any = list(param.choices) or None  # the SDK's annotation says list, its default is None
-    return ParameterString(name=param.name, default_value=str(param.default), enum_values=choices)
-
-
-def _as_text(variable: Any) -> Any:
-    """An Integer parameter where the request needs a string (an environment value)."""
-    from sagemaker.workflow.functions import Join
-
-    return Join(on="", values=[variable])
+    return wf.ParameterString(name=param.name, default_value=str(param.default), enum_values=choices)
 
 
 def iso_duration(seconds: int) -> str:
@@ -193,26 +233,19 @@ def iso_duration(seconds: int) -> str:
 JOB_EXCEPTIONS = {"capacity": "CAPACITY_ERROR", "internal_error": "INTERNAL_ERROR", "quota": "RESOURCE_LIMIT"}
 
 
-def retry_policies(retry: RetryPolicy | None) -> list[Any]:
+def retry_policies(wf: Workflow, retry: RetryPolicy | None) -> list[Any]:
     """SageMaker's retry policies for a step: the job's own failures in a retried class that a pipeline can name
     (capacity, internal_error, quota), and always the step's throttled or faulted service calls."""
-    from sagemaker.workflow.retry import (
-        SageMakerJobExceptionTypeEnum,
-        SageMakerJobStepRetryPolicy,
-        StepExceptionTypeEnum,
-        StepRetryPolicy,
-    )
-
     policy = retry or RetryPolicy()
-    out: list[Any] = [StepRetryPolicy(exception_types=[StepExceptionTypeEnum.SERVICE_FAULT,
-                                                       StepExceptionTypeEnum.THROTTLING],
-                                      interval_seconds=int(max(1, policy.backoff)), backoff_rate=policy.factor,
-                                      max_attempts=max(1, policy.max_attempts - 1))]
-    kinds = [getattr(SageMakerJobExceptionTypeEnum, JOB_EXCEPTIONS[c]) for c in sorted(policy.classes)
+    step = wf.StepExceptionTypeEnum
+    out: list[Any] = [wf.StepRetryPolicy(exception_types=[step.SERVICE_FAULT, step.THROTTLING],
+                                         interval_seconds=int(max(1, policy.backoff)), backoff_rate=policy.factor,
+                                         max_attempts=max(1, policy.max_attempts - 1))]
+    kinds = [getattr(wf.SageMakerJobExceptionTypeEnum, JOB_EXCEPTIONS[c]) for c in sorted(policy.classes)
              if c in JOB_EXCEPTIONS]
     if kinds and policy.max_attempts > 1:
-        out.append(SageMakerJobStepRetryPolicy(exception_types=kinds, interval_seconds=int(max(1, policy.backoff)),
-                                               backoff_rate=policy.factor, max_attempts=policy.max_attempts - 1))
+        out.append(wf.SageMakerJobStepRetryPolicy(exception_types=kinds, interval_seconds=int(max(1, policy.backoff)),
+                                                  backoff_rate=policy.factor, max_attempts=policy.max_attempts - 1))
     return out
 
 
@@ -223,7 +256,7 @@ def unretried_classes(retry: RetryPolicy | None) -> list[str]:
             *(f"exit:{code}" for code in sorted(policy.exit_codes))]
 
 
-def _per_execution(plan: Plan, values: dict[str, Any]) -> Plan:
+def _per_execution(wf: Workflow, plan: Plan, values: Mapping[str, Any]) -> Plan:
     """The plan as a pipeline step runs it: checkpoints under the execution's OutputPath and id, not the plan's
     job name.
 
@@ -234,20 +267,16 @@ def _per_execution(plan: Plan, values: dict[str, Any]) -> Plan:
     hits the cache. Its folder is named after the spec's hash and the instance type and count instead, the
     same for every execution that runs the same step (which may then resume from an earlier one: the same
     job). A checkpoint_path the spec sets itself is kept as it is."""
-
-    from sagemaker.workflow.execution_variables import ExecutionVariables
-    from sagemaker.workflow.functions import Join
-
     if plan.spec.output.checkpoint_path:
         return plan
     base = [values["output.path"], "checkpoints", plan.base_job_name]
     if plan.spec.pipeline.cache:
-        key = Join(on="-", values=[plan.spec_hash[:16], values["cluster.instance_type"],
-                                   values["cluster.instance_count"]])
-        uri = Join(on="/", values=[*base, key])
+        key = wf.Join(on="-", values=[plan.spec_hash[:16], values["cluster.instance_type"],
+                                      values["cluster.instance_count"]])
+        uri = wf.Join(on="/", values=[*base, key])
     else:
-        uri = Join(on="/", values=[*base, ExecutionVariables.PIPELINE_EXECUTION_ID])
-    # A pipeline variable where the Estimator takes a str: the SDK accepts either, and renders it per execution.
+        uri = wf.Join(on="/", values=[*base, wf.ExecutionVariables.PIPELINE_EXECUTION_ID])
+    # A pipeline variable where the plan holds a str: both SDK lines accept either, and render it per execution.
     return dataclasses.replace(plan, estimator=dataclasses.replace(plan.estimator,
                                                                    checkpoint_s3_uri=cast(str, uri)))
 
@@ -263,24 +292,13 @@ def _quiet_pipeline_warning() -> Iterator[None]:
 
 
 def definition(pipeline: Any) -> dict[str, Any]:
-    """The pipeline's definition as the service receives it (parsed JSON)."""
-    from launcher.submission.estimator import sdk_silent
-
+    """The pipeline's definition as the service receives it (parsed JSON). On SDK 3.x building it runs each step's
+    ModelTrainer again (its drivers stay in memory: launcher.orchestrate.pipeline_v3)."""
     try:
-        with sdk_silent():
+        with sdk_silent(), no_sdk_defaults(), _quiet_pipeline_warning():
             return json.loads(pipeline.definition())
     except ValueError as exc:  # the SDK's own checks of the steps (their names, their order)
         raise UsageError(f"the SageMaker SDK refused the pipeline: {clean(exc, DETAIL_LIMIT)}") from None
-
-
-def untracked_create(pipeline: Any) -> Callable[..., Any]:
-    """`Pipeline.create` for this pipeline, without the SDK's telemetry (as submit's fit)."""
-    from sagemaker.workflow.pipeline import Pipeline
-
-    from launcher.submission.estimator import untracked
-
-    inner = untracked(Pipeline, "create")
-    return lambda *args, **kwargs: inner(pipeline, *args, **kwargs)
 
 
 def pipeline_tags(plans: Sequence[Plan]) -> list[dict[str, str]]:
@@ -295,7 +313,8 @@ def pipeline_definition(plans: Sequence[Plan], name: str, *, role_arn: str | Non
     """The definition `pipeline --dry-run` prints: pure, no AWS call (a role name stays a placeholder)."""
     region = _check(name, plans)
     clients = clients or Clients(region=region)
-    return definition(build_pipeline(plans, name, role_arn or plans[0].role_arn_placeholder, clients, retry))
+    return definition(build_pipeline(plans, name, role_arn or plans[0].role_arn_placeholder, clients,
+                                     retry).pipeline)
 
 
 def upsert_pipeline(plans: Sequence[Plan], name: str, *, role: str | None = None, dry_run: bool = False,
@@ -363,8 +382,8 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
     if unretried:
         warnings.append(f"a pipeline step cannot retry {', '.join(unretried)}: SageMaker's retry policies name only "
                         "capacity, internal errors and resource limits, not exit codes (submit --retry can)")
-    pipeline = build_pipeline(plans, name, role_arn, clients, retry)
-    body = definition(pipeline)
+    built = build_pipeline(plans, name, role_arn, clients, retry)
+    body = definition(built.pipeline)
     arn = execution = None
     uploaded: list[str] = []
     if not dry_run:
@@ -374,7 +393,13 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
                     uploaded.append(plan.source.uri)
             except Exception as exc:
                 raise explain(exc, "uploading a source tarball") from None
-        arn = _upsert(pipeline, role_arn, pipeline_tags(plans))
+        try:
+            uploaded += built.workflow.upload(clients.s3)
+        except LauncherError:
+            raise
+        except Exception as exc:
+            raise explain(exc, "uploading a step's ModelTrainer drivers") from None
+        arn = _upsert(built, role_arn, pipeline_tags(plans))
         if values is not None:
             execution = start_execution(clients, name, values)
     return PipelineResult(name=name, region=region, role_arn=role_arn, steps=tuple(step_names(plans)),
@@ -412,13 +437,12 @@ def _check_pipeline_role(role_arn: str, region: str, clients: Clients, warnings:
     return check
 
 
-def _upsert(pipeline: Any, role_arn: str, tags: list[dict[str, str]]) -> str:
+def _upsert(built: Built, role_arn: str, tags: list[dict[str, str]]) -> str:
     """Pipeline.upsert (create; update when it exists), its create untracked; returns the pipeline's ARN."""
-    from launcher.submission.estimator import sdk_silent
-
-    pipeline.create = untracked_create(pipeline)  # the instance's, so upsert calls it
+    pipeline = built.pipeline
+    pipeline.create = built.workflow.untracked_create(pipeline)  # the instance's, so upsert calls it
     try:
-        with sdk_silent():
+        with sdk_silent(), no_sdk_defaults(), _quiet_pipeline_warning():
             response = pipeline.upsert(role_arn=role_arn, description="smp-launch pipeline", tags=tags)
     except LauncherError:
         raise

@@ -87,13 +87,14 @@ def import_sdk() -> TrainerApi:
     return sdk.quiet_import(load)
 
 
-def session(api: TrainerApi, plan: Plan, clients: Clients) -> Any:
+def session(api: TrainerApi, plan: Plan, clients: Clients, factory: Any = None) -> Any:
     """The SDK session the trainer uploads its drivers through: our clients (their endpoint, deadlines and record),
-    the plan's code location as its default bucket and prefix, no bucket made or looked for."""
+    the plan's code location as its default bucket and prefix, no bucket made or looked for. `factory` replaces the
+    SDK's Session class (a pipeline's step is built under a PipelineSession: launcher.orchestrate.pipeline_v3)."""
     bucket, prefix = split_s3(plan.estimator.code_location)
     with sdk.no_sdk_defaults():
-        made = api.Session(boto_session=clients.session, sagemaker_client=clients.sagemaker, default_bucket=bucket,
-                           default_bucket_prefix=prefix.strip("/") or None)
+        made = (factory or api.Session)(boto_session=clients.session, sagemaker_client=clients.sagemaker,
+                                        default_bucket=bucket, default_bucket_prefix=prefix.strip("/") or None)
     made._default_bucket = bucket  # known to exist (the account check): default_bucket() asks S3 nothing
     made.s3_client = clients.s3
     made.s3_resource = clients.resource("s3")
@@ -118,15 +119,18 @@ class InThread:
         return getattr(self._client, name)
 
 
-def build(plan: Plan, source_uri: str, role_arn: str, clients: Clients, api: TrainerApi | None = None) -> Any:
-    """The ModelTrainer for the plan; the source tarball is already in S3 at source_uri."""
+def build(plan: Plan, source_uri: str, role_arn: str, clients: Clients, api: TrainerApi | None = None,
+          sdk_session: Any = None) -> Any:
+    """The ModelTrainer for the plan; the source tarball is already in S3 at source_uri. `sdk_session` replaces the
+    session made here (a pipeline passes its own, made by `session` with a PipelineSession class)."""
     api = api or import_sdk()
     est = plan.estimator
     params = smp_parameters(plan)
     staged = _staged_in_code_location(api.ModelTrainer)
     with sdk.no_sdk_defaults():
         trainer = staged(
-            sagemaker_session=session(api, plan, clients), role=role_arn, base_job_name=plan.base_job_name,
+            sagemaker_session=sdk_session or session(api, plan, clients), role=role_arn,
+            base_job_name=plan.base_job_name,
             training_image=plan.framework.image_uri,
             source_code=api.SourceCode(source_dir=source_uri, entry_script=est.entry_point, requirements=REQUIREMENTS),
             distributed=api.Torchrun(smp=api.SMP(**{k: v for k, v in params.items() if v is not None})),
