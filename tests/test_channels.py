@@ -98,6 +98,14 @@ def test_no_key_is_an_empty_channel(answer):
         check_channels({"train": "s3://b/d/"}, _S3(answer))
 
 
+def test_a_pipelines_empty_channel_is_a_warning_for_each_one():
+    """A pipeline's channels may be given other prefixes per execution: empty now is said, not refused."""
+    said = check_channels({"train": "s3://b/d/", "extra": "s3://b/e/"}, _S3({"KeyCount": 0}), refuse_empty=False)
+    assert [w.split(" has no S3 objects")[0] for w in said] == ["input channel 'train' (data.train)",
+                                                               "input channel 'extra' (data.channels.extra)"]
+    assert all("an execution with this value would fail" in w for w in said)
+
+
 def test_a_whole_bucket_channel_says_it_has_no_prefix():
     with pytest.raises(EmptyChannel, match=r"prefix \(none\)"):
         check_channels({"train": "s3://b"}, _S3({"KeyCount": 0}))

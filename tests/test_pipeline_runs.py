@@ -221,6 +221,7 @@ def test_a_step_whose_channel_is_empty_fails_as_create_training_job_refuses_it(m
     emulator.set_default({})
     sm, s3 = moto_world.sagemaker, moto_world.session.client("s3")
     result = upsert_pipeline([plan(f"data.train=s3://{BUCKET}/tokens/")], "empty", clients=clients(), start=True)
+    assert any(f"has no S3 objects under s3://{BUCKET}/tokens/ now" in w for w in result.warnings)
     assert _run_to_end(sm, result.execution_arn, clock) == "Failed"
     reason = sm.describe_pipeline_execution(PipelineExecutionArn=result.execution_arn)["FailureReason"]
     assert f'No S3 objects found under S3 URL "s3://{BUCKET}/tokens/" given in input data source' in reason

@@ -372,7 +372,7 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
     role_arn = ""
     checks = []
     for plan in plans:
-        account = check_account(plan, clients, skip_role_check=skip_role_check)
+        account = check_account(plan, clients, skip_role_check=skip_role_check, refuse_empty_channels=False)
         warnings += [w for w in account.warnings if w not in warnings]
         role_arn = account.role_arn
         checks.append(account.role_check)

@@ -32,10 +32,11 @@ def spec_field(name: str) -> str:
     return _FIELDS.get(name, f"data.channels.{name}")
 
 
-def check_channels(channels: Mapping[str, str], s3: Any) -> list[str]:
-    """Refuse (EmptyChannel, exit 3) the first channel whose prefix holds no object. A caller who may not list the
-    bucket (AccessDenied: the job's role may still read it) gets a warning that it cannot tell, returned; any other
-    AWS refusal is explained as every AWS error is."""
+def check_channels(channels: Mapping[str, str], s3: Any, *, refuse_empty: bool = True) -> list[str]:
+    """Refuse (EmptyChannel, exit 3) the first channel whose prefix holds no object; with `refuse_empty` False (a
+    pipeline, whose executions may be given other prefixes), say so in a warning instead. A caller who may not list
+    the bucket (AccessDenied: the job's role may still read it) gets a warning that it cannot tell, returned; any
+    other AWS refusal is explained as every AWS error is."""
     warnings = []
     for name, uri in channels.items():
         bucket, prefix = split_s3(uri)
@@ -49,6 +50,11 @@ def check_channels(channels: Mapping[str, str], s3: Any) -> list[str]:
             raise explain(exc, f"listing input channel {name!r} ({clean(uri, limit=URI_LIMIT)})") from None
         if not found.get("KeyCount") and not found.get("Contents"):
             shown = clean(uri, limit=URI_LIMIT)
+            if not refuse_empty:
+                warnings.append(f"input channel {name!r} ({spec_field(name)}) has no S3 objects under {shown} now: an "
+                                "execution with this value would fail; upload the data there or give the execution "
+                                "another value")
+                continue
             raise EmptyChannel(
                 f"input channel {name!r} ({spec_field(name)}) has no S3 objects under {shown} (bucket "
                 f"{clean(bucket, limit=URI_LIMIT)}, prefix {clean(prefix, limit=URI_LIMIT) or '(none)'}): "

@@ -132,8 +132,11 @@ def bind_region(plan: Plan, clients: Clients) -> str:
     return region
 
 
-def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False) -> AccountCheck:
-    """Everything submit does that only reads AWS: the buckets' regions, the role check, the role's ARN.
+def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False,
+                  refuse_empty_channels: bool = True) -> AccountCheck:
+    """Everything submit does that only reads AWS: the buckets' regions, the input channels, the role check, the
+    role's ARN. A pipeline's channels may be given other prefixes per execution: `refuse_empty_channels` False
+    makes an empty one a warning.
 
     Refuses (SpecError, exit 2) a plan whose advisor found errors, before any AWS call."""
     refused = blocking_errors(plan)
@@ -153,7 +156,7 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
             if split_s3(uri)[0] not in seen:
                 seen.add(split_s3(uri)[0])
                 _check_bucket(clients.s3, uri, region, what)
-        warnings += check_channels(plan.channels, clients.s3)
+        warnings += check_channels(plan.channels, clients.s3, refuse_empty=refuse_empty_channels)
         if skip_role_check:
             role_arn = _role_arn(plan, clients)
         else:
