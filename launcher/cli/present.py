@@ -187,8 +187,9 @@ def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
              f"{perf['communication_seconds']:.2f} s); calibration: {perf['calibration']}")
     t = perf["time_to_train"]
     time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
-            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
-            f"writes {span(t['checkpoint_seconds'])}")
+            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} "
+            + (f"asynchronous checkpoints {span(t['checkpoint_seconds'])} (copies to host memory)"
+               if t.get("async_checkpoints") else f"checkpoint writes {span(t['checkpoint_seconds'])}"))
     if t["interruption_seconds"]:
         time += f", spot interruptions {span(t['interruption_seconds'])}"
     if cost and cost.get("usd") is not None:
