@@ -234,9 +234,9 @@ def checkpoint_saving(spec: JobSpec) -> tuple[bool, str]:
         how = "as set" if setting is True else "auto"
         return True, (f"{how}: SMP {release} saves asynchronously (torch.sagemaker.distributed.checkpoint "
                       "async_save): training goes on while each rank's shards are written")
-    if setting is True:
-        return True, (f"training.async_checkpoint true as set, but SMP {release} has no asynchronous save "
-                      f"(SMP {ASYNC_CHECKPOINT_SINCE} and later)")
+    if setting is True:  # refused by the advisor (SMP084); the script would save blocking
+        return False, (f"training.async_checkpoint true as set, but SMP {release} has no asynchronous save "
+                       f"(SMP {ASYNC_CHECKPOINT_SINCE} and later)")
     return False, (f"auto: SMP {release} has no asynchronous save (SMP {ASYNC_CHECKPOINT_SINCE} and later), so every "
                    "rank waits while its shards are written")
 
