@@ -300,3 +300,21 @@ def test_rules_doc_names_every_new_rule_with_its_aws_source():
         row = next(line for line in doc.splitlines() if line.startswith(f"| {rule} "))
         assert "https://docs.aws.amazon.com/sagemaker/" in row, row
     assert json.dumps(doc).count("model-parallel-release-notes.html") >= 8
+
+
+def test_advise_offers_the_175b_reference_on_the_image_that_takes_it_and_writes_that_into_the_spec():
+    """Tensor parallelism with offloading is refused on the default image (SMP 2.7.0's clip): advise still offers
+    AWS's 175B reference configuration, on PyTorch 2.5.1 (SMP 2.8.0), and the spec it writes says so."""
+    import yaml
+
+    from launcher.api import advise, advised_spec
+
+    ranked = advise("llama-175b", instances=64, by="practices")
+    ref = next(c for c in ranked if c.reference)
+    assert (ref.shard, ref.tp, ref.offloading, ref.batch) == (128, 4, True, 6) and ref.pytorch_version == "2.5.1"
+    assert ref.as_dict()["framework"] == {"pytorch_version": "2.5.1"}
+    plain = next(c for c in ranked if not c.offloading)
+    assert plain.pytorch_version is None and plain.as_dict()["framework"] == {"pytorch_version": "2.4.1"}
+    body = yaml.safe_load(advised_spec("llama-175b", ref))
+    assert body["framework"] == {"pytorch_version": "2.5.1"}
+    assert "framework" not in yaml.safe_load(advised_spec("llama-175b", plain))

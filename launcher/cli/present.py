@@ -301,6 +301,8 @@ def advice_note(candidate: Any, best: Any) -> str:
     if candidate.reference:
         notes.append("AWS reference")
     notes += [w.split(":", 1)[0] for w in candidate.warnings]
+    if candidate.pytorch_version:
+        notes.append(f"pytorch {candidate.pytorch_version}")
     if candidate is not best:
         if candidate.tp > best.tp:
             notes.append(f"tp {candidate.tp} > {best.tp}")
