@@ -93,7 +93,8 @@ def main(argv: list[str]) -> int:
         ckpt = root / "checkpoints"
         smp = {"hybrid_shard_degree": 1, "tensor_parallel_degree": 1, "context_parallel_degree": 1,
                "expert_parallel_degree": 1, "sm_activation_offloading": False, "activation_loading_horizon": 2}
-        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if cpu else {}), "SMP_CONFIG_JSON": json.dumps(smp), "SMP_LAUNCH_SMP_RELEASE": "2.7.0",
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if cpu else {}),
+               "SMP_CONFIG_JSON": json.dumps(smp), "SMP_LAUNCH_SMP_RELEASE": "2.7.0",
                "SMP_LAUNCH_LOCAL_RUN": "1", "SMP_LAUNCH_CHECKPOINT_DIR": str(ckpt), "SM_MODEL_DIR": str(root / "model"),
                "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore::FutureWarning", "OMP_NUM_THREADS": "1"}
 
