@@ -112,5 +112,5 @@ def test_an_async_round_trip_says_it_compared_the_state_the_save_began_with():
     fact = {"check": "checkpoint_round_trip", "step": 2, "equal": True, "tensors": 84, "folders": [], "kind": "async"}
     (trip,) = [c for c in judge_runs(_run(fact), None, 2, activation_checkpointing=False)
                if c.name == "checkpoint saved and loaded back bit for bit"]
-    assert trip.ok is True and trip.detail.endswith("as they were when the asynchronous save began, loaded back "
-                                                    "after training went on")
+    assert trip.ok is True and trip.detail.endswith("as they were when the asynchronous save began, after "
+                                                    "perturbing and loading once training had gone on")

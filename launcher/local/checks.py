@@ -158,7 +158,7 @@ def _round_trip(run: RunRecord) -> Check:
         return Check(name, False, "no checkpoint was saved")
     ok = all(f["equal"] for f in facts)
     steps = ", ".join(str(f["step"]) for f in facts)
-    how = ("as they were when the asynchronous save began, loaded back after training went on"
+    how = ("as they were when the asynchronous save began, after perturbing and loading once training had gone on"
            if facts[0].get("kind") == "async" else "after perturbing and loading")
     return Check(name, ok, f"step {steps}: {facts[0]['tensors']} model and optimizer tensors per rank "
                            f"{'equal' if ok else 'DIFFER'} on every rank {how}")

@@ -307,28 +307,24 @@ def _put_back(model, optimizer, values):
 
 
 def round_trip(checkpoints, step, model, optimizer):
-    """Local-run check: load checkpoint `step` into the model and optimizer and compare each local shard, bit
-    for bit on every rank, with what it was when the save began (Checkpoints' snapshot; without one, now,
-    after perturbing every value so that the load must change them). Training's state is then put back: an
-    asynchronous save is finished while training has gone on. Returns (equal on every rank, tensors compared
-    on this rank)."""
+    """Local-run check: perturb every value (so the load must change them), load checkpoint `step` and compare
+    each local shard, bit for bit on every rank, with what it was when the save began (Checkpoints' snapshot;
+    without one, now). Training's state is then put back: an asynchronous save is finished while training has
+    gone on. Returns (equal on every rank, tensors compared on this rank)."""
     live = local_tensors(state_dicts(model, optimizer))
-    saved = checkpoints.saved.pop(step, None)
-    if saved is None:
-        saved = live
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(1.0)
-            for per_param in optimizer.state.values():
-                for value in per_param.values():
-                    if isinstance(value, torch.Tensor):
-                        value.add_(1.0)
+    saved = checkpoints.saved.pop(step, None) or live
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+        for per_param in optimizer.state.values():
+            for value in per_param.values():
+                if isinstance(value, torch.Tensor):
+                    value.add_(1.0)
     checkpoints.load(step, model, optimizer)
     loaded = local_tensors(state_dicts(model, optimizer))
     equal = saved.keys() == loaded.keys() and all(
         saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved)
-    if saved is not live:
-        _put_back(model, optimizer, live)
+    _put_back(model, optimizer, live)
     everywhere = torch.tensor([1 if equal else 0])
     dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
     return bool(everywhere.item()), len(saved)
