@@ -389,6 +389,45 @@ def test_an_older_images_script_trains_on_a_stand_in_without_context_parallelism
     assert "FSDP NO_SHARD, bf16" in r.err
 
 
+def test_a_job_resumes_from_a_checkpoint_of_either_kind_the_rendered_scripts_wrote(tmp_path):
+    """Three runs of the rendered tiny 7B script in one checkpoint dir: saving asynchronously, killed mid-save at
+    step 4; then saving blocking (training.async_checkpoint false), resuming from step 2's asynchronous
+    checkpoint and killed after its blocking save of step 4; then asynchronous again, resuming from that blocking
+    checkpoint. The second repeats the first's steps 3 and 4 bit for bit; every checkpoint loads back bit for
+    bit."""
+    from launcher.local.run import _torchrun, smp_config
+    from launcher.render.files import write_source_dir
+
+    base = load_spec(JOBS / "llama7b.yaml").spec
+    tiny = [*tiny_overrides(base), "training.max_steps=6", "training.log_every=1", "training.checkpoint_every=2",
+            "smp.delayed_param_init=false"]
+    ckpt = tmp_path / "checkpoints"
+
+    def run(name, sets, hold):
+        plan = build_plan(load_spec(JOBS / "llama7b.yaml", [*tiny, *sets]))
+        write_source_dir(plan.source.files, tmp_path / name)
+        env = {**os.environ, "SMP_CONFIG_JSON": json.dumps(smp_config(plan.spec, 2, 1, plan.decisions.smp_parameters)),
+               "SMP_LAUNCH_SMP_RELEASE": plan.decisions.smp_release, "SMP_LAUNCH_LOCAL_RUN": "1",
+               "SMP_LAUNCH_CHECKPOINT_DIR": str(ckpt), "SM_MODEL_DIR": str(tmp_path / "model"),
+               "PYTHONWARNINGS": "ignore::FutureWarning", "OMP_NUM_THREADS": "1",
+               **({"SMP_LAUNCH_LOCAL_HOLD_AT": str(hold)} if hold else {})}
+        record = _torchrun(tmp_path / name, 2, env, [], lambda line: None)
+        assert record.killed is bool(hold) and (record.exit_code == 0) is (not hold), record.exit_code
+        return record
+
+    first = run("async", [], hold=4)
+    assert (ckpt / "step_00000002" / ".complete").read_text() == "2 async\n"
+    second = run("blocking", ["training.async_checkpoint=false"], hold=4)
+    assert second.of("resumed") == [{"check": "resumed", "step": 2, "kind": "async"}]
+    assert (ckpt / "step_00000004" / ".complete").read_text() == "4 sync\n"  # complete before the kill
+    third = run("async-again", [], hold=None)
+    assert third.of("resumed") == [{"check": "resumed", "step": 4, "kind": "sync"}]
+    losses = [r.losses() for r in (first, second, third)]
+    assert sorted(losses[0]) == [1, 2, 3, 4] and sorted(losses[1]) == [3, 4] and sorted(losses[2]) == [5, 6]
+    assert all(losses[0][s] == losses[1][s] for s in (3, 4))
+    assert all(f["equal"] for r in (first, second, third) for f in r.of("checkpoint_round_trip"))
+
+
 def _tiny_config(preset):
     """A 1-layer preset's architecture, its transformers module and class names, and its rendered config."""
     from launcher.catalog.architecture import HF_CLASSES
