@@ -55,7 +55,7 @@ SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/
 CHECKPOINTS = _DG + "model-parallel-core-features-v2-checkpoints.html"
 # AWS's example scripts at their newest (Oct 2024: PyTorch 2.4.1, SMP 2.6.0), and the SageMaker HyperPod training
 # adapter v1.4.0 (Aug 2025), the newest AWS code on SMP v2.
-AWS_SCRIPTS_HEAD = EXAMPLES_HEAD + "/shared-scripts/"
+AWS_SCRIPTS_HEAD = EXAMPLES_HEAD.replace("/tree/", "/blob/") + "/shared-scripts/"
 ADAPTER_140 = ("https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo/blob/"
                "0f91fdd5839e26cf310665eb23e8224a3de6a267/src/hyperpod_nemo_adapter/")
 AWSOME_NO_SMP = ("https://github.com/aws-samples/awsome-distributed-training/commit/"
