@@ -489,8 +489,8 @@ def test_oom_remedy_layout_defaults_and_limits():
     plan = _plan_with()
     del plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]["sm_activation_offloading"]
     assert "at 27.5 of 40 GB" in failures.oom_remedy(plan)  # offloading off unless the plan says so
-    offloaded = failures.oom_remedy(_plan_with("smp.activation_offloading=true"))
-    assert "at 23.4 of 40 GB" in offloaded and "activation_offloading" not in offloaded
+    offloaded = failures.oom_remedy(_plan_with("smp.activation_offloading=true"))  # PyTorch's: one layer kept
+    assert "at 23.2 of 40 GB" in offloaded and "activation_offloading" not in offloaded
     whole_node = failures.oom_remedy(_plan_with("smp.tensor_parallel_degree=4", "smp.hybrid_shard_degree=2",
                                                 "training.batch_size=16"))
     assert "set smp.tensor_parallel_degree: 8 (and smp.hybrid_shard_degree: 1)" in whole_node  # TP up to the GPUs
@@ -549,9 +549,19 @@ def test_hybrid_sharding_is_proposed_when_it_can_grow():
 
 
 def test_the_loading_horizon_defaults_to_two():
-    plan = _plan_with("smp.activation_offloading=true")
+    plan = _plan_with("smp.activation_offloading=true", "smp.sm_activation_offloading=true")
     del plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]["activation_loading_horizon"]
     assert "at 23.4 of 40 GB" in failures.oom_remedy(plan)
+
+
+def test_a_plan_json_without_the_offloading_decision_reads_smps_flag():
+    """plan.json files written before `decisions.offloading` existed: SMP's flag on means SMP's offloading."""
+    plan = _plan_with("smp.activation_offloading=true", "smp.sm_activation_offloading=true")
+    del plan["decisions"]["offloading"]
+    assert "at 23.4 of 40 GB" in failures.oom_remedy(plan)
+    plain = _plan_with("smp.activation_offloading=true")
+    del plain["decisions"]["offloading"]  # SMP's flag off: read as no offloading, as such a plan meant
+    assert "at 27.5 of 40 GB" in failures.oom_remedy(plain)
 
 
 def test_the_memory_model_remedy_is_for_a_gpu_oom_only():

@@ -80,3 +80,37 @@ def test_each_decoder_layer_must_be_its_own_unit_and_checkpointed(layers, units,
     (wrapping,) = [c for c in judge_runs(_run(fact), None, 3, activation_checkpointing=True)
                    if c.name == "every decoder layer is its own FSDP unit and is checkpointed"]
     assert wrapping.ok is ok
+
+
+def _steps(*pairs):
+    return [{"check": "step", "step": s, "loss": loss} for s, loss in pairs]
+
+
+def test_a_first_run_killed_mid_save_is_compared_on_the_steps_both_runs_ran():
+    """The first run was killed while saving step 4; the second resumed from step 2 and ran to 6: steps 3 and 4
+    are compared, 5 and 6 (only the second ran them) are not, and the end-of-training checks are the second's."""
+    first = _run(*_steps((1, 5.5), (2, 5.4), (3, 5.3), (4, 5.2)), {"check": "held", "step": 4, "pids": [1, 2]})
+    first.killed = True
+    second = _run({"check": "resumed", "step": 2, "kind": "async"}, *_steps((3, 5.3), (4, 5.2), (5, 5.1), (6, 5.0)),
+                  {"check": "loss_on_first_batch", "step": 3, "after": 5.0, "steps": 4})
+    checks = {c.name: c for c in judge_runs(first, second, 2, activation_checkpointing=False)}
+    resumed = checks["training resumes from the checkpoint"]
+    assert resumed.ok is True
+    assert resumed.detail == ("the first run was killed while saving step 4 asynchronously; restarted from step 2 "
+                              "(async checkpoint); steps 3-4 repeat the first run's losses bit for bit")
+    assert checks["loss falls"].ok is True and "on step 3's batch 5.3000 -> 5.0000" in checks["loss falls"].detail
+    differs = _run({"check": "resumed", "step": 2}, *_steps((3, 5.31), (4, 5.2)))
+    assert judge_runs(first, differs, 2, activation_checkpointing=False)[-1].ok is False
+    nothing_shared = _run({"check": "resumed", "step": 2}, *_steps((7, 5.0)))
+    assert judge_runs(first, nothing_shared, 2, activation_checkpointing=False)[-1].ok is False
+    whole = _run(*_steps((1, 5.5), (2, 5.4), (3, 5.3)))  # not killed: every step of the second run must match
+    assert judge_runs(whole, _run({"check": "resumed", "step": 2}, *_steps((3, 5.3), (4, 5.2))), 2,
+                      activation_checkpointing=False)[-1].ok is False
+
+
+def test_an_async_round_trip_says_it_compared_the_state_the_save_began_with():
+    fact = {"check": "checkpoint_round_trip", "step": 2, "equal": True, "tensors": 84, "folders": [], "kind": "async"}
+    (trip,) = [c for c in judge_runs(_run(fact), None, 2, activation_checkpointing=False)
+               if c.name == "checkpoint saved and loaded back bit for bit"]
+    assert trip.ok is True and trip.detail.endswith("as they were when the asynchronous save began, after "
+                                                    "perturbing and loading once training had gone on")

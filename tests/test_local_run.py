@@ -11,6 +11,7 @@ import pytest
 
 from launcher.cli.present import changes_summary
 from launcher.local.run import local_shard_degree, local_spec, run_changes, tiny_overrides, write_token_files
+from launcher.plan.build import build_plan
 from launcher.render import progress
 from launcher.spec import load_spec
 from tests.conftest import BACKENDS, JOBS
@@ -55,21 +56,25 @@ def test_tiny_local_run_of_each_reference_job(run_cli, job, args, delayed, not_r
     assert {i["feature"] for i in report["not_exercised"]} == not_run
     assert f"smp.delayed_param_init={str(delayed).lower()}" in report["local_changes"]
     first, second = report["runs"]
-    assert sorted(map(int, first["losses"])) == [1, 2, 3, 4] and sorted(map(int, second["losses"])) == [4]
-    assert first["losses"]["4"] == second["losses"]["4"]  # the resumed step, bit for bit
+    # saves every step; the first run is killed while saving step 2 and the second resumes from step 1's
+    assert first["killed"] is True and first["exit_code"] != 0 and second["killed"] is False
+    assert sorted(map(int, first["losses"])) == [1, 2] and sorted(map(int, second["losses"])) == [2, 3, 4]
+    assert first["losses"]["2"] == second["losses"]["2"]  # the resumed step, bit for bit
+    assert "killed while saving step 2 asynchronously; restarted from step 1 (async checkpoint)" in checks[
+        "training resumes from the checkpoint"]["detail"]
 
     lines = r.err.splitlines()
     script_lines = [line for line in lines if line.startswith("[algo-1] ")]
     assert not any("OMP_NUM_THREADS" in line or "*****" in line for line in lines)  # no torchrun banner
     assert any("LOCAL RUN" in line for line in script_lines)
     progress_lines = [line for line in script_lines if "SMP_PROGRESS" in line]
-    assert len(progress_lines) == 5  # steps 1-4, then step 4 again after the resume
+    assert len(progress_lines) == 5  # steps 1-2 until the kill, then 2-4 after the resume
     for line in progress_lines:
         values = progress.parse(line)
         assert values is not None, line
         for definition in progress.metric_definitions():
             assert re.search(definition["Regex"], line), (definition, line)
-    assert [progress.parse(line)["step"] for line in progress_lines] == [1, 2, 3, 4, 4]
+    assert [progress.parse(line)["step"] for line in progress_lines] == [1, 2, 2, 3, 4]
 
 
 BRANCHES = """
@@ -143,6 +148,27 @@ def test_fp8_moe_checkpoints_attention_and_moe_apart_and_one_process_logs_no_sha
     assert len(model_lines) == 2 and all(line.endswith("parameters, FSDP NO_SHARD, fp8") for line in model_lines)
 
 
+def test_llama31_in_fp8_offloads_with_pytorchs_wrapper_around_transformer_engines_checkpoint(run_cli):
+    """Llama 3.1's rope scaling builds and trains; under fp8 with activation offloading the script wraps the
+    non-reentrant Transformer Engine checkpoint in PyTorch's offload wrapper (SMP's own offloading would need
+    reentrant checkpointing: SMP102), as AWS's HyperPod adapter does, and the distribution sends
+    sm_activation_offloading false."""
+    args = ["--set", "model.preset=llama3.1-8b", "--set", "cluster.instance_type=ml.p5.48xlarge",
+            "--set", "training.precision=fp8", "--set", "smp.activation_offloading=true"]
+    r = run_cli("submit", str(JOBS / "llama7b.yaml"), "--local", "--tiny", "--nproc", "1", "--max-steps", "3",
+                *args, "--output", "json")
+    report = json.loads(r.out)
+    assert r.code == 0, r.err[-3000:]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert all(c["ok"] is not False for c in checks.values()), report["checks"]
+    assert checks["step-0 gradient norm equal with and without activation checkpointing"]["ok"] is True
+    assert "restarted from step 1 (async checkpoint)" in checks["training resumes from the checkpoint"]["detail"]
+    assert any("PyTorch's offload_wrapper is wired up" in n for n in report["notes"])
+    plan = build_plan(load_spec(JOBS / "llama7b.yaml", args[1::2]))
+    assert plan.distribution["smdistributed"]["modelparallel"]["parameters"]["sm_activation_offloading"] is False
+    assert plan.spec.model.architecture().num_key_value_heads == 8 and not plan.errors
+
+
 def test_local_takes_one_spec_and_enough_steps(run_cli):
     two = run_cli("submit", str(JOBS / "llama7b.yaml"), str(JOBS / "llama70b.yaml"), "--local")
     assert two.code == 2 and "one spec" in two.err
@@ -158,7 +184,10 @@ def test_tiny_keeps_the_architecture_and_its_shape(job):
     assert small.type == arch.type and small.num_layers == 2 and small.hidden_width == 64
     assert small.num_heads // small.num_key_value_heads == min(4, arch.num_heads // arch.num_key_value_heads)
     assert abs(small.intermediate_size / small.hidden_width - arch.intermediate_size / arch.hidden_width) < 0.05
-    assert tiny.spec.training.max_steps == 6 and tiny.spec.training.checkpoint_every == 4
+    # asynchronous saves (the reference jobs' images have them): every 2 steps, the first run killed saving step 4
+    assert tiny.spec.training.max_steps == 6 and tiny.spec.training.checkpoint_every == 2
+    blocking, _ = local_spec(str(JOBS / job), ["training.async_checkpoint=false"], True, 6)
+    assert blocking.spec.training.checkpoint_every == 4  # one save past the middle, the run completes
     assert tiny.spec.smp.tensor_parallel_degree == full.smp.tensor_parallel_degree  # reported, not rewritten
     mixtral = load_spec(JOBS / job, ["model.preset=mixtral-8x7b"]).spec
     assert "model.num_experts=4" in tiny_overrides(mixtral)
@@ -237,6 +266,55 @@ def test_checkpoints_resume_from_the_newest_complete_one_and_prune(runtime, tmp_
     ckpt.prune(str(tmp_path), keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_00000020", "step_00000030", "step_00000040"]
     assert ckpt.latest_step(str(tmp_path / "missing")) is None
+
+
+def test_a_checkpoints_marker_says_how_it_was_written_and_an_older_marker_reads_as_blocking(runtime, tmp_path):
+    ckpt = runtime("train_checkpoint")
+    for step, text in ((10, "10\n"), (20, "20 sync\n"), (30, "30 async\n")):
+        (tmp_path / f"step_{step:08d}").mkdir()
+        (tmp_path / f"step_{step:08d}" / ckpt.MARKER).write_text(text)
+    assert [ckpt.kind(str(tmp_path), s) for s in (10, 20, 30)] == ["sync", "sync", "async"]
+    assert ckpt.complete_steps(str(tmp_path)) == [10, 20, 30]
+
+
+def test_a_save_replaces_what_a_stopped_run_left_of_the_same_step(runtime, tmp_path, monkeypatch):
+    """A run killed mid-save leaves step_N without its marker; the resumed run saving step N again starts from an
+    empty folder, so no file of the unfinished save is taken for part of the new one."""
+    import torch
+    import torch.distributed as dist
+
+    ckpt = runtime("train_checkpoint")
+    stale = tmp_path / "step_00000002"
+    stale.mkdir()
+    (stale / "__9_0.distcp").write_text("half written")
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        checkpoints = ckpt.Checkpoints(str(tmp_path), 2, ckpt.Layout(), ckpt.TorchWriter())
+        assert checkpoints.save(2, model, optimizer) == str(stale)
+    finally:
+        dist.destroy_process_group()
+    assert not (stale / "__9_0.distcp").exists() and (stale / ".metadata").exists()
+    assert (stale / ckpt.MARKER).read_text() == "2 sync\n"
+
+
+def test_the_stand_ins_async_save_exists_only_from_smp_2_5_and_its_queue_waits_or_not(runtime, monkeypatch):
+    from concurrent.futures import Future
+
+    tsm = runtime("tsm_local")
+    monkeypatch.setenv("SMP_LAUNCH_SMP_RELEASE", "2.3.1")
+    with pytest.raises(RuntimeError, match="SMP 2.3.1 has no asynchronous save"):
+        tsm.async_save({}, checkpoint_id="x", queue=tsm.AsyncCallsQueue())
+    queue = tsm.AsyncCallsQueue()
+    running = Future()
+    queue.pending.append(running)
+    assert queue.maybe_finalize_async_calls(blocking=False) == 0 and queue.pending == [running]
+    running.set_result(None)
+    assert queue.maybe_finalize_async_calls(blocking=False) == 1 and queue.pending == []
 
 
 def test_the_fallback_refuses_what_it_cannot_run_and_builds_the_mesh(runtime, monkeypatch):
@@ -324,6 +402,45 @@ def test_an_older_images_script_trains_on_a_stand_in_without_context_parallelism
     assert r.code == 0, r.err[-3000:]
     assert all(c["ok"] is not False for c in report["checks"]), report["checks"]
     assert "FSDP NO_SHARD, bf16" in r.err
+
+
+def test_a_job_resumes_from_a_checkpoint_of_either_kind_the_rendered_scripts_wrote(tmp_path):
+    """Three runs of the rendered tiny 7B script in one checkpoint dir: saving asynchronously, killed mid-save at
+    step 4; then saving blocking (training.async_checkpoint false), resuming from step 2's asynchronous
+    checkpoint and killed after its blocking save of step 4; then asynchronous again, resuming from that blocking
+    checkpoint. The second repeats the first's steps 3 and 4 bit for bit; every checkpoint loads back bit for
+    bit."""
+    from launcher.local.run import _torchrun, smp_config
+    from launcher.render.files import write_source_dir
+
+    base = load_spec(JOBS / "llama7b.yaml").spec
+    tiny = [*tiny_overrides(base), "training.max_steps=6", "training.log_every=1", "training.checkpoint_every=2",
+            "smp.delayed_param_init=false"]
+    ckpt = tmp_path / "checkpoints"
+
+    def run(name, sets, hold):
+        plan = build_plan(load_spec(JOBS / "llama7b.yaml", [*tiny, *sets]))
+        write_source_dir(plan.source.files, tmp_path / name)
+        env = {**os.environ, "SMP_CONFIG_JSON": json.dumps(smp_config(plan.spec, 2, 1, plan.decisions.smp_parameters)),
+               "SMP_LAUNCH_SMP_RELEASE": plan.decisions.smp_release, "SMP_LAUNCH_LOCAL_RUN": "1",
+               "SMP_LAUNCH_CHECKPOINT_DIR": str(ckpt), "SM_MODEL_DIR": str(tmp_path / "model"),
+               "PYTHONWARNINGS": "ignore::FutureWarning", "OMP_NUM_THREADS": "1",
+               **({"SMP_LAUNCH_LOCAL_HOLD_AT": str(hold)} if hold else {})}
+        record = _torchrun(tmp_path / name, 2, env, [], lambda line: None)
+        assert record.killed is bool(hold) and (record.exit_code == 0) is (not hold), record.exit_code
+        return record
+
+    first = run("async", [], hold=4)
+    assert (ckpt / "step_00000002" / ".complete").read_text() == "2 async\n"
+    second = run("blocking", ["training.async_checkpoint=false"], hold=4)
+    assert second.of("resumed") == [{"check": "resumed", "step": 2, "kind": "async"}]
+    assert (ckpt / "step_00000004" / ".complete").read_text() == "4 sync\n"  # complete before the kill
+    third = run("async-again", [], hold=None)
+    assert third.of("resumed") == [{"check": "resumed", "step": 4, "kind": "sync"}]
+    losses = [r.losses() for r in (first, second, third)]
+    assert sorted(losses[0]) == [1, 2, 3, 4] and sorted(losses[1]) == [3, 4] and sorted(losses[2]) == [5, 6]
+    assert all(losses[0][s] == losses[1][s] for s in (3, 4))
+    assert all(f["equal"] for r in (first, second, third) for f in r.of("checkpoint_round_trip"))
 
 
 def _tiny_config(preset):

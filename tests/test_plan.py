@@ -49,7 +49,8 @@ def test_distribution_dict_shape_and_types():
     assert set(params) <= SMP_KEYS
     assert params["hybrid_shard_degree"] == 128 and type(params["hybrid_shard_degree"]) is int
     assert params["tensor_parallel_degree"] == 4 and type(params["tensor_parallel_degree"]) is int
-    assert params["sm_activation_offloading"] is True and params["allow_empty_shards"] is False
+    # offloading on, PyTorch's offload wrapper (AWS's HyperPod adapter): SMP's own is not sent
+    assert params["sm_activation_offloading"] is False and params["allow_empty_shards"] is False
     assert plan.estimator.distribution == dist
 
 
@@ -317,10 +318,11 @@ def test_sm_activation_offloading_is_sent_as_the_spec_says(write_spec):
             "sm_activation_offloading"]
 
     assert sent() is False
-    assert sent("smp.activation_offloading=true") is True
-    assert sent("smp.activation_offloading=true", "smp.sm_activation_offloading=false") is False
+    assert sent("smp.activation_offloading=true") is False  # PyTorch's offload wrapper by default
+    assert sent("smp.activation_offloading=true", "smp.sm_activation_offloading=true") is True
+    assert sent("smp.sm_activation_offloading=true") is False  # no offloading, nothing to send
     assert plan_of(JOBS / "llama175b.yaml").distribution["smdistributed"]["modelparallel"]["parameters"][
-        "sm_activation_offloading"] is True
+        "sm_activation_offloading"] is False
 
 
 def test_plan_command_tells_the_truth_about_hybrid_shard_degree_0(run_cli):

@@ -6,8 +6,8 @@ from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
 from tests.conftest import MINIMAL
 
-EXPECTED = {"llama2-7b", "llama2-13b", "llama2-70b", "llama-175b", "llama3-8b", "llama3-70b",
-            "mistral-7b", "mixtral-8x7b", "gpt-neox-20b"}
+EXPECTED = {"llama2-7b", "llama2-13b", "llama2-70b", "llama-175b", "llama3-8b", "llama3-70b", "llama3.1-8b",
+            "llama3.1-70b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "gpt-neox-20b"}
 
 
 def test_preset_names_are_exactly_the_documented_ones():

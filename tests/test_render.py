@@ -73,6 +73,16 @@ def test_every_golden_folder_is_a_variant_and_every_example_job_has_one():
     assert as_is == {f"jobs/{p.name}" for p in JOBS.glob("*.yaml")}
 
 
+def test_the_local_tiny_golden_is_what_the_local_run_renders():
+    """tests/goldens/local-tiny-7b is the script `submit jobs/llama7b.yaml --local --tiny --max-steps 6` runs, which
+    tools/gpu_check_async_ckpt.py runs on a GPU: the same overrides, so it cannot drift from the local run."""
+    from launcher.local.run import local_spec
+
+    _, changes = local_spec(str(JOBS / "llama7b.yaml"), [], True, 6)
+    spec, sets = VARIANTS_OF_GOLDENS["local-tiny-7b"]
+    assert spec == "jobs/llama7b.yaml" and sorted(sets) == sorted(changes)
+
+
 def _conditions(text: str) -> list[str]:
     """The expressions of every `{% if %}` and `{% elif %}` in a template, and of every `{{ a if b else c }}`."""
     blocks = re.findall(r"{%-?\s*(?:el)?if\s+(.+?)\s*-?%}", text)
@@ -148,7 +158,7 @@ def test_script_follows_the_spec_and_the_advisors_decisions():
     assert c["MODEL_CONFIG"]["num_hidden_layers"] == 96 and c["MODEL_CONFIG"]["use_cache"] is False
     assert c["BATCH_SIZE"] == 6 and c["WARMUP_STEPS"] == 10  # 1% of 1000 steps
     assert "import smdistributed.dataparallel.torch.torch_smddp" in script  # backend smddp on p4d
-    assert "tsm.transform(model)" in script  # tensor parallel degree 4
+    assert "tsm.transform(model, cp_comm_type='p2p')" in script  # tensor parallel degree 4, SMP 2.8.0
     assert "DelayedParamIniter" in script and "offload_wrapper(fsdp_model)" in script
     order = [script.index(s) for s in ("import smdistributed.dataparallel.torch.torch_smddp",
                                         "dist.init_process_group(backend=backend", "    tsm.init()\n")]
@@ -158,7 +168,9 @@ def test_script_follows_the_spec_and_the_advisors_decisions():
     assert "smddp" not in nccl["train.py"] and "tsm.transform(" not in nccl["train.py"]
     assert "DelayedParamIniter" not in nccl["train.py"]
     default = build_plan(load_spec(JOBS / "llama7b.yaml")).source.files["train.py"]
-    assert "tsm.transform(model)" in default
+    assert "tsm.transform(model, cp_comm_type='p2p')" in default  # SMP 2.7.0 takes it, as AWS's scripts pass it
+    older = build_plan(load_spec(JOBS / "llama7b.yaml", ["framework.pytorch_version='2.3.1'"])).source.files
+    assert "tsm.transform(model)" in older["train.py"]  # SMP 2.5.0's transform has no cp_comm_type
 
 
 def test_the_scripts_progress_line_is_what_the_parser_and_metric_definitions_read():
@@ -267,11 +279,18 @@ def _function(source: str, name: str) -> str:
     return ast.get_source_segment(source, node)
 
 
+def _method(source: str, cls: str, name: str) -> str:
+    tree = ast.parse(source)
+    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(source, node)
+
+
 @pytest.mark.parametrize("transform", [True, False])
 def test_the_implementation_in_use_picks_the_wrapped_block_and_the_clipping(transform):
     """SMP's implementation at TP=1 too: its TransformerLayer is what FSDP wraps and checkpoints, and SMP's
     clip_grad_norm_ clips; without it, Hugging Face's block and FSDP's own clip."""
-    script = _render_with([], transform=transform)["train.py"]
+    script = _render_with([], transform=transform, grad_clip="smp" if transform else "fsdp")["train.py"]
     compile(script, "train.py", "exec")
     layer, clip = _function(script, "layer_class"), _function(script, "clip_gradients")
     assert ("TransformerLayer" in layer) is transform
@@ -309,12 +328,18 @@ def test_the_group_timeout_and_checkpoint_layout_are_awss():
     assert "timeout=timedelta(seconds=7200)" in script
     layout = _function(script, "checkpoint_layout")
     assert "st.ranker.get_rep_rank(dist.get_rank()) == 0" in layout and "fsdp_model.process_group" in layout
-    save = _function(ckpt, "save")
-    assert "if layout.writer:" in save and "process_group=layout.group" in save
+    save = _method(ckpt, "Checkpoints", "save")
+    assert "if self.layout.writer:" in save and "shard_dir(self.root, step, self.layout)" in save
+    for writer in ("TorchWriter", "AsyncWriter"):
+        assert "process_group=layout.group" in _method(ckpt, writer, "write") + _method(ckpt, writer, "read")
+    assert "coordinator_rank=layout.coordinator" in _method(ckpt, "AsyncWriter", "write")
+    assert "coordinator_rank=layout.coordinator" in _method(ckpt, "AsyncWriter", "read")
+    assert "coordinator=train_checkpoint.lowest_rank(group)" in layout  # AWS's get_coordinator_rank
+    assert "min(dist.get_process_group_ranks(group))" in _function(ckpt, "lowest_rank")
     assert 'f"tp{layout.tp_degree}-{layout.tp_rank}"' in _function(ckpt, "shard_dir")
     export = _function(script, "save_final_model")  # the 175B example exports sharded: nothing gathered
     assert "train_checkpoint.save_model(MODEL_DIR, fsdp_model, layout)" in export and "FULL_STATE_DICT" not in script
-    assert "if layout.writer:" in _function(ckpt, "save_model") and "process_group=layout.group" in _function(
+    assert "if layout.writer:" in _function(ckpt, "save_model") and "write(state, path, layout)" in _function(
         ckpt, "save_model")
     full = build_plan(load_spec(JOBS / "llama175b.yaml", ["output.save_final_model=full"])).source.files["train.py"]
     export = _function(full, "save_final_model")

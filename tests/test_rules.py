@@ -11,6 +11,9 @@ BASE = MINIMAL
 
 P5 = "cluster.instance_type=ml.p5.48xlarge"
 MIXTRAL = "model.preset=mixtral-8x7b"
+MISTRAL = "model.preset=mistral-7b"
+CP2 = ("smp.context_parallel_degree=2", "smp.hybrid_shard_degree=8")
+OFFLOAD = ("smp.activation_offloading=true",)
 CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP001": (["smp.tensor_parallel_degree=3"], ["smp.tensor_parallel_degree=2"]),
     "SMP002": (["smp.hybrid_shard_degree=8", "smp.tensor_parallel_degree=2"],
@@ -50,7 +53,8 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP028": (["smp.activation_checkpointing=false", "smp.activation_offloading=true"],
                ["smp.activation_offloading=true"]),
     "SMP029": (["smp.activation_loading_horizon=4"],
-               ["smp.activation_loading_horizon=4", "smp.activation_offloading=true"]),
+               ["smp.activation_loading_horizon=4", "smp.activation_offloading=true",
+                "smp.sm_activation_offloading=true"]),
     "SMP030": (["smp.backend=smddp", "model.pretrained=meta-llama/Llama-2-7b-hf"],
                ["smp.backend=auto", "model.pretrained=meta-llama/Llama-2-7b-hf"]),
     "SMP040": (["cluster.instance_count=256", "training.batch_size=1"],
@@ -67,6 +71,9 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
     "SMP057": (["smp.allow_empty_shards=true", "framework.pytorch_version='2.2.0'"],
                ["smp.allow_empty_shards=true", "framework.pytorch_version='2.3.1'"]),
     "SMP054": (["framework.pytorch_version='2.1.2'"], ["framework.pytorch_version='2.2.0'"]),
+    "SMP058": (["model.preset=llama3.1-8b", "framework.pytorch_version='2.3.1'"], ["model.preset=llama3.1-8b"]),
+    "SMP059": ([*CP2, "smp.cp_comm_type=all_gather", "framework.pytorch_version='2.3.1'"],
+               [*CP2, "smp.cp_comm_type=all_gather"]),
     "SMP055": (["cluster.volume_size_gb=9000"], ["cluster.volume_size_gb=8000"]),
     "SMP056": (["cluster.kms_key_id=alias/smp"], []),
     "SMP060": (["model.preset=llama2-70b"], ["training.batch_size=4", "smp.hybrid_shard_degree=8"]),
@@ -78,6 +85,19 @@ CASES = {  # rule: (overrides that fire it, overrides that do not)
                ["model.preset=llama-175b", "model.num_layers=200", "output.save_final_model=sharded"]),
     "SMP064": (["model.preset=llama-175b", "model.pretrained=org/llama-175b"],
                ["model.preset=llama2-70b", "model.pretrained=org/llama-70b"]),
+    "SMP100": ([MISTRAL, *CP2, "framework.pytorch_version='2.3.1'"], [MISTRAL, *CP2]),
+    "SMP101": ([MISTRAL, *CP2, "model.pretrained=mistralai/Mistral-7B-v0.1"],
+               [MISTRAL, *CP2, "model.pretrained=mistralai/Mistral-7B-v0.1", "smp.context_parallel_degree=1"]),
+    "SMP102": ([P5, "training.precision=fp8", *OFFLOAD, "smp.sm_activation_offloading=true"],
+               [P5, "training.precision=fp8", *OFFLOAD]),
+    "SMP103": ([*OFFLOAD, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4"],
+               [*OFFLOAD, "smp.tensor_parallel_degree=2", "smp.hybrid_shard_degree=4",
+                "framework.pytorch_version='2.5.1'"]),
+    "SMP104": (["training.async_checkpoint=true", "framework.pytorch_version='2.2.0'"],
+               ["training.async_checkpoint=true"]),
+    "SMP105": (["framework.pytorch_version='2.2.0'"],
+               ["framework.pytorch_version='2.2.0'", "training.async_checkpoint=false"]),
+    "SMP106": (["smp.cp_comm_type=p2p"], ["smp.cp_comm_type=p2p", *CP2]),
     # The shipped price snapshot holds ml.p4d.24xlarge on demand in us-east-1, and no p5 in sa-east-1.
     "SMP070": (["cluster.region=us-east-1", "cluster.max_cost=1"],
                ["cluster.region=us-east-1", "cluster.max_cost=1000000"]),

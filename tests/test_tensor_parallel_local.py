@@ -1,6 +1,9 @@
 """Tensor parallelism on 4 gloo ranks (TP=2 emulated by launcher.runtime.tsm_local): the checkpoint gives each
 TP rank its own slices back, only replication-rank-0 ranks write, every rank clips by one total norm,
-and the exported full state dict is the unsplit model. Each is shown against the naive way, which fails."""
+and the exported full state dict is the unsplit model. Each is shown against the naive way, which fails.
+Asynchronous saves (SMP's async_save, stood in for by tsm_local) keep the state of the moment they began while
+training goes on, are coordinated by each FSDP group's lowest global rank (the TP-rank-1 groups hold no
+rank 0), and a checkpoint of either kind is read back by a job saving the other."""
 import copy
 import importlib.util
 import json
@@ -102,18 +105,56 @@ def _tensor_parallel_run(rank, tsm, ckpt, root):
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     optimizer.step()
-    layout = ckpt.Layout(tp_degree=2, tp_rank=state.tp_rank, group=model.process_group,
-                         writer=state.ranker.get_rep_rank(rank) == 0)
+    group = model.process_group
+    layout = ckpt.Layout(tp_degree=2, tp_rank=state.tp_rank, group=group,
+                         writer=state.ranker.get_rep_rank(rank) == 0, coordinator=ckpt.lowest_rank(group))
+    out["coordinator"] = layout.coordinator
     saved = ckpt.local_tensors(ckpt.state_dicts(model, optimizer))
 
     def restored():
         now = ckpt.local_tensors(ckpt.state_dicts(model, optimizer))
         return all(torch.equal(saved[k], now[k]) for k in saved)
 
-    ckpt.save(root, 1, model, optimizer, 2, layout)
+    blocking = ckpt.Checkpoints(root, 2, layout, ckpt.TorchWriter())
+    blocking.save(1, model, optimizer)
+    out["blocking_pending"] = blocking.pending
     _perturb(model, optimizer)
-    ckpt.load(root, 1, model, optimizer, layout)
+    blocking.load(1, model, optimizer)
     out["per_tp_rank_restores_own_slices"] = restored()
+
+    smp_async = ckpt.AsyncWriter(tsm.async_save, tsm.load_checkpoint, tsm.AsyncCallsQueue())
+    later = ckpt.Checkpoints(root, 5, layout, smp_async, readers=[ckpt.TorchWriter()])
+    later.save(2, model, optimizer)
+    out["async_pending_before_finish"] = later.pending
+    out["async_marked_before_finish"] = ckpt.latest_step(root)
+    _perturb(model, optimizer)  # training goes on while the save is written
+    out["async_finished"] = later.finish()
+    out["kinds"] = [ckpt.kind(root, 1), ckpt.kind(root, 2)]
+    later.load(2, model, optimizer)
+    out["async_restores_the_state_it_began_with"] = restored()
+    _perturb(model, optimizer)
+    later.load(1, model, optimizer)  # an asynchronous job resumes from a blocking save
+    out["async_job_reads_a_blocking_checkpoint"] = restored()
+    _perturb(model, optimizer)
+    reading = ckpt.Checkpoints(root, 2, layout, ckpt.TorchWriter(), readers=[smp_async])
+    reading.load(2, model, optimizer)  # and a job saving blocking (SMP 2.5.0 or later) from an asynchronous one
+    out["blocking_job_reads_an_async_checkpoint"] = restored()
+    try:
+        blocking.load(2, model, optimizer)  # a job on an image without SMP's loader cannot
+        out["older_image_reads_async"] = "read"
+    except RuntimeError as exc:
+        out["older_image_reads_async"] = str(exc)
+    legacy = ckpt.Checkpoints(f"{root}/legacy", 2, layout, ckpt.TorchWriter(group_rank_coordinator=False))
+    legacy.save(1, model, optimizer)  # AWS's checkpoints.py call: save_state_dict with the coordinator given
+    _perturb(model, optimizer)
+    legacy.load(1, model, optimizer)
+    out["legacy_coordinator_call_restores"] = restored()
+    try:
+        tsm.async_save(ckpt.state_dicts(model, optimizer), checkpoint_id=f"{root}/wrong", process_group=group,
+                       coordinator_rank=layout.coordinator + 2, queue=tsm.AsyncCallsQueue())
+        out["wrong_coordinator"] = "accepted"
+    except RuntimeError as exc:
+        out["wrong_coordinator"] = str(exc)
 
     _, set_state_dict = ckpt._state_dict_api()
     whole = ckpt.state_dicts(model, optimizer)  # the naive way: one DCP checkpoint over the whole world
@@ -138,17 +179,19 @@ def _replicated_run(rank, tsm, ckpt, root):
     model(_batch(rank // 2)).sum().backward()
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     optimizer.step()
-    layout = ckpt.Layout(group=model.process_group, writer=state.ranker.get_rep_rank(rank) == 0)
+    layout = ckpt.Layout(group=model.process_group, writer=state.ranker.get_rep_rank(rank) == 0,
+                         coordinator=ckpt.lowest_rank(model.process_group))
     saved = ckpt.local_tensors(ckpt.state_dicts(model, optimizer))
     writes = []
     real_save = dcp.save
     dcp.save = lambda *a, **kw: (writes.append(rank), real_save(*a, **kw))
+    checkpoints = ckpt.Checkpoints(f"{root}/replicated", 2, layout, ckpt.TorchWriter())
     try:
-        ckpt.save(f"{root}/replicated", 1, model, optimizer, 2, layout)
+        checkpoints.save(1, model, optimizer)
     finally:
         dcp.save = real_save
     _perturb(model, optimizer)
-    ckpt.load(f"{root}/replicated", 1, model, optimizer, layout)
+    checkpoints.load(1, model, optimizer)
     now = ckpt.local_tensors(ckpt.state_dicts(model, optimizer))
     return {"wrote": bool(writes), "rep_rank": state.ranker.get_rep_rank(rank),
             "restored": all(torch.equal(saved[k], now[k]) for k in saved)}
@@ -198,6 +241,31 @@ def test_each_tp_rank_gets_its_own_slices_back_where_one_world_checkpoint_does_n
     # the defect the sub-folders fix: one DCP save over the world keeps one slice per name, so the
     # TP ranks do not get their own values back
     assert not any(r["tp"]["world_save_restores_own_slices"] for r in results if r["tp"]["tp_rank"] == 1)
+
+
+def test_an_async_save_keeps_the_state_it_began_with_and_either_kind_resumes_the_other(ranks):
+    results, tmp = ranks
+    for r in results:
+        t = r["tp"]
+        assert t["blocking_pending"] is None  # a blocking save is complete when it returns
+        assert t["async_pending_before_finish"] == 2 and t["async_marked_before_finish"] == 1
+        assert t["async_finished"] == 2 and t["kinds"] == ["sync", "async"]
+        assert t["async_restores_the_state_it_began_with"] is True
+        assert t["async_job_reads_a_blocking_checkpoint"] is True
+        assert t["blocking_job_reads_an_async_checkpoint"] is True
+        assert t["legacy_coordinator_call_restores"] is True
+        assert "written by SMP's asynchronous save and this job cannot read it" in t["older_image_reads_async"]
+    assert (tmp / "step_00000002" / ".complete").read_text() == "2 async\n"
+    assert sorted(p.parent.name for p in (tmp / "step_00000002").glob("*/.metadata")) == ["tp2-0", "tp2-1"]
+
+
+def test_saves_are_coordinated_by_each_groups_lowest_global_rank_as_aws_passes_it(ranks):
+    """The FSDP groups are {0, 2} and {1, 3}: the TP-rank-1 group's coordinator is global rank 1, not 0; the
+    stand-in of SMP's saver refuses any other (AWS's checkpoints.py and adapter pass min(group ranks))."""
+    results, _ = ranks
+    assert [r["tp"]["coordinator"] for r in results] == [0, 1, 0, 1]
+    for r in results:
+        assert "is not the lowest global rank of the process group" in r["tp"]["wrong_coordinator"]
 
 
 def test_only_replication_rank_0_writes_and_every_replica_restores(ranks):

@@ -97,6 +97,22 @@ def first_pytorch_with(smp_release: str) -> str:
     return min((v for v, f in FRAMEWORKS.items() if _version(f.smp) >= _version(smp_release)), key=_version)
 
 
+def carries(pytorch_version: str, smp_release: str) -> bool:
+    """The image of this framework version carries this SMP release or a later one."""
+    return _version(FRAMEWORKS[pytorch_version].smp) >= _version(smp_release)
+
+
+# The first SMP release with each feature the rendered script reads from the library (release notes,
+# https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-release-notes.html): asynchronous sharded saves
+# (2.5.0, torch.sagemaker.distributed.checkpoint.state_dict_saver.async_save); context parallelism's
+# cp_comm_type p2p | all_gather, and Mistral 7B and Llama 3.1 under SMP's implementation (2.6.0); SMP's
+# gradient-norm clipping with activation offloading (2.8.0, the release's one bug fix).
+ASYNC_CHECKPOINT_SINCE = "2.5.0"
+CP_COMM_TYPE_SINCE = "2.6.0"
+MISTRAL_CONTEXT_PARALLEL_SINCE = "2.6.0"
+OFFLOADING_CLIP_SINCE = "2.8.0"
+
+
 def smp_parameters_taken(pytorch_version: str) -> tuple[str, ...]:
     """The SMP v2 parameters the SMP release of this framework version's image takes, in SMP_PARAMETERS order."""
     release = _version(FRAMEWORKS[pytorch_version].smp)
@@ -106,18 +122,23 @@ def smp_parameters_taken(pytorch_version: str) -> tuple[str, ...]:
 # The script asks for sdpa attention; GPT-NeoX runs it only from transformers 4.42.0 (earlier releases refuse
 # to build the model: https://github.com/huggingface/transformers/pull/31031, released in v4.42.0).
 SDPA_SINCE = {"gpt_neox": "4.42.0"}
+# Llama 3.1's rope scaling (rope_type "llama3"): AWS's example scripts refuse it below transformers 4.44.2, the
+# release the SMP 2.6.0 to 2.8.0 images carry (train_utils.get_model_config in
+# https://github.com/aws/amazon-sagemaker-examples/blob/2d519b52c3a2c2361f2b87f0d3de46fd6c0232a5/%20%20%20%20%20%20build_and_train_models/sm-distributed_model_parallel_v2/shared-scripts/train_utils.py).
+ROPE_SCALING_SINCE = "4.44.2"
 
 
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def requirements(pytorch_version: str, model_type: str | None = None) -> dict[str, str]:
-    """The pip requirement specifiers the entry script needs on this framework version's image (and model type:
-    a model that needs a later transformers than the image range's floor gets that floor)."""
+def requirements(pytorch_version: str, model_type: str | None = None, rope_scaling: bool = False) -> dict[str, str]:
+    """The pip requirement specifiers the entry script needs on this framework version's image (and model: a
+    model that needs a later transformers than the image range's floor gets that floor)."""
     fw = FRAMEWORKS[pytorch_version]
     transformers = fw.transformers
-    since = SDPA_SINCE.get(model_type or "")
+    floors = [v for v in (SDPA_SINCE.get(model_type or ""), ROPE_SCALING_SINCE if rope_scaling else None) if v]
+    since = max(floors, key=_version) if floors else None
     if since:
         parts = transformers.split(",")
         floor = next(p for p in parts if p.startswith(">="))

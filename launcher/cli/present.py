@@ -189,8 +189,9 @@ def prediction_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
         speed += "; band widened, not calibrated: " + "; ".join(perf["uncalibrated"])
     t = perf["time_to_train"]
     time = (f"{span(perf['time_to_train_seconds'])}: {t['steps']:,} steps ({t['steps_from']}) x "
-            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} checkpoint "
-            f"writes {span(t['checkpoint_seconds'])}")
+            f"{perf['step_seconds']:.2f} s, start-up {span(t['startup_seconds'])}, {t['checkpoints']:,} "
+            + (f"asynchronous checkpoints {span(t['checkpoint_seconds'])} (copies to host memory)"
+               if t.get("async_checkpoints") else f"checkpoint writes {span(t['checkpoint_seconds'])}"))
     if t["interruption_seconds"]:
         time += f", spot interruptions {span(t['interruption_seconds'])}"
     if cost and cost.get("usd") is not None:
@@ -309,6 +310,8 @@ def advice_note(candidate: Any, best: Any) -> str:
     if candidate.reference:
         notes.append("AWS reference")
     notes += [w.split(":", 1)[0] for w in candidate.warnings]
+    if candidate.pytorch_version:
+        notes.append(f"pytorch {candidate.pytorch_version}")
     if candidate is not best:
         if candidate.tp > best.tp:
             notes.append(f"tp {candidate.tp} > {best.tp}")

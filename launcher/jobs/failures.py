@@ -375,6 +375,9 @@ def _layout_of(plan: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     arch = Architecture(**{k: v for k, v in plan["model"].items() if k in names})
     params = plan["distribution"]["smdistributed"]["modelparallel"]["parameters"]
     dp = int(plan["data_parallel_degree"])
+    # Whose offloading ran: the plan's decision, or (a plan.json from before it was recorded) SMP's flag.
+    offloading = plan["decisions"].get("offloading") or (
+        "smp" if params.get("sm_activation_offloading", False) else "none")
     base = dict(instance_type=plan["instance_type"], shard_degree=int(params.get("hybrid_shard_degree") or
                                                                         plan["decisions"]["hybrid_shard_degree"]),
                 tensor_parallel=int(params.get("tensor_parallel_degree", 1)),
@@ -382,8 +385,8 @@ def _layout_of(plan: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
                 expert_parallel=int(params.get("expert_parallel_degree", 1)),
                 batch_size=max(1, int(plan["global_batch_sequences"]) // dp),
                 seq_length=int(plan["model"]["seq_length"]),
-                activation_offloading=bool(params.get("sm_activation_offloading", False)),
-                loading_horizon=int(params.get("activation_loading_horizon", 2)),
+                activation_offloading=offloading != "none",
+                loading_horizon=int(params.get("activation_loading_horizon", 2)) if offloading == "smp" else 1,
                 smp_implementation=bool(plan["decisions"].get("transform", True)))
     recorded = ((plan.get("memory") or {}).get("breakdown") or {}).get("activations")
     # plan.json does not say whether activations were checkpointed; the recorded activation figure does.

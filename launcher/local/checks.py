@@ -23,6 +23,7 @@ class RunRecord:
     exit_code: int
     wall_s: float
     facts: list[dict[str, Any]] = field(default_factory=list)
+    killed: bool = False  # the local run killed it mid-save (SIGKILL)
 
     def add_line(self, line: str) -> bool:
         """Keep the fact a local-run line reports; True when the line was one."""
@@ -89,9 +90,11 @@ def substitutions(spec: JobSpec, decisions: Decisions, tensor_parallel: int = 1)
     if decisions.delayed_param_init:
         out.append("delayed parameter init ran as meta device + FSDP param_init_fn with the model's own "
                    "initialiser; SMP's DelayedParamIniter needs SMP")
-    if spec.smp.activation_offloading:
+    if decisions.offloading == "pytorch":
+        out.append("activation offloading: PyTorch's offload_wrapper is wired up, but on a CPU it moves nothing")
+    elif decisions.offloading == "smp":
         out.append("activation offloading: offload_wrapper is wired up, but on a CPU it moves nothing; "
-                   "SMP's implementation (sm_activation_offloading) needs GPUs")
+                   "SMP's own offloading (sm_activation_offloading) needs GPUs")
     return out
 
 
@@ -160,8 +163,10 @@ def _round_trip(run: RunRecord) -> Check:
         return Check(name, False, "no checkpoint was saved")
     ok = all(f["equal"] for f in facts)
     steps = ", ".join(str(f["step"]) for f in facts)
+    how = ("as they were when the asynchronous save began, after perturbing and loading once training had gone on"
+           if facts[0].get("kind") == "async" else "after perturbing and loading")
     return Check(name, ok, f"step {steps}: {facts[0]['tensors']} model and optimizer tensors per rank "
-                           f"{'equal' if ok else 'DIFFER'} on every rank after perturbing and loading")
+                           f"{'equal' if ok else 'DIFFER'} on every rank {how}")
 
 
 def _tensor_parallel_folders(run: RunRecord, tensor_parallel: int) -> Check:
@@ -206,22 +211,31 @@ def final_model_check(run: RunRecord, written: bool, export: str = "full") -> Ch
 
 
 def _resume(first: RunRecord, second: RunRecord, resume_step: int) -> Check:
+    """The second run resumes from `resume_step` and repeats the first run's losses bit for bit, on every step both
+    ran. A first run killed mid-save must not be resumed from the save it never finished."""
     name = "training resumes from the checkpoint"
     resumed = second.of("resumed")
     if not resumed or resumed[0]["step"] != resume_step:
         got = resumed[0]["step"] if resumed else "no checkpoint"
         return Check(name, False, f"expected a resume from step {resume_step}, got {got}")
     before, after = first.losses(), second.losses()
-    steps = sorted(after)
+    steps = sorted(s for s in after if s in before) if first.killed else sorted(after)
     same = bool(steps) and all(before.get(s) == after[s] for s in steps)
-    return Check(name, same, f"restarted from step {resume_step}; steps {steps[0] if steps else '-'}"
+    held = first.of("held")
+    killed = (f"the first run was killed while saving step {held[0]['step']} asynchronously; "
+              if first.killed and held else "")
+    kind = resumed[0].get("kind")
+    return Check(name, same, f"{killed}restarted from step {resume_step}"
+                             f"{f' ({kind} checkpoint)' if kind else ''}; steps {steps[0] if steps else '-'}"
                              f"-{steps[-1] if steps else '-'} "
                              f"{'repeat' if same else 'do NOT repeat'} the first run's losses bit for bit")
 
 
 def judge_runs(first: RunRecord, second: RunRecord | None, resume_step: int,
                activation_checkpointing: bool, tensor_parallel: int = 1) -> list[Check]:
-    checks = [_loss_falls(first), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
+    """The checks of two runs; where the first was killed mid-save, the end-of-training ones are the second's."""
+    finished = second if first.killed and second is not None else first
+    checks = [_loss_falls(finished), _ac_grad_norm(first, activation_checkpointing), _sharding(first),
               _wrapping(first), _round_trip(first), _tensor_parallel_folders(first, tensor_parallel),
               _grad_norm_everywhere(first)]
     if second is not None:

@@ -2,9 +2,12 @@
 
 The script runs under torchrun with gloo, with tsm_local standing in for torch.sagemaker, twice in
 one checkpoint dir: the first run trains from scratch and checkpoints part-way, the second must
-resume from that checkpoint and repeat the first run's losses bit for bit. Tensor parallelism runs
-emulated on gloo (each TP rank holds its own slice), at the largest degree the process count allows.
-What a CPU cannot run (context and expert parallelism, fp8, SMDDP/NCCL) is reported as not exercised.
+resume from that checkpoint and repeat the first run's losses bit for bit. With asynchronous
+checkpoints the first run saves twice and is killed (SIGKILL) while its second save is in flight, as
+a job stopped mid-save: the second run must resume from the first save, the one completed. Tensor
+parallelism runs emulated on gloo (each TP rank holds its own slice), at the largest degree the
+process count allows. What a CPU cannot run (context and expert parallelism, fp8, SMDDP/NCCL) is
+reported as not exercised.
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ class LocalRunResult:
             "spec_file": self.spec_file, "nproc": self.nproc, "tiny": self.tiny, "exit_code": self.exit_code,
             "local_changes": self.local_changes, "notes": self.notes, "not_exercised": self.not_exercised,
             "checks": [c.as_dict() for c in self.checks],
-            "runs": [{"exit_code": r.exit_code, "wall_s": round(r.wall_s, 2), "losses": r.losses(),
+            "runs": [{"exit_code": r.exit_code, "wall_s": round(r.wall_s, 2), "losses": r.losses(), "killed": r.killed,
                       "hyperparameters": r.hyperparameters()} for r in self.runs],
         }
 
@@ -73,15 +76,17 @@ def tiny_overrides(spec: JobSpec, tensor_parallel: int = 1) -> list[str]:
     return changes
 
 
-def resume_step(max_steps: int) -> int:
-    """The one checkpoint of a local run: past the middle, so the resumed run repeats a few steps."""
-    return max_steps // 2 + 1
+def resume_step(max_steps: int, killed: bool = False) -> int:
+    """The checkpoint a local run resumes from. A run that completes checkpoints once, past the middle, so the
+    resumed run repeats a few steps; one killed mid-save checkpoints every this many steps and is killed while
+    saving the second, before the last step."""
+    return max(1, (max_steps - 1) // 2) if killed else max_steps // 2 + 1
 
 
-def run_changes(spec: JobSpec, max_steps: int) -> list[str]:
+def run_changes(spec: JobSpec, max_steps: int, killed: bool = False) -> list[str]:
     """Steps, logging and checkpointing sized for a few-second run that still saves and resumes."""
     changes = [f"training.max_steps={max_steps}", "training.log_every=1",
-               f"training.checkpoint_every={resume_step(max_steps)}"]
+               f"training.checkpoint_every={resume_step(max_steps, killed)}"]
     if spec.training.tokens is not None:  # a token budget would set the steps again
         changes.append("training.tokens=null")
     warmup = spec.training.warmup_steps
@@ -149,9 +154,21 @@ def write_random_pretrained(directory: Path, spec: JobSpec) -> None:
     getattr(module, model_name)(config).save_pretrained(directory)
 
 
+def _kill(proc: subprocess.Popen, ranks: Sequence[int]) -> None:
+    """SIGKILL every rank (torchrun starts each in a session of its own) and then torchrun itself."""
+    import contextlib
+
+    for pid in ranks:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _torchrun(src: Path, command: list[str], env: dict[str, str], echo: Callable[[str], None]) -> RunRecord:
     """Run train.py under torchrun as the backend's container starts it (launcher.local.launchers), labelling each
-    line as SageMaker's log streams do."""
+    line as SageMaker's log streams do. A run that reports it is holding mid-save (SMP_LAUNCH_LOCAL_HOLD_AT) is
+    killed there with SIGKILL, every process of it."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1, start_new_session=True)
@@ -162,6 +179,9 @@ def _torchrun(src: Path, command: list[str], env: dict[str, str], echo: Callable
             line = line.rstrip("\n")
             if not record.add_line(line):
                 echo(HOST_LABEL + line)
+            elif record.of("held") and not record.killed:
+                _kill(proc, record.of("held")[0]["pids"])
+                record.killed = True
         record.exit_code = proc.wait()
     except KeyboardInterrupt:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -193,12 +213,13 @@ def local_spec(spec_path: str, overrides: Sequence[str], tiny: bool, max_steps: 
     if steps < 3:
         raise ArgumentError("{max_steps} must be at least 3: the local run checkpoints part-way and resumes")
     base = load_spec(spec_path, overrides)
-    refused = blocking_errors(build_plan(base))
+    plan = build_plan(base)
+    refused = blocking_errors(plan)
     if refused:
         raise refused
     if not tiny:
         _fits_this_machine(base.spec, nproc)
-    changes = run_changes(base.spec, steps)
+    changes = run_changes(base.spec, steps, killed=plan.decisions.async_checkpoint)
     if tiny:
         changes = tiny_overrides(base.spec, local_tensor_parallel_degree(base.spec, nproc)) + changes
         if base.spec.smp.delayed_param_init == "auto":  # decided by size: keep the full model's answer
@@ -219,6 +240,8 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
     loaded, changes = local_spec(spec_path, overrides, tiny, max_steps, nproc)
     spec = loaded.spec
     decisions = build_plan(loaded).decisions
+    killed = decisions.async_checkpoint  # the first run is killed mid-save, then resumed
+    resume = resume_step(spec.training.max_steps, killed)
     tp = local_tensor_parallel_degree(spec, nproc)
     shard = local_shard_degree(decisions.hybrid_shard_degree, nproc // tp)
     notes = [f"hybrid shard degree {decisions.hybrid_shard_degree} ran as {shard} over {nproc} processes"
@@ -259,18 +282,21 @@ def run_local(spec_path: str, overrides: Sequence[str] = (), *, tiny: bool = Fal
         result = LocalRunResult(spec_file=spec_path, nproc=nproc, tiny=tiny, exit_code=EXIT_OK,
                                  local_changes=changes, notes=notes,
                                  not_exercised=not_exercised(spec, decisions.backend, tp))
-        first = _torchrun(src, started.command, env, echo)
+        hold = {"SMP_LAUNCH_LOCAL_HOLD_AT": str(2 * resume)} if killed else {}
+        first = _torchrun(src, started.command, {**env, **hold}, echo)
         result.runs.append(first)
-        if first.exit_code != 0:
+        if first.exit_code != 0 and not (killed and first.killed):
             result.exit_code = first.exit_code
             return result
-        echo(f"restarting in the same checkpoint dir: the run must resume from step "
-             f"{resume_step(spec.training.max_steps)}")
+        if killed:
+            echo(f"killed the first run while it saved step {2 * resume} asynchronously; restarting in the same "
+                 f"checkpoint dir: the run must resume from step {resume}, the save that completed")
+        else:
+            echo(f"restarting in the same checkpoint dir: the run must resume from step {resume}")
         second = _torchrun(src, started.command, env, echo)
         result.runs.append(second)
         model_saved = (root / "model" / "config.json").exists()
-    result.checks = judge_runs(first, second, resume_step(spec.training.max_steps), spec.smp.activation_checkpointing,
-                             tp)
+    result.checks = judge_runs(first, second, resume, spec.smp.activation_checkpointing, tp)
     result.checks.append(final_model_check(second, model_saved, spec.output.final_export))
     if second.exit_code != 0:
         result.exit_code = second.exit_code

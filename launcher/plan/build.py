@@ -36,7 +36,7 @@ from launcher.plan.bundle import SourceBundle, source_bundle
 from launcher.predict import Cost, Performance, TrainingTime
 from launcher.render import progress
 from launcher.render.distribution import render_distribution
-from launcher.render.files import template_context
+from launcher.render.files import rope_scaled, template_context
 from launcher.render.templates import TemplateSet, load_templates, shipped
 from launcher.rules import Advisory, run_rules
 from launcher.rules.decisions import Decisions
@@ -405,7 +405,7 @@ def build_plan(loaded: LoadedSpec, now: datetime | None = None,
         region=region, role=role, instance_type=instance.name, topology=topology,
         model=ModelInfo(spec.model.preset, spec.model.seq_length, spec.model.architecture()),
         framework=FrameworkInfo(fw.pytorch, fw.python, fw.smp, image,
-                                requirements(fw.pytorch, spec.model.architecture().type)),
+                                requirements(fw.pytorch, spec.model.architecture().type, rope_scaled(spec))),
         distribution=dist,
         estimator=estimator_args(loaded, name, role, hashed, git_commit(loaded.file), dist, max_run=ctx.max_run),
         decisions=ctx.decisions, advisories=advisories,

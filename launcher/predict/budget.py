@@ -5,7 +5,10 @@
   DescribeTrainingJob's SecondaryStatusTransitions show an account's own).
 - Checkpoints: every `checkpoint_every` steps each node writes its share of the fp32 weights and AdamW
   moments (12 bytes per parameter; one replica of a hybrid-sharded model writes) to local storage at
-  CHECKPOINT_GB_S per node (an estimate); SageMaker uploads them to S3 in the background.
+  CHECKPOINT_GB_S per node (an estimate); SageMaker uploads them to S3 in the background. An asynchronous
+  save (SMP's async_save) stops training only while each GPU copies its shard to host memory over PCIe;
+  the write runs while training goes on (SMP's checkpointing page:
+  https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-core-features-v2-checkpoints.html).
 - Spot: an interruption allowance. AWS's Spot Instance Advisor puts the least interrupted instance types
   below 5% a month (https://aws.amazon.com/ec2/spot/instance-advisor/); taking 5% per instance-month, a job
   of n instances expects n x hours x 0.05 / 720 interruptions, each costing a start-up and half a
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.catalog.prices import regional_price
+from launcher.predict.hardware import GPUS
 from launcher.predict.model import Workload
 
 STARTUP_SECONDS = 600.0
@@ -39,6 +43,7 @@ class TrainingTime:
     checkpoints: int
     checkpoint_seconds: float  # all of them
     interruption_seconds: float  # the spot allowance (0 on demand)
+    async_checkpoints: bool = False  # checkpoint_seconds counts only the copies to host memory
 
     @property
     def training_seconds(self) -> float:
@@ -51,7 +56,7 @@ class TrainingTime:
     def to_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "steps_from": self.steps_from, "startup_seconds": round(self.startup_seconds),
                 "training_seconds": round(self.training_seconds, 1), "checkpoints": self.checkpoints,
-                "checkpoint_seconds": round(self.checkpoint_seconds, 1),
+                "checkpoint_seconds": round(self.checkpoint_seconds, 1), "async_checkpoints": self.async_checkpoints,
                 "interruption_seconds": round(self.interruption_seconds, 1)}
 
 
@@ -62,17 +67,24 @@ def checkpoint_seconds(w: Workload) -> float:
     return nbytes / (CHECKPOINT_GB_S * 1e9)
 
 
+def staging_seconds(w: Workload) -> float:
+    """An asynchronous save's stop: each GPU copies its share of the states to host memory over PCIe."""
+    holders = min(w.world, max(1, w.shard * w.tensor_parallel * w.expert_parallel))
+    return CHECKPOINT_BYTES_PER_PARAM * w.architecture.parameters / holders / (GPUS[w.gpu].pcie_gb_s * 1e9)
+
+
 def training_time(w: Workload, step_seconds: float, steps: int, steps_from: str, checkpoint_every: int,
-                  spot: bool) -> TrainingTime:
+                  spot: bool, async_checkpoint: bool = False) -> TrainingTime:
     count = steps // checkpoint_every
-    writes = count * checkpoint_seconds(w)
+    writes = count * (staging_seconds(w) if async_checkpoint else checkpoint_seconds(w))
     interruptions = 0.0
     if spot:
         hours = (STARTUP_SECONDS + steps * step_seconds + writes) / 3600
         expected = w.nodes * hours * SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR
         lost = STARTUP_SECONDS + 0.5 * min(checkpoint_every, steps) * step_seconds
         interruptions = expected * lost
-    return TrainingTime(steps, steps_from, step_seconds, STARTUP_SECONDS, count, writes, interruptions)
+    return TrainingTime(steps, steps_from, step_seconds, STARTUP_SECONDS, count, writes, interruptions,
+                        async_checkpoint)
 
 
 @dataclass(frozen=True)

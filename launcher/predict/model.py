@@ -11,7 +11,10 @@ the job, one optimizer step). Its parts, per GPU:
   and values, and activation offloading's copies over PCIe. FSDP prefetches, so most of it runs under
   compute (hardware.OVERLAP).
 - Exposed time: tensor parallelism's all-gathers and reduce-scatters of activations (8 per layer, 12 with
-  checkpointing), expert parallelism's all-to-alls, and AdamW's memory-bound update of the local shard.
+  checkpointing), expert parallelism's all-to-alls, AdamW's memory-bound update of the local shard, and,
+  with PyTorch's own activation offloading, the copies back to the GPU: it fetches each layer's activations
+  only when backward reaches it, leaving the GPU idle meanwhile, where SMP's offloading prefetches them
+  (https://docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-core-features-v2-pytorch-activation-offloading.html).
 A ring collective over a group inside one node runs over NVLink; over a group spanning nodes, each node's
 network carries every concurrent group's share (`ring_seconds`). The step takes the slower of compute and
 overlappable communication, plus the part of the faster one that does not overlap, plus the exposed time.
@@ -46,6 +49,7 @@ class Workload:
     expert_parallel: int = 1
     checkpointing: float = 1.0  # fraction of layers whose forward is recomputed
     offloading: bool = False
+    offload_prefetch: bool = True  # SMP's offloading prefetches the copies back; PyTorch's does not
     precision: str = "bf16"
     reshard_after_forward: bool = True
     smddp: bool = False
@@ -151,6 +155,7 @@ class Terms:
     tensor: float
     expert: float
     optimizer: float
+    fetch: float = 0.0  # offloaded activations copied back with nothing to hide behind
 
     @property
     def overlappable(self) -> float:
@@ -158,7 +163,7 @@ class Terms:
 
     @property
     def exposed(self) -> float:
-        return self.tensor + self.expert + self.optimizer
+        return self.tensor + self.expert + self.optimizer + self.fetch
 
 
 def terms(w: Workload, links: Links | None = None) -> Terms:
@@ -178,9 +183,10 @@ def terms(w: Workload, links: Links | None = None) -> Terms:
         kv = 2 * a.num_key_value_heads * a.head_dim / tp
         per_layer = (cp - 1) * w.batch_size * (w.seq_length / cp) * kv * BYTES_16
         context = a.num_layers * per_layer * passes / peer_rate(cp, tp, w, links)
-    offload = 0.0
+    offload = fetch = 0.0
     if w.offloading:
-        offload = 2 * a.num_layers * w.tokens_per_gpu * a.hidden_width * BYTES_16 / links.pcie
+        one_way = a.num_layers * w.tokens_per_gpu * a.hidden_width * BYTES_16 / links.pcie
+        offload, fetch = (2 * one_way, 0.0) if w.offload_prefetch else (one_way, one_way)
     activations = w.micro_tokens * a.hidden_width * BYTES_16
     tensor = 0.0
     if tp > 1:
@@ -191,7 +197,7 @@ def terms(w: Workload, links: Links | None = None) -> Terms:
         routed = activations * a.num_experts_per_tok * (ep - 1) / ep
         expert = a.num_layers * (4 + 2 * w.checkpointing) * routed / peer_rate(ep, tp, w, links)
     optimizer = ADAM_BYTES_PER_PARAM * w.local_parameters() / w.shard / links.hbm
-    return Terms(fsdp, replicas, context, offload, tensor, expert, optimizer)
+    return Terms(fsdp, replicas, context, offload, tensor, expert, optimizer, fetch)
 
 
 def step_seconds(compute: float, t: Terms, overlap: float = hardware.OVERLAP) -> float:

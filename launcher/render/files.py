@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.catalog.architecture import HF_CLASSES
-from launcher.catalog.smp import requirements
+from launcher.catalog.smp import ASYNC_CHECKPOINT_SINCE, carries, requirements
 from launcher.core.names import CHECKPOINT_LOCAL_PATH
 from launcher.core.sanitize import quoted
 from launcher.render import progress
@@ -75,11 +75,24 @@ def hf_config(spec: JobSpec) -> dict[str, Any]:
     if arch.type != "gpt_neox":  # GPT-NeoX has no grouped-query attention; its rotary base is the default
         config["num_key_value_heads"] = arch.num_key_value_heads
         config["rope_theta"] = preset.rope_theta if preset else DEFAULT_ROPE_THETA
+    if preset and preset.rope_scaling:
+        config["rope_scaling"] = dict(preset.rope_scaling)
+    if arch.type in ("mistral", "mixtral"):
+        # No sliding window, as AWS's example scripts build both (--sliding_window defaults to None) and as
+        # Mistral 7B v0.3 and Mixtral ship: SMP's Mistral runs context parallelism and fp8 only without one
+        # (SMP 2.6.0 known issue), and transformers' MistralConfig would otherwise default to 4096.
+        config["sliding_window"] = None
     if arch.type == "mixtral":
         config["num_local_experts"] = arch.num_experts
         config["num_experts_per_tok"] = arch.num_experts_per_tok
     config.update(tie_word_embeddings=False, use_cache=False, attn_implementation="sdpa")
     return config
+
+
+def rope_scaled(spec: JobSpec) -> bool:
+    """The model's config carries a rope_scaling (Llama 3.1), which needs a later transformers."""
+    preset = PRESETS.get(spec.model.preset) if spec.model.preset else None
+    return bool(preset and preset.rope_scaling)
 
 
 def template_context(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
@@ -101,7 +114,11 @@ def template_context(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
             "seq_length": spec.model.seq_length,
             "flops_per_token": arch.flops_per_token(spec.model.seq_length),
             "moe": arch.type == "mixtral",  # SMP's MoE implementation (MoEConfig) and Hugging Face's block
+            # A pretrained Mistral's sliding window goes: SMP's Mistral runs context parallelism only without one.
+            "clear_sliding_window": arch.type == "mistral" and spec.smp.context_parallel_degree > 1,
         },
+        # What the image's SMP release has (launcher/catalog/smp.py).
+        "smp_has": {"async_checkpoint": carries(spec.framework.pytorch_version, ASYNC_CHECKPOINT_SINCE)},
         "decisions": decisions.to_dict(),
         "smp": spec.smp.model_dump(),
         "training": {
@@ -113,7 +130,7 @@ def template_context(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
         "output": {"save_final_model": spec.output.final_export},
         "progress_format": progress.LINE_FORMAT,
         "checkpoint_dir": CHECKPOINT_LOCAL_PATH,
-        "requirements": requirements(spec.framework.pytorch_version, arch.type),
+        "requirements": requirements(spec.framework.pytorch_version, arch.type, rope_scaled(spec)),
     }
 
 

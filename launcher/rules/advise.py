@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from launcher.catalog.smp import INSTANCES
+from launcher.catalog.smp import DEFAULT_PYTORCH, FRAMEWORKS, INSTANCES
 from launcher.core.errors import ArgumentError
 from launcher.predict import Cost, Performance, TrainingTime
 from launcher.predict.fit import published_fit
@@ -81,6 +81,7 @@ class AdvisedLayout:
     max_run: int | None = None  # a limit the prediction fits in (the plan's proposal: launcher.rules.stopping)
     too_long: str = ""  # why the budget does not fit one job (SMP080), where it does not: true of every layout
     HEADROOM: ClassVar[float] = HEADROOM  # the share of a GPU's memory above which a layout ranks last
+    pytorch_version: str | None = None  # a newer image than the default, where only that one takes the layout
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "warnings", tuple(self.warnings))
@@ -126,6 +127,7 @@ class AdvisedLayout:
             "region": self.region,
             "max_run": self.max_run,
             "too_long": self.too_long or None,
+            "framework": {"pytorch_version": self.pytorch_version or DEFAULT_PYTORCH},
         }
 
 
@@ -140,10 +142,16 @@ class Budget:
     by: str = "time"
 
 
+# The newest image: a layout the default image refuses (e.g. SMP's gradient clipping with activation offloading
+# before SMP 2.8.0) is tried on it too, and offered with that framework version.
+NEWEST_PYTORCH = max(FRAMEWORKS, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
 def _spec(preset: str, instance_type: str, instances: int, seq: int, precision: str, c: dict[str, Any],
-          budget: Budget) -> JobSpec:
+          budget: Budget, pytorch_version: str = DEFAULT_PYTORCH) -> JobSpec:
     return JobSpec.model_validate({
         "name": "advise", "model": {"preset": preset, "seq_length": seq},
+        "framework": {"pytorch_version": pytorch_version},
         "cluster": {"instance_type": instance_type, "instance_count": instances, "region": budget.region},
         "smp": {"hybrid_shard_degree": c["shard"], "tensor_parallel_degree": c["tp"],
                 "activation_checkpointing": c["ac"], "activation_offloading": c["offload"]},
@@ -170,8 +178,11 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                 continue
             for shard in (d for d in range(1, dp + 1) if dp % d == 0):
                 for ac, offload in ((True, False), (True, True), (False, False)):
+                    # offloading as the spec below runs it: PyTorch's offload wrapper (sm_activation_offloading's
+                    # default), which keeps the one layer backward has reached (Context.loading_horizon)
                     lay = ParallelLayout(instance_type, shard, tensor_parallel=tp, batch_size=batch, seq_length=seq,
-                                 activation_checkpointing=ac, activation_offloading=offload)
+                                         activation_checkpointing=ac, activation_offloading=offload,
+                                         loading_horizon=1)
                     mem = estimate(arch, lay)
                     if not mem.fits:
                         continue
@@ -186,6 +197,13 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                         refused.append(why)
                         continue
                     advisories, ctx = run_rules(spec, budget.region, env=budget.env)
+                    newer = None
+                    if (any(a.is_error and a.rule not in LONGER_THAN_ONE_JOB for a in advisories)
+                            and NEWEST_PYTORCH != DEFAULT_PYTORCH):
+                        newer = NEWEST_PYTORCH
+                        layout = {"shard": shard, "tp": tp, "ac": ac, "offload": offload, "batch": batch}
+                        spec = _spec(preset, instance_type, instances, seq, precision, layout, budget, newer)
+                        advisories, ctx = run_rules(spec, budget.region, env=budget.env)
                     if any(a.is_error and a.rule not in LONGER_THAN_ONE_JOB for a in advisories):
                         continue
                     ref = SEED_REFERENCES.get((preset, instances)) == (shard, tp, ac, offload, batch) and seq == 4096
@@ -194,7 +212,7 @@ def _search(preset: str, instance_type: str, instances: int, seq: int, precision
                     found.append(AdvisedLayout(instances, shard, tp, ac, offload, batch, mem, tokens, ref, warns,
                                                performance=ctx.performance, time=ctx.training_time, cost=ctx.cost,
                                                tokens=budget.tokens, region=budget.region, max_run=ctx.max_run,
-                                               too_long=longer))
+                                               too_long=longer, pytorch_version=newer))
     if not found and refused:
         raise ArgumentError(f"{{tokens}}: no layout can train this budget: {refused[0]}; give a smaller {{tokens}} "
                             "or a longer {seq_length}")
@@ -379,6 +397,7 @@ def spec_yaml(preset: str, instance_type: str, seq_length: int, precision: str, 
         "name": re.sub(r"[^a-zA-Z0-9-]", "-", preset)[:47],
         "model": {"preset": preset, "seq_length": seq_length},
         "cluster": cluster,
+        **({"framework": {"pytorch_version": best.pytorch_version}} if best.pytorch_version else {}),
         "smp": {"hybrid_shard_degree": best.shard, "tensor_parallel_degree": best.tp,
                 "activation_checkpointing": best.checkpointing, "activation_offloading": best.offloading,
                 "delayed_param_init": "auto", "backend": "auto"},

@@ -5,20 +5,28 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from launcher.catalog.smp import (
+    ASYNC_CHECKPOINT_SINCE,
+    CP_COMM_TYPE_SINCE,
+    MISTRAL_CONTEXT_PARALLEL_SINCE,
+    OFFLOADING_CLIP_SINCE,
     SMP_IMAGE_REGIONS,
     SMP_IMAGE_REPOSITORY,
     SMP_PARAMETERS,
+    carries,
     first_pytorch_with,
     smp_parameters_taken,
 )
 from launcher.rules.decisions import (
+    CONTEXT_PARALLEL_MODELS,
     DELAYED_INIT_THRESHOLD,
     FINE_TUNING_NCCL,
+    SMDDP_GROUNDS,
     host_copies_gib,
     needs_transform,
     tensor_parallel_only,
 )
 from launcher.rules.engine import Context, Finding, Severity, rule
+from launcher.spec.presets import PRESETS
 
 _DG = "https://docs.aws.amazon.com/sagemaker/latest/dg/"
 REF = _DG + "distributed-model-parallel-v2-reference.html"
@@ -44,10 +52,18 @@ EXAMPLES_HEAD = ("https://github.com/aws/amazon-sagemaker-examples/tree/2d519b52
 AWS_SCRIPTS = ("https://github.com/aws/amazon-sagemaker-examples/blob/main/build_and_train_models/"
                "sm-distributed_model_parallel_v2/shared-scripts/")
 SDK = "https://github.com/aws/sagemaker-python-sdk/blob/master-v2/src/sagemaker/image_uri_config/pytorch-smp.json"
+CHECKPOINTS = _DG + "model-parallel-core-features-v2-checkpoints.html"
+# AWS's example scripts at their newest (Oct 2024: PyTorch 2.4.1, SMP 2.6.0), and the SageMaker HyperPod training
+# adapter v1.4.0 (Aug 2025), the newest AWS code on SMP v2.
+AWS_SCRIPTS_HEAD = EXAMPLES_HEAD.replace("/tree/", "/blob/") + "/shared-scripts/"
+ADAPTER_140 = ("https://github.com/aws/sagemaker-hyperpod-training-adapter-for-nemo/blob/"
+               "0f91fdd5839e26cf310665eb23e8224a3de6a267/src/hyperpod_nemo_adapter/")
+AWSOME_NO_SMP = ("https://github.com/aws-samples/awsome-distributed-training/commit/"
+                 "305a69b11a47db3f1a91120fb2133c3a420611b3")
 
 MAX_GLOBAL_TOKENS = 4 * 2**20  # best practices: "most research keeps it under 4 million tokens"
 LONG_CONTEXT = 8192
-CP_MODELS = ("llama", "mistral", "gpt_neox")
+CP_MODELS = CONTEXT_PARALLEL_MODELS
 EP_MODELS = ("mixtral",)
 FP8_MODELS = ("llama", "gpt_neox", "mixtral")
 
@@ -235,11 +251,15 @@ def smddp_possible(ctx: Context) -> Iterator[Finding]:
                       "tensor_parallel_degree > 1); set backend: auto or nccl", "smp.backend")
 
 
-@rule("SMP024", Severity.INFO, "What backend auto resolves to", f"{BEST}; {SMDDP}; {EXAMPLES_HEAD}")
+@rule("SMP024", Severity.INFO, "What backend auto resolves to, and what SMDDP rests on",
+      f"{BEST}; {SMDDP}; {EXAMPLES_HEAD}; {NOTES} (v2.8.0: SMDDP 2.6.0); "
+      f"{ADAPTER_140}conf/config_schemas.py (distributed_backend); {AWSOME_NO_SMP}")
 def backend_auto(ctx: Context) -> Iterator[Finding]:
     if ctx.smp.backend != "auto":
         return
-    yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {ctx.decisions.backend_reason}", "smp.backend")
+    grounds = f"; {SMDDP_GROUNDS}" if ctx.decisions.backend == "smddp" else ""
+    yield Finding(f"backend auto resolves to {ctx.decisions.backend}: {ctx.decisions.backend_reason}{grounds}",
+                  "smp.backend")
 
 
 @rule("SMP030", Severity.WARNING, "Fine-tuning runs on NCCL", EXAMPLES_HEAD)
@@ -286,12 +306,16 @@ def offload_needs_checkpointing(ctx: Context) -> Iterator[Finding]:
                       "activation_checkpointing or turn offloading off", "smp.activation_offloading")
 
 
-@rule("SMP029", Severity.WARNING, "Offloading settings without offloading", f"{OFFLOAD}; {REF}")
+@rule("SMP029", Severity.WARNING, "Offloading settings without the offloading they set", f"{OFFLOAD}; {REF}")
 def offload_settings_unused(ctx: Context) -> Iterator[Finding]:
-    explicit = ctx.smp.model_fields_set & {"activation_loading_horizon", "sm_activation_offloading"}
-    if explicit and not ctx.smp.activation_offloading:
+    smp = ctx.smp
+    explicit = smp.model_fields_set & {"activation_loading_horizon", "sm_activation_offloading"}
+    if explicit and not smp.activation_offloading:
         yield Finding(f"{', '.join(sorted(explicit))} has no effect while activation_offloading is off",
                       f"smp.{sorted(explicit)[0]}")
+    elif "activation_loading_horizon" in explicit and not smp.sm_activation_offloading:
+        yield Finding("activation_loading_horizon sets SMP's own offloading; with sm_activation_offloading false "
+                      "PyTorch's offload wrapper runs and ignores it", "smp.activation_loading_horizon")
 
 
 # ---- SMP v2 best practices: batch and context ----
@@ -401,6 +425,105 @@ def script_pytorch(ctx: Context) -> Iterator[Finding]:
         yield Finding(f"the entry script's sharded checkpoints use torch.distributed.checkpoint save/load, "
                       f"which need PyTorch 2.2 or later; set framework.pytorch_version to 2.2.0 or later "
                       f"(now {ctx.framework.pytorch})", "framework.pytorch_version")
+
+
+@rule("SMP058", Severity.ERROR, "The image's SMP release supports the model", NOTES)
+def preset_release(ctx: Context) -> Iterator[Finding]:
+    preset = PRESETS.get(ctx.spec.model.preset or "")
+    if preset and not carries(ctx.framework.pytorch, preset.smp_since):
+        yield Finding(f"{ctx.spec.model.preset} needs SMP {preset.smp_since} or later ({preset.smp_note}); the image "
+                      f"of pytorch_version {ctx.framework.pytorch} carries SMP {ctx.framework.smp}: set "
+                      f"framework.pytorch_version to {first_pytorch_with(preset.smp_since)} or later",
+                      "framework.pytorch_version")
+
+
+@rule("SMP059", Severity.ERROR, "cp_comm_type needs SMP 2.6.0",
+      f"{NOTES} (v2.6.0); {CP}; {AWS_SCRIPTS_HEAD}train_lib.py (transform, cp_comm_type)")
+def cp_comm_type_release(ctx: Context) -> Iterator[Finding]:
+    value = ctx.smp.cp_comm_type
+    if value is not None and not carries(ctx.framework.pytorch, CP_COMM_TYPE_SINCE):
+        yield Finding(f"cp_comm_type {value} is a parameter of SMP {CP_COMM_TYPE_SINCE}'s torch.sagemaker.transform; "
+                      f"the image of pytorch_version {ctx.framework.pytorch} carries SMP {ctx.framework.smp}, whose "
+                      f"transform does not take it: set framework.pytorch_version to "
+                      f"{first_pytorch_with(CP_COMM_TYPE_SINCE)} or later, or drop smp.cp_comm_type",
+                      "smp.cp_comm_type")
+
+
+# ---- combinations that each setting alone allows (SMP 2.0-2.8 release notes, AWS's newest SMP code) ----
+
+@rule("SMP100", Severity.ERROR, "Context parallelism for Mistral needs SMP 2.6.0", f"{NOTES} (v2.6.0); {CP}")
+def mistral_context_parallel(ctx: Context) -> Iterator[Finding]:
+    if (ctx.smp.context_parallel_degree > 1 and ctx.arch.type == "mistral"
+            and not carries(ctx.framework.pytorch, MISTRAL_CONTEXT_PARALLEL_SINCE)):
+        yield Finding(f"context parallelism for Mistral came with SMP {MISTRAL_CONTEXT_PARALLEL_SINCE} (SMP 2.5.0's "
+                      "was for Llama and GPT-NeoX only); the image of pytorch_version "
+                      f"{ctx.framework.pytorch} carries SMP {ctx.framework.smp}: set framework.pytorch_version to "
+                      f"{first_pytorch_with(MISTRAL_CONTEXT_PARALLEL_SINCE)} or later, or context_parallel_degree "
+                      "to 1", "smp.context_parallel_degree")
+
+
+@rule("SMP101", Severity.WARNING, "A pretrained Mistral loses its sliding window under context parallelism",
+      f"{NOTES} (v2.6.0 known issues); {CP}")
+def mistral_pretrained_window(ctx: Context) -> Iterator[Finding]:
+    if (ctx.smp.context_parallel_degree > 1 and ctx.arch.type == "mistral"
+            and ctx.spec.model.pretrained is not None):
+        yield Finding("SMP's Mistral runs context parallelism only with no sliding window, so the script sets "
+                      "sliding_window to null in the pretrained model's config; a model trained with one (Mistral 7B "
+                      "v0.1 has 4096) then attends over the whole sequence past it: fine-tune from one without a "
+                      "window (Mistral 7B v0.3) or set context_parallel_degree to 1", "smp.context_parallel_degree")
+
+
+@rule("SMP102", Severity.ERROR, "fp8 cannot use SMP's activation offloading",
+      f"{NOTES} (v2.0.0 known issues); {AWS_SCRIPTS_HEAD}train_utils.py (apply_activation_checkpoint); "
+      f"{ADAPTER_140}collections/parts/fsdp_strategy.py (sm_activation_offloading)")
+def fp8_smp_offloading(ctx: Context) -> Iterator[Finding]:
+    if ctx.decisions.offloading == "smp" and ctx.spec.training.precision == "fp8":
+        yield Finding("SMP's activation offloading needs reentrant activation checkpointing, and under fp8 the "
+                      "script checkpoints with Transformer Engine's non-reentrant checkpoint, as AWS's scripts do: set "
+                      "smp.sm_activation_offloading: false (PyTorch's offload wrapper, which AWS's HyperPod adapter "
+                      "uses with fp8) or turn activation_offloading off", "smp.sm_activation_offloading")
+
+
+@rule("SMP103", Severity.ERROR, "SMP's gradient clipping with activation offloading needs SMP 2.8.0",
+      f"{NOTES} (v2.8.0 bug fixes); {AWS_SCRIPTS_HEAD}train_lib.py (clip_grad_norm_)")
+def offloading_clip(ctx: Context) -> Iterator[Finding]:
+    s = ctx.smp
+    if (s.activation_offloading and ctx.decisions.grad_clip == "smp"
+            and not carries(ctx.framework.pytorch, OFFLOADING_CLIP_SINCE)):
+        sliced = (f"tensor_parallel_degree {s.tensor_parallel_degree}" if s.tensor_parallel_degree > 1
+                  else f"expert_parallel_degree {s.expert_parallel_degree}")
+        yield Finding(f"activation offloading with {sliced}: the script clips with SMP's clip_grad_norm_ (one total "
+                      "norm over every slice; FSDP's own would differ per rank), which supports activation "
+                      f"offloading from SMP {OFFLOADING_CLIP_SINCE} on, and the image of pytorch_version "
+                      f"{ctx.framework.pytorch} carries SMP {ctx.framework.smp}: set framework.pytorch_version to "
+                      f"{first_pytorch_with(OFFLOADING_CLIP_SINCE)}, or turn activation_offloading off",
+                      "smp.activation_offloading")
+
+
+@rule("SMP104", Severity.ERROR, "Asynchronous checkpoints need SMP 2.5.0",
+      f"{NOTES} (v2.5.0); {CHECKPOINTS}")
+def async_checkpoint_release(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.training.async_checkpoint is True and not carries(ctx.framework.pytorch, ASYNC_CHECKPOINT_SINCE):
+        yield Finding(f"async_checkpoint true: SMP's async_save came with SMP {ASYNC_CHECKPOINT_SINCE} and the image "
+                      f"of pytorch_version {ctx.framework.pytorch} carries SMP {ctx.framework.smp}: set "
+                      f"framework.pytorch_version to {first_pytorch_with(ASYNC_CHECKPOINT_SINCE)} or later, or "
+                      "async_checkpoint to auto or false", "training.async_checkpoint")
+
+
+@rule("SMP105", Severity.INFO, "Checkpoints block training on this image",
+      f"{NOTES} (v2.5.0); {CHECKPOINTS}; {AWS_SCRIPTS_HEAD}checkpoints.py (_save_async_sharded)")
+def checkpoints_block(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.training.async_checkpoint == "auto" and not ctx.decisions.async_checkpoint:
+        yield Finding(f"every rank waits while its checkpoint shards are written: SMP {ctx.framework.smp} has no "
+                      f"asynchronous save; pytorch_version {first_pytorch_with(ASYNC_CHECKPOINT_SINCE)} or later "
+                      "saves while training goes on", "training.async_checkpoint")
+
+
+@rule("SMP106", Severity.WARNING, "cp_comm_type without context parallelism", f"{CP}; {REF}")
+def cp_comm_type_unused(ctx: Context) -> Iterator[Finding]:
+    if ctx.smp.cp_comm_type is not None and ctx.smp.context_parallel_degree == 1:
+        yield Finding(f"cp_comm_type {ctx.smp.cp_comm_type} has no effect while context_parallel_degree is 1",
+                      "smp.cp_comm_type")
 
 
 # ---- the training volume: p4d, p4de and p5 have NVMe instance storage (CreateTrainingJob's ResourceConfig) ----

@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from launcher.catalog.architecture import MODEL_TYPES
-from launcher.catalog.smp import FRAMEWORKS, INSTANCES, SMP_PARAMETERS, smp_parameters_taken
+from launcher.catalog.smp import (
+    ASYNC_CHECKPOINT_SINCE,
+    CP_COMM_TYPE_SINCE,
+    FRAMEWORKS,
+    INSTANCES,
+    OFFLOADING_CLIP_SINCE,
+    SMP_PARAMETERS,
+    carries,
+    smp_parameters_taken,
+)
 from launcher.rules.memory import build_copies
 from launcher.rules.topology import Topology
 from launcher.spec.models import JobSpec
@@ -20,6 +29,8 @@ GIB = 1 << 30
 # Hugging Face architectures tsm.transform converts (SMP v2 tensor-parallelism page: GPT-NeoX, Llama,
 # Mistral, Mixtral); every model type smp-launch renders is one of them.
 SMP_MODELS = MODEL_TYPES
+# The architectures SMP runs context parallelism for (SMP v2 context-parallelism page: GPT-NeoX, Llama, Mistral).
+CONTEXT_PARALLEL_MODELS = ("llama", "mistral", "gpt_neox")
 # hybrid_shard_degree 0 with tensor_parallel_degree 1: SMP falls back to native FSDP, where HYBRID_SHARD
 # shards within one node and "is equivalent to hybrid_shard_degree of 8" (SMP v2 reference).
 NATIVE_HYBRID_SHARD_DEGREE = 8
@@ -38,6 +49,12 @@ class Decisions:
     backend_reason: str           # why the backend is the one it is
     smp_release: str              # the SMP library in the image the job runs on
     smp_parameters: tuple[str, ...]  # the SMP parameters the distribution sends
+    offloading: str               # none | pytorch (PyTorch's offload wrapper) | smp (SMP's own offloading)
+    grad_clip: str                # smp (torch.sagemaker.grad_norm.clip_grad_norm_) | fsdp (FSDP's own)
+    clip_reason: str              # why that clip
+    async_checkpoint: bool        # checkpoints saved with SMP's async_save, training going on meanwhile
+    checkpoint_reason: str        # why they are saved the way they are
+    cp_comm_type: str | None      # what the script passes tsm.transform as cp_comm_type (None: nothing)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,6 +98,15 @@ def tensor_parallel_only(spec: JobSpec, shard: int) -> bool:
 FINE_TUNING_NCCL = ("fine-tuning from pretrained weights: rank 0 broadcasts them with FSDP's sync_module_states, "
                     "after which SMDDP holds extra GPU memory (AWS's train_lib.py), so AWS's fine-tuning examples "
                     "run on NCCL")
+
+
+# What backend auto's SMDDP on P4 rests on, and what speaks against it (SMP024): AWS's SMP v2 best practices and
+# example scripts (distributed_backend defaults to smddp), and the SMP 2.8.0 image (PyTorch 2.5.1) still carries
+# SMDDP 2.6.0; AWS's newest SMP code, the HyperPod training adapter v1.4.0, accepts "nccl" only (config_schemas.py),
+# and awsome-distributed-training dropped its SMP and SMDDP test cases (commit 305a69b1, March 2025).
+SMDDP_GROUNDS = ("SMDDP follows AWS's SMP v2 best practices and example scripts, and the PyTorch 2.5.1 image "
+                 "(SMP 2.8.0) still carries SMDDP 2.6.0; AWS's newest SMP code, the SageMaker HyperPod training "
+                 "adapter, runs NCCL only and AWS dropped its SMDDP test cases: set smp.backend: nccl to follow it")
 
 
 def auto_backend(spec: JobSpec, shard: int) -> str:
@@ -171,6 +197,60 @@ def _transform_note(spec: JobSpec) -> str:
     return " (and tsm.transform's copy beside the Hugging Face model)" if uses_transform(spec) else ""
 
 
+def offloading(spec: JobSpec) -> str:
+    """Whose activation offloading runs: PyTorch's offload wrapper unless the spec asks for SMP's."""
+    smp = spec.smp
+    if not smp.activation_offloading:
+        return "none"
+    return "smp" if smp.sm_activation_offloading else "pytorch"
+
+
+def clipping(spec: JobSpec, transform: bool) -> tuple[str, str]:
+    """Which clip_grad_norm_ the script calls, and why. SMP's counts every tensor- and expert-parallel slice once;
+    before SMP 2.8.0 it did not support activation offloading (release notes), and where there are no slices
+    FSDP's own gives the same total norm, so the script takes FSDP's there. With slices the advisor refuses
+    the combination (SMP103)."""
+    if not transform:
+        return "fsdp", "Hugging Face's model: FSDP's clip_grad_norm_ over the sharded parameters"
+    smp = spec.smp
+    release = FRAMEWORKS[spec.framework.pytorch_version].smp
+    sliced = smp.tensor_parallel_degree > 1 or smp.expert_parallel_degree > 1
+    if smp.activation_offloading and not sliced and not carries(spec.framework.pytorch_version,
+                                                                   OFFLOADING_CLIP_SINCE):
+        return "fsdp", (f"SMP {release}'s clip_grad_norm_ does not support activation offloading (fixed in SMP "
+                        f"{OFFLOADING_CLIP_SINCE}); with no tensor- or expert-parallel slices FSDP's own clip "
+                        "gives the same total norm")
+    return "smp", "SMP's clip_grad_norm_: one total norm over every tensor- and expert-parallel slice"
+
+
+def checkpoint_saving(spec: JobSpec) -> tuple[bool, str]:
+    """Whether checkpoints are saved asynchronously (SMP's async_save, SMP 2.5.0 and later), and why."""
+    setting = spec.training.async_checkpoint
+    version = spec.framework.pytorch_version
+    release = FRAMEWORKS[version].smp
+    if setting is False:
+        return False, "training.async_checkpoint false as set: every rank waits while its shards are written"
+    if carries(version, ASYNC_CHECKPOINT_SINCE):
+        how = "as set" if setting is True else "auto"
+        return True, (f"{how}: SMP {release} saves asynchronously (torch.sagemaker.distributed.checkpoint "
+                      "async_save): training goes on while each rank's shards are written")
+    if setting is True:  # refused by the advisor (SMP104); the script would save blocking
+        return False, (f"training.async_checkpoint true as set, but SMP {release} has no asynchronous save "
+                       f"(SMP {ASYNC_CHECKPOINT_SINCE} and later)")
+    return False, (f"auto: SMP {release} has no asynchronous save (SMP {ASYNC_CHECKPOINT_SINCE} and later), so every "
+                   "rank waits while its shards are written")
+
+
+def context_parallel_comm(spec: JobSpec, transform: bool) -> str | None:
+    """The cp_comm_type the script passes tsm.transform: SMP 2.6.0's parameter (AWS's scripts pass it, p2p by
+    default), for the models SMP runs context parallelism for; none on an older release, for other models or
+    without SMP's implementation."""
+    if (not transform or spec.model.architecture().type not in CONTEXT_PARALLEL_MODELS
+            or not carries(spec.framework.pytorch_version, CP_COMM_TYPE_SINCE)):
+        return None
+    return spec.smp.cp_comm_type or "p2p"
+
+
 def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
     topology = topology or Topology.of(spec)
     world = topology.world_size
@@ -180,9 +260,13 @@ def decide(spec: JobSpec, topology: Topology | None = None) -> Decisions:
     delayed, why = delayed_init(spec)
     transform = uses_transform(spec)
     strategy = "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
+    clip, clip_why = clipping(spec, transform)
+    saved_async, saved_why = checkpoint_saving(spec)
     return Decisions(world_size=world, hybrid_shard_degree=shard, backend=backend,
                      delayed_param_init=delayed, transform=transform, sharding_strategy=strategy,
                      shard_reason=shard_reason(spec, world, shard), delayed_reason=why,
                      backend_reason=backend_reason(spec, shard),
                      smp_release=FRAMEWORKS[spec.framework.pytorch_version].smp,
-                     smp_parameters=smp_parameters_sent(spec))
+                     smp_parameters=smp_parameters_sent(spec), offloading=offloading(spec),
+                     grad_clip=clip, clip_reason=clip_why, async_checkpoint=saved_async,
+                     checkpoint_reason=saved_why, cp_comm_type=context_parallel_comm(spec, transform))

@@ -116,12 +116,19 @@ class Context:
                               batch_size=self.spec.training.batch_size, seq_length=self.seq,
                               activation_checkpointing=self.smp.activation_checkpointing,
                               activation_offloading=self.smp.activation_offloading,
-                              loading_horizon=self.smp.activation_loading_horizon,
+                              loading_horizon=self.loading_horizon,
                               smp_implementation=self.decisions.transform,
                               delayed_param_init=self.decisions.delayed_param_init,
                               pretrained=self.spec.model.pretrained is not None,
                               final_export=self.spec.output.final_export)
         return dataclasses.replace(base, **changes)
+
+    @property
+    def loading_horizon(self) -> int:
+        """Layers whose checkpointed inputs are on the GPU at once while offloading: SMP's offloading keeps
+        activation_loading_horizon of them (it prefetches); PyTorch's offload wrapper brings back one, when
+        backward reaches it."""
+        return self.smp.activation_loading_horizon if self.decisions.offloading == "smp" else 1
 
     @cached_property
     def memory(self) -> MemoryEstimate:
@@ -137,7 +144,8 @@ class Context:
                         shard_degree=self.shard, tensor_parallel=s.tensor_parallel_degree,
                         context_parallel=s.context_parallel_degree, expert_parallel=s.expert_parallel_degree,
                         checkpointing=1.0 if s.activation_checkpointing else 0.0,
-                        offloading=s.activation_offloading, precision=self.spec.training.precision,
+                        offloading=s.activation_offloading, offload_prefetch=self.decisions.offloading == "smp",
+                        precision=self.spec.training.precision,
                         smddp=self.decisions.backend == "smddp")
 
     @cached_property
@@ -164,7 +172,7 @@ class Context:
         t = self.spec.training
         how = steps_from(self.spec, self.topology.global_batch_tokens)
         return training_time(self.workload(), perf.step_seconds, t.max_steps, how, t.checkpoint_every,
-                             self.spec.cluster.spot)
+                             self.spec.cluster.spot, self.decisions.async_checkpoint)
 
     @cached_property
     def time_band(self) -> tuple[TrainingTime, TrainingTime] | None:

@@ -20,7 +20,8 @@ The model is analytic and deliberately simple; each term cites where it comes fr
   each further expert a token is routed to.
   With full activation checkpointing only each layer's input is kept (2 bytes per s*b*h, measured for
   reentrant checkpointing), plus one layer recomputed at a time; with offloading only
-  `activation_loading_horizon` layer inputs stay on the GPU. Context parallelism splits the sequence,
+  `loading_horizon` layer inputs stay on the GPU (SMP's offloading: activation_loading_horizon; PyTorch's
+  offload wrapper: the one layer backward has reached). Context parallelism splits the sequence,
   so s becomes s/cp.
 - Logits and loss: the peak bytes per logit (b*s*V) of the loss's forward and backward, MEASURED on CPU by
   tools/activation_measure.py (`loss_bytes_per_logit`: the allocator's peak, kernels' temporaries

@@ -17,7 +17,13 @@ the layout SMP would impose:
   slices of every TP rank and the replicated parameters once, as SMP's does.
 Context and expert parallelism need SMP's kernels; asking for them here is an error, never a silent
 degree of 1. Where $SMP_LAUNCH_SMP_RELEASE names an SMP release before 2.5.0, tsm.state has no
-context-parallel attributes, as that release's has none: a script reading them fails here as on its image.
+context-parallel attributes and there is no asynchronous save, as that release has neither: a script
+reading them fails here as on its image.
+SMP's asynchronous checkpointing (torch.sagemaker.distributed.checkpoint: state_dict_saver.async_save,
+state_dict_loader.load, async_utils.AsyncCallsQueue) is stood in for by `async_save`, `load_checkpoint` and
+`AsyncCallsQueue`, on PyTorch's own DCP async_save: the shards are staged in host memory before it returns
+and written by a thread, over a gloo group of the same ranks so that the writes' collectives never meet
+training's. Each refuses a coordinator_rank other than the group's lowest global rank, the one AWS passes.
 """
 import contextlib
 import json
@@ -33,6 +39,7 @@ from torch import nn
 STAND_IN = True  # the entry script tells this module from SMP by it
 UNSUPPORTED = ("context_parallel_degree", "expert_parallel_degree")
 CONTEXT_PARALLEL_SINCE = (2, 5, 0)  # SMP's release notes: context parallelism came with SMP 2.5.0
+ASYNC_SAVE_SINCE = (2, 5, 0)  # and asynchronous checkpoint saves
 # Per Hugging Face model type: the projections split by output rows (column-parallel) and by input
 # columns (row-parallel). Mixtral's experts (Linear w1/w2/w3 in transformers 4, fused 3-D tensors in 5)
 # stay whole.
@@ -478,3 +485,71 @@ def full_model_state_dict(state_dict):
         dist.all_gather(parts, local, group=state.tp_process_group)
         merged[name] = torch.cat(parts, dim=dim)
     return merged
+
+
+def _release():
+    release = os.environ.get("SMP_LAUNCH_SMP_RELEASE")
+    return tuple(int(p) for p in release.split(".")) if release else None
+
+
+def _check_coordinator(process_group, coordinator_rank):
+    """SMP's saver and loader take the coordinator as a global rank; AWS passes the group's lowest."""
+    ranks = sorted(dist.get_process_group_ranks(process_group)) if process_group is not None else [0]
+    if coordinator_rank != ranks[0]:
+        raise RuntimeError(f"coordinator_rank {coordinator_rank} is not the lowest global rank of the process "
+                           f"group {ranks}, the rank AWS's checkpoints.py and HyperPod adapter pass")
+    return ranks
+
+
+_IO_GROUPS: dict[tuple[int, ...], object] = {}
+
+
+def _io_group(ranks):
+    """A gloo group of the same ranks for the background writes (created once, by those ranks alone)."""
+    key = tuple(ranks)
+    if key not in _IO_GROUPS:
+        _IO_GROUPS[key] = dist.new_group(list(key), backend="gloo", use_local_synchronization=True)
+    return _IO_GROUPS[key]
+
+
+class AsyncCallsQueue:
+    """SMP's torch.sagemaker.distributed.checkpoint.async_utils.AsyncCallsQueue: the saves in flight."""
+
+    def __init__(self):
+        self.pending = []
+
+    def maybe_finalize_async_calls(self, blocking=False, process_group=None):
+        """Finish the saves in flight: with blocking, wait for every one, then meet the group's other ranks;
+        without, finish only if every one is done already. Returns how many were finished."""
+        if not blocking and not all(future.done() for future in self.pending):
+            return 0
+        done, self.pending = self.pending, []
+        for future in done:
+            future.result()
+        if blocking and dist.is_initialized():
+            dist.barrier(group=process_group)
+        return len(done)
+
+
+def async_save(state_dict, checkpoint_id=None, process_group=None, coordinator_rank=0, queue=None, **kwargs):
+    """SMP's state_dict_saver.async_save, on PyTorch's DCP: returns once the state is staged in host memory."""
+    import torch.distributed.checkpoint as dcp
+
+    release = _release()
+    if release and release < ASYNC_SAVE_SINCE:
+        raise RuntimeError(f"SMP {os.environ['SMP_LAUNCH_SMP_RELEASE']} has no asynchronous save (SMP 2.5.0 and "
+                           "later)")
+    if queue is None:
+        raise RuntimeError("async_save needs the AsyncCallsQueue that will finish it")
+    ranks = _check_coordinator(process_group, coordinator_rank)
+    group = _io_group(ranks) if process_group is not None else None
+    queue.pending.append(dcp.async_save(state_dict, checkpoint_id=checkpoint_id, process_group=group))
+
+
+def load_checkpoint(state_dict, checkpoint_id=None, process_group=None, coordinator_rank=0, **kwargs):
+    """SMP's state_dict_loader.load, on PyTorch's DCP (this PyTorch reads its coordinator as the group's rank 0,
+    the same process as the lowest global rank that SMP's loader is given)."""
+    import torch.distributed.checkpoint as dcp
+
+    _check_coordinator(process_group, coordinator_rank)
+    dcp.load(state_dict, checkpoint_id=checkpoint_id, process_group=process_group)

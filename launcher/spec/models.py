@@ -381,8 +381,15 @@ class SmpSpec(_Section):
                             "fit the host memory.")
     backend: Literal["auto", "smddp", "nccl"] = Field(
         "auto", description="auto: smddp on P4 except tensor-parallel-only jobs; nccl otherwise.")
-    sm_activation_offloading: StrictBool = True
-    activation_loading_horizon: Count = Field(2, le=4096)
+    sm_activation_offloading: StrictBool = Field(
+        False, description="With activation_offloading: true sends SMP's own offloading (it prefetches, and needs "
+                           "reentrant checkpointing); false (the default) PyTorch's offload wrapper, as AWS's newest "
+                           "SMP code (the SageMaker HyperPod training adapter) sends it.")
+    activation_loading_horizon: Count = Field(2, le=4096, description="SMP's offloading only: layers whose inputs "
+                                                                      "may be on the GPU at once.")
+    cp_comm_type: Optional[Literal["p2p", "all_gather"]] = Field(
+        None, description="Context parallelism's key/value exchange, passed to torch.sagemaker.transform (SMP 2.6.0 "
+                          "and later): p2p (SMP's default) or all_gather.")
     fsdp_cache_flush_warnings: StrictBool = True
     allow_empty_shards: StrictBool = False
     random_seed: Optional[Seed] = None
@@ -407,6 +414,10 @@ class TrainingSpec(_Section):
     grad_clip: Float = Field(1.0, ge=0)
     log_every: Count = Field(10, le=10**9, description="Steps between progress lines.")
     checkpoint_every: Count = Field(500, le=10**9, description="Steps between sharded checkpoints.")
+    async_checkpoint: Literal[True, False, "auto"] = Field(
+        "auto", description="Save checkpoints asynchronously with SMP's torch.sagemaker.distributed.checkpoint "
+                            "(training goes on while the shards are written; SMP 2.5.0 and later). auto: wherever "
+                            "the image's SMP release has it; false: blocking saves.")
     keep_checkpoints: Count = Field(2, le=1000)
     seed: Seed = 12345
 

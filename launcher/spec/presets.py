@@ -17,6 +17,19 @@ class Preset:
     max_position_embeddings: int
     rope_theta: float
     source: str
+    # Hugging Face's rope_scaling for the model (key, value pairs), None for none.
+    rope_scaling: tuple[tuple[str, object], ...] | None = None
+    # The first SMP release that supports the model, and the release note that says so; a job on an image with an
+    # older release is refused (launcher/rules/checks.py).
+    smp_since: str = "2.0.0"
+    smp_note: str = ""
+
+
+# Llama 3.1's rope scaling, as meta-llama/Llama-3.1-8B's and -70B's config.json give it.
+LLAMA31_ROPE = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0), ("high_freq_factor", 4.0),
+                ("original_max_position_embeddings", 8192))
+SMP_2_6_LLAMA31 = "SMP 2.6.0 added Llama 3.1 8B and 70B"
+SMP_2_3_1_MIXTRAL = "SMP 2.3.1 fixed an out-of-memory error loading Mixtral 8x22B"
 
 
 def _llama(layers, hidden, heads, kv, inter, vocab, **kw):
@@ -38,11 +51,21 @@ PRESETS: dict[str, Preset] = {
                         "meta-llama/Meta-Llama-3-8B config.json; 8.03B parameters"),
     "llama3-70b": Preset(_llama(80, 8192, 64, 8, 28672, 128256), 70.6e9, 8192, 500000.0,
                          "meta-llama/Meta-Llama-3-70B config.json; 70.6B parameters"),
+    "llama3.1-8b": Preset(_llama(32, 4096, 32, 8, 14336, 128256), 8.03e9, 131072, 500000.0,
+                          "meta-llama/Llama-3.1-8B config.json; 8.03B parameters", rope_scaling=LLAMA31_ROPE,
+                          smp_since="2.6.0", smp_note=SMP_2_6_LLAMA31),
+    "llama3.1-70b": Preset(_llama(80, 8192, 64, 8, 28672, 128256), 70.6e9, 131072, 500000.0,
+                           "meta-llama/Llama-3.1-70B config.json; 70.6B parameters", rope_scaling=LLAMA31_ROPE,
+                           smp_since="2.6.0", smp_note=SMP_2_6_LLAMA31),
     "mistral-7b": Preset(Architecture("mistral", 32, 4096, 32, 8, 14336, 32000), 7.24e9, 32768,
                          10000.0, "mistralai/Mistral-7B-v0.1 config.json; 7.24B parameters"),
     "mixtral-8x7b": Preset(Architecture("mixtral", 32, 4096, 32, 8, 14336, 32000, num_experts=8,
                                         num_experts_per_tok=2), 46.7e9, 32768, 1000000.0,
                            "mistralai/Mixtral-8x7B-v0.1 config.json; 46.7B parameters"),
+    "mixtral-8x22b": Preset(Architecture("mixtral", 56, 6144, 48, 8, 16384, 32768, num_experts=8,
+                                         num_experts_per_tok=2), 141e9, 65536, 1000000.0,
+                            "mistralai/Mixtral-8x22B-v0.1 config.json; 141B parameters (39B active), Mistral AI",
+                            smp_since="2.3.1", smp_note=SMP_2_3_1_MIXTRAL),
     "gpt-neox-20b": Preset(Architecture("gpt_neox", 44, 6144, 64, 64, 24576, 50432), 20.55e9, 2048,
                            10000.0, "EleutherAI/gpt-neox-20b config.json; 20.55B parameters"),
 }

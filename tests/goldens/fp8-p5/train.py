@@ -60,6 +60,8 @@ MODEL_DIR = os.environ.get("SM_MODEL_DIR", "/opt/ml/model")
 
 STAND_IN = getattr(tsm, "STAND_IN", False)  # tsm is the local run's stand-in (launcher/runtime/tsm_local.py)
 LOCAL_RUN = os.environ.get("SMP_LAUNCH_LOCAL_RUN") == "1"
+# The local run stops its first run right after starting the save of this step, as a job stopped mid-save.
+HOLD_AT = int(os.environ.get("SMP_LAUNCH_LOCAL_HOLD_AT", 0)) if LOCAL_RUN else 0
 ON_GPU = torch.cuda.is_available()
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
 # NO_SHARD repeats on every state-dict call that its state dict is a full one.
@@ -180,7 +182,8 @@ def wrap(model, device):
 def transform(model):
     """tsm.transform: SMP's implementation of the model. A MoE model gets SMP's MoE config, and is
     transformed on the meta device while its parameters wait for delayed init, as AWS's examples do."""
-    return tsm.transform(model)
+    # Context parallelism's key/value exchange, passed as AWS's train_lib.py passes it (SMP 2.6.0 and later).
+    return tsm.transform(model, cp_comm_type='p2p')
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,7 +272,9 @@ def param_groups(fsdp_model):
 
 def clip_gradients(fsdp_model, max_norm):
     """One total gradient norm on every rank: SMP's clip_grad_norm_ counts every TP rank's slices and
-    the replicated parameters once (FSDP's own reduces over its group only, so TP ranks would differ)."""
+    the replicated parameters once (FSDP's own reduces over its group only, so TP ranks would differ).
+    The plan's clip:
+    SMP's clip_grad_norm_: one total norm over every tensor- and expert-parallel slice."""
     if STAND_IN:
         return tsm.clip_grad_norm_(fsdp_model, max_norm)
     from torch.sagemaker.grad_norm import clip_grad_norm_
@@ -278,12 +283,61 @@ def clip_gradients(fsdp_model, max_norm):
 
 
 def checkpoint_layout(fsdp_model):
-    """Per TP/EP rank sub-folders, written over the FSDP group by the replication-rank-0 ranks."""
+    """Per TP/EP rank sub-folders, written over the FSDP group by the replication-rank-0 ranks and coordinated
+    by the group's lowest global rank, as AWS's checkpoints.py (get_coordinator_rank) and HyperPod adapter do."""
     st = tsm.state
+    group = fsdp_model.process_group
     return train_checkpoint.Layout(
         tp_degree=int(st.tensor_parallel_degree), tp_rank=int(st.tp_rank),
         ep_degree=int(st.expert_parallel_degree), ep_rank=int(getattr(st, "ep_rank", 0)),
-        group=fsdp_model.process_group, writer=st.ranker.get_rep_rank(dist.get_rank()) == 0)
+        group=group, writer=st.ranker.get_rep_rank(dist.get_rank()) == 0,
+        coordinator=train_checkpoint.lowest_rank(group))
+
+
+def smp_async_checkpoint():
+    """SMP's asynchronous saver, its loader and its queue (torch.sagemaker.distributed.checkpoint, SMP 2.5.0 and
+    later), as AWS's checkpoints.py and HyperPod adapter use them; locally, tsm_local's stand-ins."""
+    if STAND_IN:
+        return train_checkpoint.AsyncWriter(tsm.async_save, tsm.load_checkpoint, tsm.AsyncCallsQueue())
+    from torch.sagemaker.distributed.checkpoint.async_utils import AsyncCallsQueue
+    from torch.sagemaker.distributed.checkpoint.state_dict_loader import load
+    from torch.sagemaker.distributed.checkpoint.state_dict_saver import async_save
+
+    return train_checkpoint.AsyncWriter(async_save, load, AsyncCallsQueue())
+
+
+def checkpoints(layout):
+    """The job's checkpoints, each read back the way its marker says it was written (so a job resumes from
+    either kind). The plan's saves:
+    auto: SMP 2.7.0 saves asynchronously (torch.sagemaker.distributed.checkpoint async_save): training goes on while each rank's shards are written."""
+    blocking = train_checkpoint.TorchWriter()
+    return train_checkpoint.Checkpoints(CHECKPOINT_DIR, KEEP_CHECKPOINTS, layout, smp_async_checkpoint(),
+                                        readers=[blocking], snapshots=LOCAL_RUN)
+
+
+def checkpoint_complete(ckpt, step, fsdp_model, optimizer):
+    """Checkpoint `step` is written and marked complete (None: none was pending). Local run: load it back into
+    the model and compare every shard."""
+    if step is None:
+        return
+    path = train_checkpoint.step_dir(CHECKPOINT_DIR, step)
+    log(f"checkpoint of step {step} saved to {path}")
+    if LOCAL_RUN:
+        equal, tensors = train_checkpoint.round_trip(ckpt, step, fsdp_model, optimizer)
+        folders = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, files in os.walk(path)
+                         for f in files if f == ".metadata")
+        report("checkpoint_round_trip", step=step, equal=equal, tensors=tensors, folders=folders,
+               tp_degree=ckpt.layout.tp_degree, kind=train_checkpoint.kind(CHECKPOINT_DIR, step))
+
+
+def hold(step):
+    """Local run: stop right after starting the save of `step`, as a job stopped mid-save would, until the local
+    run kills every rank (it reads their process ids here); the save never gets its complete marker."""
+    pids = [None] * dist.get_world_size()
+    dist.all_gather_object(pids, os.getpid())
+    report("held", step=step, pids=pids)
+    while True:
+        time.sleep(60)
 
 
 def on_every_rank(value):
@@ -379,6 +433,7 @@ def train(device):
     report_sharding(fsdp_model, slice_params)
     optimizer = torch.optim.AdamW(param_groups(fsdp_model), lr=LEARNING_RATE, betas=BETAS)
     layout = checkpoint_layout(fsdp_model)
+    ckpt = checkpoints(layout)
     scaler = None
     if PRECISION == "fp16":
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -387,9 +442,9 @@ def train(device):
     batches = make_batches(vocab_size)
     start = train_checkpoint.latest_step(CHECKPOINT_DIR) or 0
     if start:
-        train_checkpoint.load(CHECKPOINT_DIR, start, fsdp_model, optimizer, layout)
+        ckpt.load(start, fsdp_model, optimizer)
         log(f"resumed from the checkpoint of step {start} in {CHECKPOINT_DIR}")
-        report("resumed", step=start)
+        report("resumed", step=start, kind=train_checkpoint.kind(CHECKPOINT_DIR, start))
     model = fsdp_model
     if LOCAL_RUN:
         forward_backward(fsdp_model, batches.batch(start + 1).to(device), None)
@@ -425,17 +480,20 @@ def train(device):
                 step=step, loss=mean_over_ranks(loss), lr=lr, tokens_per_s=tokens_per_s,
                 tflops_per_gpu=FLOPS_PER_TOKEN * tokens_per_s / dist.get_world_size() / 1e12,
                 gpu_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if ON_GPU else 0.0))
-            window_start, window_steps = time.perf_counter(), 0
+            # An asynchronous save is finished by the next progress line: this waits only if it is still writing.
+            checkpoint_complete(ckpt, ckpt.finish(), fsdp_model, optimizer)
+            window_start, window_steps = time.perf_counter(), 0  # saving is not training time
         if step % CHECKPOINT_EVERY == 0:
-            path = train_checkpoint.save(CHECKPOINT_DIR, step, fsdp_model, optimizer, KEEP_CHECKPOINTS, layout)
-            log(f"checkpoint of step {step} saved to {path}")
-            if LOCAL_RUN:
-                equal, tensors = train_checkpoint.round_trip(CHECKPOINT_DIR, step, fsdp_model, optimizer, layout)
-                folders = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, files in os.walk(path)
-                                 for f in files if f == ".metadata")
-                report("checkpoint_round_trip", step=step, equal=equal, tensors=tensors, folders=folders,
-                       tp_degree=layout.tp_degree)
-            window_start, window_steps = time.perf_counter(), 0  # the save is not training time
+            checkpoint_complete(ckpt, ckpt.finish(), fsdp_model, optimizer)
+            ckpt.save(step, fsdp_model, optimizer)
+            if ckpt.pending is None:
+                checkpoint_complete(ckpt, step, fsdp_model, optimizer)
+            else:
+                log(f"checkpoint of step {step} saving in the background")
+            if step == HOLD_AT:
+                hold(step)
+            window_start, window_steps = time.perf_counter(), 0  # saving is not training time
+    checkpoint_complete(ckpt, ckpt.finish(), fsdp_model, optimizer)
     if LOCAL_RUN and start < MAX_STEPS:
         with torch.no_grad(), warnings.catch_warnings():  # the same batch again: did training lower its loss?
             warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
