@@ -410,6 +410,7 @@ def test_a_job_resumes_from_a_checkpoint_of_either_kind_the_rendered_scripts_wro
     checkpoint and killed after its blocking save of step 4; then asynchronous again, resuming from that blocking
     checkpoint. The second repeats the first's steps 3 and 4 bit for bit; every checkpoint loads back bit for
     bit."""
+    from launcher.local.launchers import launch
     from launcher.local.run import _torchrun, smp_config
     from launcher.render.files import write_source_dir
 
@@ -426,7 +427,8 @@ def test_a_job_resumes_from_a_checkpoint_of_either_kind_the_rendered_scripts_wro
                "SMP_LAUNCH_CHECKPOINT_DIR": str(ckpt), "SM_MODEL_DIR": str(tmp_path / "model"),
                "PYTHONWARNINGS": "ignore::FutureWarning", "OMP_NUM_THREADS": "1",
                **({"SMP_LAUNCH_LOCAL_HOLD_AT": str(hold)} if hold else {})}
-        record = _torchrun(tmp_path / name, 2, env, [], lambda line: None)
+        started = launch(plan, 2)
+        record = _torchrun(tmp_path / name, started.command, {**env, **started.env}, lambda line: None)
         assert record.killed is bool(hold) and (record.exit_code == 0) is (not hold), record.exit_code
         return record
 
