@@ -216,6 +216,28 @@ def runtime():
         sys.modules.pop(name, None)
 
 
+@pytest.mark.parametrize("backend,device", [("nccl", "cuda:0"), ("gloo", "cpu")])
+def test_a_checkpoints_vote_travels_on_the_process_groups_device(runtime, monkeypatch, backend, device):
+    """NCCL carries CUDA tensors only: the local run's checkpoint check voted with a CPU tensor and failed on a GPU
+    ("No backend type associated with device type cpu", seen on an H200). The vote's device follows the backend."""
+    import torch
+    import torch.distributed as dist
+
+    ckpt = runtime("train_checkpoint")
+    made, real = [], torch.tensor
+
+    def tensor(data, device=None, **kwargs):
+        made.append(str(torch.device(device)) if device is not None else "cpu")
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(dist, "get_backend", lambda *a: backend)
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(ckpt.torch, "tensor", tensor)
+    assert ckpt.everywhere(True) is True and ckpt.everywhere(False) is False
+    assert made == [device, device]
+
+
 def test_synthetic_batches_are_a_function_of_the_step(runtime):
     import torch
 

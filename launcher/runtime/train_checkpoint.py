@@ -325,9 +325,7 @@ def round_trip(checkpoints, step, model, optimizer):
     equal = saved.keys() == loaded.keys() and all(
         saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved)
     _put_back(model, optimizer, live)
-    everywhere = torch.tensor([1 if equal else 0])
-    dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
-    return bool(everywhere.item()), len(saved)
+    return everywhere(equal), len(saved)
 
 
 def model_dir(root, layout):
@@ -371,6 +369,13 @@ def model_round_trip(path, model, layout, writer=None):
     set_model_state_dict(model, state["model"])
     loaded = local_tensors(_model_state(model))
     equal = saved.keys() == loaded.keys() and all(torch.equal(saved[k], loaded[k]) for k in saved)
-    everywhere = torch.tensor([1 if equal else 0])
-    dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
-    return bool(everywhere.item())
+    return everywhere(equal)
+
+
+def everywhere(flag):
+    """Whether `flag` holds on every rank. The vote travels on the process group's own device: NCCL carries CUDA
+    tensors only ("No backend type associated with device type cpu")."""
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    vote = torch.tensor([1 if flag else 0], device=on)
+    dist.all_reduce(vote, op=dist.ReduceOp.MIN)
+    return bool(vote.item())

@@ -458,12 +458,16 @@ def clip_grad_norm_(model, max_norm, norm_type=2.0):
     for pid, grad in grads:
         sums[0 if pid in sliced_ids else 1] += grad.detach().double().pow(2).sum().cpu()
     group = getattr(model, "process_group", None)
+    # NCCL carries CUDA tensors only: the sums travel on the GPU there, and come back for the arithmetic below.
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else sums.device
     if group is not None and getattr(model, "sharding_strategy", None) != ShardingStrategy.NO_SHARD:
-        dist.all_reduce(sums, group=group)
+        moved = sums.to(on)
+        dist.all_reduce(moved, group=group)
+        sums = moved.cpu()
     if state.tp_size > 1:
-        sliced = sums[:1].clone()
+        sliced = sums[:1].to(on)
         dist.all_reduce(sliced, group=state.tp_process_group)
-        sums[0] = sliced[0]
+        sums[0] = sliced.cpu()[0]
     total = sums.sum().sqrt()
     coef = float(max_norm) / (float(total) + 1e-6)
     if coef < 1.0:

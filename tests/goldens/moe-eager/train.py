@@ -508,7 +508,7 @@ def save_final_model(fsdp_model, hf_config):
 def report_export(state):
     """Local run: the exported directory loads into the Hugging Face class, with the weights just saved."""
     loaded = hf_classes()[1].from_pretrained(MODEL_DIR, torch_dtype=torch.float32).state_dict()
-    same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float()) for k in state)
+    same = sorted(loaded) == sorted(state) and all(torch.equal(loaded[k], state[k].float().cpu()) for k in state)
     report("final_model", loads=same, format="full", tensors=len(state), model_class=HF_CLASSES[1])
 
 
