@@ -20,6 +20,7 @@ launcher.submission.backend checks the result against the plan before anything i
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -154,6 +155,7 @@ def build(plan: Plan, source_uri: str, role_arn: str, clients: Clients, api: Tra
                                             for m in est.metric_definitions])
 
 
+@functools.cache
 def _staged_in_code_location(base: type) -> type:
     """ModelTrainer whose drivers go to the session's default bucket, which is the plan's code location: SDK 3.x
     asks IAM whether the job's role may write there and, when the simulation says no, moves them under the output
