@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 from types import SimpleNamespace
 
 import boto3
@@ -29,8 +28,8 @@ from tests.conftest import BACKENDS, JOBS, REPO, SDK_MAJOR, TELEMETRY, needs_v2
 DRIVER_FILES = 5  # at least: sm_train.sh, sourcecode.json, distributed.json, environment.py, torchrun_driver.py
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def moto_plan(request, monkeypatch):
+def _world(monkeypatch, kind):
+    """moto in-process with the test world, and the reference job planned for backend `kind`."""
     for k, v in emulator.FAKE_CREDENTIALS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
@@ -38,12 +37,30 @@ def moto_plan(request, monkeypatch):
     with emulator.mocked():
         arns = create_world(boto3.Session(region_name="us-west-2"))
         clients = Clients(region="us-west-2")
-        loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", f"cluster.backend={request.param}"])
+        loaded = load_spec(JOBS / "llama7b.yaml", ["role=Good", f"cluster.backend={kind}"])
         from launcher.plan.build import build_plan
 
         plan = build_plan(loaded)
         yield SimpleNamespace(clients=clients, loaded=loaded, plan=plan, source_uri=plan.source.uri,
-                              role=arns["Good"], request=plan.request_for(arns["Good"]), kind=request.param)
+                              role=arns["Good"], request=plan.request_for(arns["Good"]), kind=BackendKind(kind))
+
+
+@pytest.fixture(params=BACKENDS, ids=str)
+def moto_plan(request, monkeypatch):
+    """The job planned for each backend the installed SDK line has."""
+    yield from _world(monkeypatch, request.param)
+
+
+@pytest.fixture
+def trainer_plan(monkeypatch):
+    """The job planned for ModelTrainer (both lines have it)."""
+    yield from _world(monkeypatch, BackendKind.MODEL_TRAINER)
+
+
+@pytest.fixture
+def estimator_plan(monkeypatch):
+    """The job planned for the PyTorch Estimator (SDK 2.x only: its tests are marked needs_v2)."""
+    yield from _world(monkeypatch, BackendKind.ESTIMATOR)
 
 
 def start(moto_plan):
@@ -111,26 +128,22 @@ def test_a_whole_submit_writes_only_the_tarball_the_drivers_and_the_job(moto_pla
     assert egress.telemetry == [] and egress.http == [] and egress.sockets == []
 
 
-def test_the_drivers_lie_where_the_plan_says(moto_plan):
-    if moto_plan.kind is not BackendKind.MODEL_TRAINER:
-        pytest.skip("only ModelTrainer uploads drivers")
+def test_the_drivers_lie_where_the_plan_says(trainer_plan):
     from launcher.plan.request import drivers_uri
 
-    start(moto_plan)
-    bucket, prefix = drivers_uri(moto_plan.plan)[len("s3://"):].split("/", 1)
+    start(trainer_plan)
+    bucket, prefix = drivers_uri(trainer_plan.plan)[len("s3://"):].split("/", 1)
     keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
     names = {k.rsplit("/", 1)[-1] for k in keys}
     assert {"sm_train.sh", "torchrun_driver.py", "environment.py", "distributed.json", "sourcecode.json"} <= names
 
 
 @needs_v2
-def test_the_egress_spies_do_see_the_sdks_own_fit_send_telemetry(moto_plan, egress):
+def test_the_egress_spies_do_see_the_sdks_own_fit_send_telemetry(estimator_plan, egress):
     """The control for the tests above: the SDK's decorated fit, on the same empty config, does send."""
-    if moto_plan.kind is not BackendKind.ESTIMATOR:
-        pytest.skip("the control is the Estimator's fit")
-    est = estimator.build(moto_plan.plan, moto_plan.source_uri, moto_plan.role, moto_plan.clients.session,
-                          moto_plan.clients.sagemaker)
-    est.fit(job_name=moto_plan.plan.job_name + "-control", wait=False, logs=False)
+    est = estimator.build(estimator_plan.plan, estimator_plan.source_uri, estimator_plan.role,
+                          estimator_plan.clients.session, estimator_plan.clients.sagemaker)
+    est.fit(job_name=estimator_plan.plan.job_name + "-control", wait=False, logs=False)
     assert egress.telemetry and "sagemaker.CreateTrainingJob" in egress.api
 
 
@@ -165,16 +178,15 @@ def test_a_users_sdk_defaults_do_not_change_the_request(moto_plan, monkeypatch, 
 
 
 @needs_v2
-def test_an_sdk_that_reads_its_defaults_anyway_is_refused_before_any_request(moto_plan, monkeypatch, tmp_path):
-    if moto_plan.kind is not BackendKind.ESTIMATOR:
-        pytest.skip("the Estimator's session says so itself; ModelTrainer's request is refused by the next test")
+def test_an_sdk_that_reads_its_defaults_anyway_is_refused_before_any_request(estimator_plan, monkeypatch, tmp_path):
+    """The Estimator's session says so itself (for either backend, the seam also refuses a request that differs)."""
     defaults = tmp_path / "config.yaml"
     defaults.write_text("SchemaVersion: '1.0'\nSageMaker:\n  TrainingJob:\n    EnableNetworkIsolation: true\n")
     monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(defaults))
     monkeypatch.setattr(estimator, "_no_sdk_defaults", contextlib.nullcontext)  # as if the variables were ignored
     with pytest.raises(LauncherError, match="loaded a defaults config despite SAGEMAKER_ADMIN_CONFIG_OVERRIDE and "
                                             "SAGEMAKER_USER_CONFIG_OVERRIDE; refusing to submit"):
-        start(moto_plan)
+        start(estimator_plan)
 
 
 def test_a_request_the_sdk_changed_is_refused_naming_where_and_nothing_is_created(moto_plan, monkeypatch):
@@ -319,13 +331,11 @@ def test_an_sdk_built_differently_is_refused(monkeypatch):
         estimator.untracked_fit()
 
 
-def test_a_model_trainer_without_the_namer_it_needs_is_refused(moto_plan, monkeypatch):
-    if moto_plan.kind is not BackendKind.MODEL_TRAINER:
-        pytest.skip("ModelTrainer's namer")
+def test_a_model_trainer_without_the_namer_it_needs_is_refused(trainer_plan, monkeypatch):
     api = model_trainer.import_sdk()
     monkeypatch.delattr(api.module, model_trainer.NAMER)
     with pytest.raises(LauncherError, match="SDK version is not supported: its ModelTrainer builds a request"):
-        start(moto_plan)
+        start(trainer_plan)
 
 
 def test_the_spot_key_is_spelt_as_create_training_job_takes_it(moto_plan, monkeypatch):
@@ -353,6 +363,3 @@ def test_a_backend_this_sdk_lacks_is_refused_before_anything(monkeypatch):
     assert "older than smp-launch supports" in (choose_backend("auto", InstalledSdk("2.200.0")).problem or "")
     assert "no SageMaker SDK" in (choose_backend("auto", InstalledSdk(None)).problem or "")
 
-
-def test_textwrap_is_used_for_the_failing_start_script():
-    assert textwrap.dedent(FAILING_START).startswith("\nimport atexit")
