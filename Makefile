@@ -103,7 +103,7 @@ emulator: venv
 	$(BIN)/python -m emulator
 
 schema: venv
-	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
+	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json --force
 
 # The documentation site: docs/rules.md from the rule registry, then docs/ built by mkdocs.yml into build/site/.
 docs: venv

@@ -76,6 +76,7 @@ DEFAULTS = {
 }
 # The on/off flags, each off unless given (but --follow, on unless --no-follow).
 FLAGS = {
+    "advise": ["--force"], "schema": ["--force"],
     "diff": ["--all", "--spec", "--exit-code"], "list": ["--running"], "logs": ["--follow"],
     "pipeline": ["--dry-run", "--skip-role-check", "--start"], "prices": ["--refresh"],
     "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes"],

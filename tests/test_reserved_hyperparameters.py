@@ -69,7 +69,6 @@ def test_names_that_only_look_alike_are_the_scripts_own():
 
 def test_the_schema_refuses_the_names_too():
     import jsonschema
-
     import yaml
     doc = yaml.safe_load(MINIMAL)
     validator = jsonschema.Draft202012Validator(schema())
