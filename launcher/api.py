@@ -516,22 +516,27 @@ def follow_many(names: Iterable[str], *, until_end: bool = True, hosts: Iterable
                  on_line=on_line, on_note=on_note, on_status=on_status, on_idle=on_idle)
 
 
-def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
-    """Stop a running job (no question asked: the caller decided); its status after the request.
+def stop(name: str, *, clients: Clients | None = None, foreign: bool = False,
+         confirm: Callable[[str], bool] | None = None) -> JobStatus:
+    """Stop a running job; its status after the request. With `confirm` (a question -> yes or no), it is asked
+    first, once the job is known to be running and smp-launch's; without it, no question is asked (the caller
+    decided).
 
-    A job that has already ended is left alone: its status is returned as it is."""
+    A job that has already ended is left alone: its status is returned as it is. A job smp-launch did not start
+    (no smp-launch:managed tag, or tags that cannot be read) raises UsageError (exit 2) naming whose it is, unless
+    `foreign`."""
     from launcher.jobs import queued
     from launcher.jobs.status import JobNotFound
     from launcher.jobs.status import stop as _stop
 
     clients = clients or connect()
     try:
-        _stop(clients, name, yes=True, confirm=None)
+        _stop(clients, name, yes=confirm is None, confirm=confirm, foreign=foreign)
     except JobNotFound:  # a job in an AWS Batch queue: TerminateServiceJob
         desc = queued.locate(clients, name)
         if desc is None:
             raise
-        queued.stop(clients, name, desc)
+        queued.stop(clients, name, desc, foreign=foreign, confirm=confirm)
     return queued.job_status(clients, name)
 
 

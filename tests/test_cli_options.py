@@ -79,7 +79,7 @@ FLAGS = {
     "advise": ["--force"], "schema": ["--force"],
     "diff": ["--all", "--spec", "--exit-code"], "list": ["--running"], "logs": ["--follow"],
     "pipeline": ["--dry-run", "--skip-role-check", "--start"], "prices": ["--refresh"],
-    "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes"],
+    "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes", "--foreign"],
     "submit": ["--local", "--tiny", "--dry-run", "--wait", "--skip-role-check", "--strict"],
 }
 PLANNING = ("check-role", "pipeline", "plan", "render", "submit", "validate")  # the commands that take a spec
