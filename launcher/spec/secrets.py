@@ -81,6 +81,34 @@ def credential_kind(value: object) -> str | None:
     return None
 
 
+def mask_credentials(text: str) -> str:
+    """`text` with each credential-shaped part (as `credential_kind` finds them) replaced by REDACTED: for echoing
+    what a user typed (a malformed flag) without what it may hold."""
+    for _kind, shape, mixed in _CREDENTIALS:
+        text = shape.sub(lambda m, mixed=mixed: REDACTED if _mixes(m.group()[3:], mixed) else m.group(), text)
+    return text
+
+
+def shown_value(path: tuple[str, ...], value: Any) -> Any:
+    """A value given for spec path `path` as it may be shown (a sweep's `overrides`): REDACTED where it may hold a
+    secret (a secret-looking environment name), or holds a credential's shape anywhere inside it."""
+    if may_hold_secret(path) and value not in ("", None):
+        return REDACTED
+    if path == ("environment",) and isinstance(value, Mapping):
+        value = redact_env(value)
+    return REDACTED if _holds_credential(value) else value
+
+
+def _holds_credential(value: Any) -> bool:
+    if isinstance(value, str):
+        return credential_kind(value) is not None
+    if isinstance(value, Mapping):
+        return any(_holds_credential(k) or _holds_credential(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_credential(v) for v in value)
+    return False
+
+
 def may_hold_secret(path: tuple[str, ...]) -> bool:
     """Whether a secret value may stand at this spec path: only an environment entry of a secret-looking
     name, which every plan, output and file shows redacted."""
