@@ -32,6 +32,7 @@ the value. The shapes (prefixes their issuers document):
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -85,8 +86,12 @@ def mask_credentials(text: str) -> str:
     """`text` with each credential-shaped part (as `credential_kind` finds them) replaced by REDACTED: for echoing
     what a user typed (a malformed flag) without what it may hold."""
     for _kind, shape, mixed in _CREDENTIALS:
-        text = shape.sub(lambda m, mixed=mixed: REDACTED if _mixes(m.group()[3:], mixed) else m.group(), text)
+        text = shape.sub(functools.partial(_masked, mixed=mixed), text)
     return text
+
+
+def _masked(match: re.Match[str], mixed: str) -> str:
+    return REDACTED if _mixes(match.group()[3:], mixed) else match.group()
 
 
 def shown_value(path: tuple[str, ...], value: Any) -> Any:
