@@ -1,8 +1,8 @@
 """Submitting a plan: check the account, upload, start. The only writer to AWS.
 
-Everything that only reads runs first (`check_account`, and all a dry run does); the writes are an
-idempotent content-addressed upload of the plan's source tarball and one CreateTrainingJob through
-the SDK. Nothing here prints: warnings and notes are in the Submission.
+Everything that only reads runs first (`check_account`, and all a dry run does); the writes are a
+content-addressed upload of the plan's source tarball (an object already there is reused only when it holds those
+bytes: launcher.submission.source_store) and one CreateTrainingJob through the SDK. Nothing here prints: warnings and notes are in the Submission.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted,
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, clean
 from launcher.plan.build import Plan, blocking_errors, require_region
-from launcher.render.source import split_s3, upload
-from launcher.submission import backend
+from launcher.render.source import split_s3
+from launcher.submission import backend, source_store
 from launcher.submission.backend import Start
 from launcher.submission.channels import check_channels
 from launcher.submission.pricing import Fetched, fetch_prices
@@ -198,17 +198,24 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: {plan.job_name} was not started; nothing is running", plan.job_name,
                           JobExistence.ABSENT.value) from None
-    source = plan.source
     uploaded = remembered = False
     notes: list[str] = []
+    placed_note = None
+    try:  # the tarball's key, verified to hold its bytes or be free (launcher.submission.source_store)
+        if dry_run:
+            placed = source_store.place(clients.s3, plan)
+            plan, placed_note = placed.plan, placed.note
+        else:
+            plan, uploaded, placed_note = source_store.store(clients.s3, plan)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while uploading the source: {plan.job_name} was not started; nothing "
+                          "is running", plan.job_name, JobExistence.ABSENT.value) from None
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, "uploading the source tarball") from None
+    source = plan.source
     if not dry_run:
-        try:
-            uploaded = upload(clients.s3, source.uri, source.tarball, plan.estimator.output_kms_key)
-        except KeyboardInterrupt:
-            raise Interrupted(f"interrupted while uploading the source: {plan.job_name} was not started; nothing "
-                              "is running", plan.job_name, JobExistence.ABSENT.value) from None
-        except Exception as exc:
-            raise explain(exc, "uploading the source tarball") from None
         try:
             lost = _start(start or backend.schedule, plan, account.role_arn, clients)
         except QuotaError as err:  # SageMaker counted another job first: a queue may wait for it
@@ -219,7 +226,8 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
     return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
                       source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
                       role_check=account.role_check,
-                      warnings=(*account.warnings, *([quota.note] if quota.note else []), *prices.notes),
+                      warnings=(*account.warnings, *([quota.note] if quota.note else []), *prices.notes,
+                                *([placed_note] if placed_note else [])),
                       request=plan.request_for(account.role_arn), remembered=remembered, notes=tuple(notes),
                       quota=quota, prices=prices)
 
