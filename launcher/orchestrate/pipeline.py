@@ -392,16 +392,17 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
         plans = [p.plan for p in placed]
         warnings += [p.note for p in placed if p.note and p.note not in warnings]
         built = build_pipeline(plans, name, role_arn, clients, retry)
+        body = definition(built.pipeline)  # the SDK stages each step's drivers as it writes the definition
         moved = built.workflow.verify(clients.s3)
         if moved:  # a drivers folder held other content: built again with the folders the drivers will go to
             warnings += [note for _, note in moved.values() if note not in warnings]
             folders = {uri: folder for uri, (folder, _) in moved.items()}
             built = build_pipeline(plans, name, role_arn, clients, retry, drivers=folders)
+            body = definition(built.pipeline)
     except LauncherError:
         raise
     except Exception as exc:
         raise explain(exc, "looking for where the steps' code goes in S3") from None
-    body = definition(built.pipeline)
     arn = execution = None
     uploaded: list[str] = []
     if not dry_run:
