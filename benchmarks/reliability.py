@@ -383,7 +383,11 @@ def markdown(rows: list[Row], fuzzed: dict | None, short: bool) -> str:
            f"fault sends CreateTrainingJob twice, the first standing for that process) reported as started, "
            f"a lost or repeated line after exit 0, no exit 130 after Ctrl-C (143 after SIGTERM), an exit code "
            f"other than the one a scenario must end with, or no answer within {GIVE_UP_S:.0f} s from an endpoint "
-           f"that never answers or trickles one byte every 10 s (runs are killed after {KILL_AFTER_S:.0f} s).", "",
+           f"that never answers or trickles one byte every 10 s (runs are killed after {KILL_AFTER_S:.0f} s). "
+           "The scenarios whose exit shows two codes run two commands, or two processes at once "
+           "(`benchmarks/hostile.py`): each checks what must hold after both (the job runs the plan's own tarball, "
+           "no plan of a sweep starts twice, no job is reported by two processes, a credential is printed nowhere, "
+           "another's job is stopped only with `--foreign`).", "",
            "| scenario | faults injected (fired) | exit | jobs created | jobs reported | lines lost | "
            "lines duplicated | wall s | verdict |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
