@@ -134,3 +134,18 @@ def test_a_dry_run_keeps_nothing(moto_world, run_cli):
     seeds = ",".join(str(s) for s in range(1, PLANS + 1))
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep", f"training.seed={seeds}", "--dry-run")
     assert r.code == 0 and not (state_dir() / "sweeps").exists()
+
+
+def test_a_sweep_whose_every_plan_was_started_before_starts_nothing(moto_world, run_cli):
+    """A run killed after its last job started but before it could say it was done: the next run has nothing
+    left to start, and says so with exit 0 (and the record is then whole, so the run after starts anew)."""
+    candidates = api.plan_sweep([SPEC], ["role=Good"], [f"training.seed={','.join(map(str, range(1, PLANS + 1)))}"])
+    killed = api.sweep_record(candidates)
+    for c in candidates:
+        killed.started(c.index, f"killed-run-job-{c.index}")
+    killed.close(finished=False)
+    r, data = sweep(run_cli)
+    assert r.code == 0, r.err
+    assert [d["state"] for d in data] == ["skipped"] * PLANS and jobs_of(moto_world) == []
+    r, data = sweep(run_cli)
+    assert sum(d["state"] == "started" for d in data) == PLANS
