@@ -45,7 +45,7 @@ PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 # Everything on SDK 2.x, then the modules that build SDK objects (backends, submit, the Batch queue, Pipelines, the
 # CLI end to end) again on SDK 3.x.
 SDK3_TESTS := tests/test_backends.py tests/test_submit.py tests/test_batch.py tests/test_pipeline.py \
-	tests/test_pipeline_runs.py tests/test_sdk_lines_e2e.py
+	tests/test_pipeline_runs.py tests/test_sdk_lines_e2e.py tests/test_source_content.py
 test: venv venv-sdk3
 	$(PYTEST)
 	@echo "make: the SDK-facing tests again on SageMaker SDK 3.x ($(VENV3))"
@@ -103,7 +103,7 @@ emulator: venv
 	$(BIN)/python -m emulator
 
 schema: venv
-	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json
+	$(BIN)/smp-launch schema --write schema/smp-launch.schema.json --force
 
 # The documentation site: docs/rules.md from the rule registry, then docs/ built by mkdocs.yml into build/site/.
 docs: venv

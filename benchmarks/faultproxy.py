@@ -11,6 +11,7 @@ proxy stops, or a bounded wait ends). Loopback only; every wait is bounded.
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import socket
 import struct
@@ -69,6 +70,7 @@ class FaultProxy:
     rules: list[Rule] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     held: threading.Event = field(default_factory=threading.Event)  # set when a call is being held
+    taken: list[str] = field(default_factory=list)  # job names a `taken` fault gave to "another process"
     trickle_s: float = 10.0  # a trickled answer's gap between bytes
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,6 +149,14 @@ def error_response(service: str, fault: str) -> tuple[int, dict[str, str], bytes
     return 500, {"Content-Type": "text/html"}, b"<html><body><h1>500 Internal Server Error</h1></body></html>"
 
 
+def _job_name(body: bytes) -> str:
+    """The TrainingJobName of a CreateTrainingJob request body (JSON), or "" when it has none."""
+    try:
+        return str(json.loads(body).get("TrainingJobName") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
 def garbled(payload: bytes) -> bytes:
     """The payload with the byte 0xff (never UTF-8) inside its first JSON string value, or at its end."""
     m = re.search(rb'"\s*:\s*"', payload)
@@ -190,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(status, headers, payload)
         status, headers, payload = self._forward(body)
         if fault == "taken":
+            with self.owner._lock:
+                self.owner.taken.append(_job_name(body))
             status, headers, payload = self._forward(body)
         if fault == "garble":
             payload = garbled(payload)

@@ -30,6 +30,7 @@ SET_VALUES = ["010", "0x1F", "1e400", "-0", ".inf", ".nan", "&a [*a, *a]", "*x",
 
 
 SECRET_MARK = "$6$saltsalt$hashhashhash"  # the content of a non-spec file that must never be echoed
+ESCAPED = "escaped"  # the file a template that escaped Jinja's sandbox creates
 # Secrets the hand-written inputs hand the loader (by variable, or as literal credentials): never echoed either.
 SECRET_VARS = {"FUZZ_DB_PASSWORD": "31337421", "FUZZ_HF_TOKEN": "hf_" + "Zq7" * 199,
                "FUZZ_SESSION": "IQoJb3JpZ2luX2VjEJr" + "Kx9/" * 60}
@@ -120,6 +121,10 @@ def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
     fifo = folder / "endless.yaml"
     if not fifo.exists():
         os.mkfifo(fifo)
+    escape = folder / "escape-tpl"  # a team template that runs a shell command if it renders unsandboxed
+    escape.mkdir(exist_ok=True)
+    (escape / "train.py.j2").write_text("{{ cycler.__init__.__globals__.os.system('touch %s') }}\n"
+                                        % (folder / ESCAPED))
     chain_dir = folder / "chain"
     chain_dir.mkdir(exist_ok=True)
     for i in range(3000):
@@ -148,6 +153,9 @@ def corpus(folder: Path) -> list[tuple[str, bytes, list[str]]]:
         ("session token in a hyperparameter", ok, ["hyperparameters.token=${FUZZ_SESSION}"]),
         ("access key id in a tag", ok, [f"tags.team={ACCESS_KEY}"]),
         ("access key id in a hyperparameter", ok + f"hyperparameters: {{key: {ACCESS_KEY}}}\n".encode(), []),
+        ("hyperparameter the SDK sets (sagemaker_program)", ok, ["hyperparameters.sagemaker_program=evil.py"]),
+        ("hyperparameter the SDK sets (mp_parameters)", ok + b"hyperparameters: {mp_parameters: '{}'}\n", []),
+        ("team template escaping to a shell", ok + b"templates: escape-tpl\n", []),
     ]
 
 
@@ -224,6 +232,9 @@ class Runner:
         path.unlink()
 
     def _judge(self, shown: str, command: str, code, text: str) -> None:
+        if (self.folder / ESCAPED).exists():
+            self._add(self.leaks, f"{command} ran a template's shell command here", shown)
+            (self.folder / ESCAPED).unlink()
         if any(mark in text for mark in LEAK_MARKS):
             self._add(self.leaks, f"{command} echoed another file's content or a secret", shown)
         if code == "slow":

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from launcher.orchestrate.provenance import Change, ChangeKind, NotLaunchedHere
     from launcher.orchestrate.queue import Event, EventKind, PlanRun, PlanState
     from launcher.orchestrate.retry import RefusalWait, RetryPolicy, next_attempt
+    from launcher.orchestrate.sweep_record import SweepRecord
     from launcher.plan.build import Plan
     from launcher.plan.sweep import SweepPlan
     from launcher.rules import Advisory, Severity
@@ -97,6 +98,7 @@ _REEXPORTED = {
     "Change": "launcher.orchestrate.provenance",
     "ChangeKind": "launcher.orchestrate.provenance",
     "PipelineResult": "launcher.orchestrate.pipeline",
+    "SweepRecord": "launcher.orchestrate.sweep_record",
     "CalibrationResult": "launcher.orchestrate.calibrate",
     # errors (each carries its exit code)
     "LauncherError": "launcher.core.errors",
@@ -131,7 +133,8 @@ __all__ = [
     "StatusChange", "FollowResult", "Failure", "FailureClass", "QueueState",
     # many plans
     "plan_sweep", "ranked_by", "submit_many", "rerun", "diff", "is_spec_file", "pipeline_definition", "upsert_pipeline",
-    "warm_pool_notes", "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind",
+    "warm_pool_notes", "sweep_record", "SweepRecord",
+    "RetryPolicy", "RefusalWait", "next_attempt", "PlanRun", "PlanState", "Event", "EventKind",
     "Change", "ChangeKind", "PipelineResult",
     # this account's speed
     "calibrate", "CalibrationResult",
@@ -516,22 +519,27 @@ def follow_many(names: Iterable[str], *, until_end: bool = True, hosts: Iterable
                  on_line=on_line, on_note=on_note, on_status=on_status, on_idle=on_idle)
 
 
-def stop(name: str, *, clients: Clients | None = None) -> JobStatus:
-    """Stop a running job (no question asked: the caller decided); its status after the request.
+def stop(name: str, *, clients: Clients | None = None, foreign: bool = False,
+         confirm: Callable[[str], bool] | None = None) -> JobStatus:
+    """Stop a running job; its status after the request. With `confirm` (a question -> yes or no), it is asked
+    first, once the job is known to be running and smp-launch's; without it, no question is asked (the caller
+    decided).
 
-    A job that has already ended is left alone: its status is returned as it is."""
+    A job that has already ended is left alone: its status is returned as it is. A job smp-launch did not start
+    (no smp-launch:managed tag, or tags that cannot be read) raises UsageError (exit 2) naming whose it is, unless
+    `foreign`."""
     from launcher.jobs import queued
     from launcher.jobs.status import JobNotFound
     from launcher.jobs.status import stop as _stop
 
     clients = clients or connect()
     try:
-        _stop(clients, name, yes=True, confirm=None)
+        _stop(clients, name, yes=confirm is None, confirm=confirm, foreign=foreign)
     except JobNotFound:  # a job in an AWS Batch queue: TerminateServiceJob
         desc = queued.locate(clients, name)
         if desc is None:
             raise
-        queued.stop(clients, name, desc)
+        queued.stop(clients, name, desc, foreign=foreign, confirm=confirm)
     return queued.job_status(clients, name)
 
 
@@ -603,6 +611,17 @@ def plan_sweep(specs: Sequence[str], overrides: Sequence[str] | Mapping[str, Any
         sweeps = [f"{key}={','.join(json.dumps(v) for v in values)}" for key, values in sweeps.items()]
     return _plan_sweep([str(s) for s in specs], list(overrides), list(sweeps), region=region, env=env, now=now,
                        by=by)
+
+
+def sweep_record(candidates: Sequence[SweepPlan], *, resume: bool = True,
+                 env: Mapping[str, str] | None = None) -> SweepRecord:
+    """This run's record of a sweep (its `ok` candidates), kept in the state folder until every plan started: its
+    `earlier` (plan index -> job name) are the plans an earlier run of the same sweep started and did not see
+    through (with `resume`; without it, those records are dropped and every plan starts again). Call `started(index,
+    job_name)` for each job started, then `close(finished)`: a finished sweep's record is removed."""
+    from launcher.orchestrate.sweep_record import open_record
+
+    return open_record([(c.index, c.plan) for c in candidates if c.ok and c.plan is not None], resume=resume, env=env)
 
 
 def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[str]:

@@ -670,7 +670,7 @@ def test_stop_terminates_a_waiting_job_and_list_shows_the_waiting_ones(moto_worl
 def test_stop_of_a_running_queued_job_stops_its_training_job(moto_world, clock):
     scenario.set_default(QUICK)
     b = moto_world.session.client("batch")
-    _submit(b, "run")
+    _submit(b, "run", tags={"smp-launch:managed": "true"})
     clock.sleep(3.0)
     clients = Clients(region="us-west-2")
     api.stop("run", clients=clients)
@@ -711,7 +711,7 @@ def test_following_a_job_stopped_before_batch_made_a_training_job_ends_with_batc
     scenario.set_default(QUICK)
     b = moto_world.session.client("batch")
     for name in ("a", "b", "c"):
-        _submit(b, name)
+        _submit(b, name, tags={"smp-launch:managed": "true"})
     clients = Clients(region="us-west-2")
     api.stop("c", clients=clients)
     result, _ = _follow_queued("c", clock)
@@ -787,7 +787,7 @@ def test_a_refused_terminate_or_describe_of_a_service_job_is_one_line(moto_world
     from launcher.core.aws import AwsError
 
     scenario.set_default(QUICK)
-    job_id = _submit(moto_world.session.client("batch"), "held")
+    job_id = _submit(moto_world.session.client("batch"), "held", tags={"smp-launch:managed": "true"})
     clients = Clients(region="us-west-2")
     desc = queued.locate(clients, "held")
 

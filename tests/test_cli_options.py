@@ -71,15 +71,16 @@ DEFAULTS = {
     "rules": {"--output": "markdown"},
     "schema": {"--output": "json"},
     "submit": {"--nproc": "2", "--interval": "5.0", "--max-attempts": "3", "--retry-backoff": "60.0", "--by": "time",
-               **OUTPUT},
+               "--resume": "resume", **OUTPUT},
     "wait": {"--interval": "30.0", **OUTPUT},
 }
-# The on/off flags, each off unless given (but --follow, on unless --no-follow).
+# The on/off flags, each off unless given (but --follow and --resume, on unless --no-follow, --no-resume).
 FLAGS = {
+    "advise": ["--force"], "schema": ["--force"],
     "diff": ["--all", "--spec", "--exit-code"], "list": ["--running"], "logs": ["--follow"],
     "pipeline": ["--dry-run", "--skip-role-check", "--start"], "prices": ["--refresh"],
-    "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes"],
-    "submit": ["--local", "--tiny", "--dry-run", "--wait", "--skip-role-check", "--strict"],
+    "rerun": ["--dry-run", "--skip-role-check", "--resume"], "stop": ["--yes", "--foreign"],
+    "submit": ["--local", "--tiny", "--dry-run", "--wait", "--skip-role-check", "--strict", "--resume"],
 }
 PLANNING = ("check-role", "pipeline", "plan", "render", "submit", "validate")  # the commands that take a spec
 

@@ -58,6 +58,7 @@ import launcher.submission.model_trainer
 import launcher.submission.pricing
 import launcher.submission.quotas
 import launcher.submission.role
+import launcher.submission.source_store
 
 CHECKED = (
     launcher.catalog.architecture,
@@ -109,6 +110,7 @@ CHECKED = (
     launcher.submission.pricing,
     launcher.submission.quotas,
     launcher.submission.role,
+    launcher.submission.source_store,
 )
 
 # Mutable on purpose, each filled in while one call runs and never handed on to be kept.

@@ -183,9 +183,11 @@ def list_jobs(running: bool, name_contains: str | None, limit: int, output: str,
 @click.command("stop")
 @JOB
 @click.option("--yes", is_flag=True, help="Do not ask first.")
+@click.option("--foreign", is_flag=True, help="Stop it even though smp-launch did not start it (no "
+                                              "smp-launch:managed tag); without it such a job is refused.")
 @OUTPUT
 @aws_options
-def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str | None) -> None:
+def stop_job(job: str, yes: bool, foreign: bool, output: str, profile: str | None, region: str | None) -> None:
     """Stop a running job (asks first unless --yes); JOB may be `latest`."""
     from launcher.api import resolve_job, status, stop
     from launcher.cli import present
@@ -194,8 +196,9 @@ def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str 
     clients = job_clients(profile, region)
     found = status(name, clients=clients, diagnose=False)
     stopped = False
-    if found.status == "InProgress" and (yes or _confirm_stop(found)):
-        found = stop(name, clients=clients)
+    if found.status == "InProgress":  # whose it is is checked first, then the question is asked
+        asked = found
+        found = stop(name, clients=clients, foreign=foreign, confirm=None if yes else lambda _q: _confirm_stop(asked))
         stopped = found.status in ("Stopping", "Stopped")
     if stopped and found.queue is not None:
         message = f"{name} is terminated in Batch queue {found.queue.queue}" + (

@@ -25,6 +25,8 @@ SET = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE"
                    help="Override a spec value (typed as YAML); repeatable; applied after extends.")
 JOB = click.argument("job", metavar="JOB")
 SPEC = click.argument("spec", type=click.Path(dir_okay=False))
+FORCE = click.option("--force", is_flag=True, help="With --write: replace a file that exists (a link there is "
+                                                   "replaced, never written through).")
 
 
 def templates_option(f):

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from launcher.cli.options import (
+    FORCE,
     OUTPUT,
     SET,
     SPEC,
@@ -161,24 +162,20 @@ def print_rules(output: str) -> None:
 
 @click.command("schema")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
-              help="Write the schema to this file instead of printing it.")
+              help="Write the schema to this file instead of printing it (a new file unless --force).")
+@FORCE
 @click.option("--output", "output", type=click.Choice(["json"]), default="json", show_default=True,
               help="The schema is JSON either way; accepted so every command takes --output json.")
-def print_schema(write_to: str | None, output: str) -> None:
+def print_schema(write_to: str | None, force: bool, output: str) -> None:
     """Print the job spec's JSON Schema (for editors and CI)."""
     from launcher.api import schema_text
-    from launcher.core.errors import UsageError
-    from launcher.core.sanitize import clean
+    from launcher.cli.userfile import write_new
 
     text = schema_text()
     if not write_to:
         sys.stdout.write(text)
         return
-    try:
-        with open(write_to, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise UsageError(f"--write {clean(write_to, limit=200)}: cannot write it ({exc.strerror or exc})") from None
+    write_new(write_to, text, force=force)
 
 
 @click.command("advise")
@@ -199,11 +196,12 @@ def print_schema(write_to: str | None, output: str) -> None:
               help="The region whose prices the costs use (default: AWS_REGION, AWS_DEFAULT_REGION, the "
                    "profile's, else us-west-2). No AWS call: the price cache or the shipped snapshot.")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
-              help="Write a ready job spec for the best configuration.")
+              help="Write a ready job spec for the best configuration (a new file unless --force).")
+@FORCE
 @OUTPUT
 def advise_layouts(model: str, instances: int | None, seq_length: int, instance_type: str, global_batch: str | None,
                    precision: str, top: int, tokens: str | None, by: str, region: str | None, write_to: str | None,
-                   output: str) -> None:
+                   force: bool, output: str) -> None:
     """Recommend SMP v2 configurations for a model, ranked by predicted time to train (or cost)."""
     from launcher.api import advise, advised_spec, resolve_region
     from launcher.cli import present
@@ -220,9 +218,10 @@ def advise_layouts(model: str, instances: int | None, seq_length: int, instance_
         raise UsageError(f"no configuration of {model} fits on {instances} x {instance_type} at sequence "
                          f"{seq_length}; add instances or use an 80 GB instance type")
     if write_to:
-        with open(write_to, "w", encoding="utf-8") as f:
-            f.write(advised_spec(model, ranked[0], instance_type=instance_type, seq_length=seq_length,
-                                 precision=precision, path=write_to))
+        from launcher.cli.userfile import write_new
+
+        write_new(write_to, advised_spec(model, ranked[0], instance_type=instance_type, seq_length=seq_length,
+                                         precision=precision, path=write_to), force=force)
     if output == "json":
         present.emit_json([c.as_dict() for c in ranked])
     else:

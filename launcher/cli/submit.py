@@ -267,18 +267,32 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
     show(console(), t)
 
 
+SKIPPED = "skipped"  # the `state` of a plan an earlier, unfinished run of the same sweep started
+
+
+def skipped_run(job_name: str) -> Any:
+    """What the table and the JSON show for a plan an earlier run of the sweep started (it is not submitted again)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(job_name=job_name, state=SKIPPED, status=None, error=None, to_dict=lambda: {
+        "job_name": job_name, "state": SKIPPED, "started": False, "jobs": [job_name], "submission": None,
+        "job_status": None, "error": None, "started_by": "an earlier run of this sweep"})
+
+
 def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Sequence[str], *, dry_run: bool,
                       wait: bool, interval: float, max_concurrent: int | None, strict: bool, skip_role_check: bool,
                       output: str, profile: str | None, region: str | None, retry: Any = None,
-                      by: str = "time", priority: int | None = None, share: str | None = None) -> int:
+                      by: str = "time", priority: int | None = None, share: str | None = None,
+                      resume: bool = True) -> int:
     """Plan every spec x sweep value first; refuse what cannot work; submit the rest, best first, at most
     `max_concurrent` running. Exit 2 when nothing could start (all refused, or --strict and any refused).
     With a `retry` policy (launcher.orchestrate.retry.RetryPolicy), a job failing in a retried class is resubmitted
-    after the policy's backoff."""
+    after the policy's backoff. What the sweep starts is kept until every plan started (api.sweep_record): run
+    again after it was cut short, it skips the plans started before (`resume`; without it, they start again)."""
     from launcher import EventKind, PlanState
-    from launcher.api import connect, plan_sweep, ranked_by, submit_many, warm_pool_notes, worst_exit_code
+    from launcher.api import connect, plan_sweep, ranked_by, submit_many, sweep_record, warm_pool_notes, worst_exit_code
     from launcher.cli.present import emit_json, safe, safe_data
-    from launcher.core.errors import EXIT_INVALID
+    from launcher.core.errors import EXIT_INVALID, EXIT_OK
 
     as_json = output == "json"
     candidates = plan_sweep(specs, overrides, sweeps, region=region, by=by)
@@ -306,7 +320,16 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                        for c in candidates])
         click.echo(f"nothing was submitted: {why}", err=True)
         return EXIT_INVALID
-    plans = [c.plan for c in ok if c.plan is not None]  # every plan that is ok has one
+    record = None if dry_run else sweep_record(ok, resume=resume)
+    earlier = dict(record.earlier) if record is not None else {}
+    if earlier:
+        names = ", ".join(earlier[i] for i in sorted(earlier))
+        warn(f"{len(earlier)} of {len(ok)} plans were started by an earlier run of this sweep that did not start them "
+             f"all ({names}); they are skipped (--no-resume starts every plan again)")
+    if record is not None and record.problem:
+        warn(f"what this sweep starts cannot be kept for a run after an interruption ({record.problem})")
+    to_run = [c for c in ok if c.index not in earlier]
+    plans = [c.plan for c in to_run if c.plan is not None]  # every plan that is ok has one
     for note in warm_pool_notes(plans, max_concurrent):
         warn(note)
 
@@ -318,6 +341,8 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             click.echo(safe(f"waiting for quota: {event.job_name}: {event.message}"), err=True)
         if event.kind is EventKind.WAIT:  # on stderr: stdout stays one JSON document with --output json
             click.echo(safe(event.message), err=True)
+        if event.kind is EventKind.STARTED and record is not None and event.job_name:
+            record.started(to_run[event.index].index, event.job_name)
         if as_json:
             return
         if event.kind is EventKind.STARTED and queued_to(event.submission):
@@ -329,10 +354,17 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         elif event.kind is EventKind.RESUBMIT:
             click.echo(safe(event.message or f"resubmitting as {event.job_name}"))
 
-    runs = submit_many(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait,
-                       interval=interval, skip_role_check=skip_role_check, clients=clients_for, on_event=on_event,
-                       retry=retry, priority=priority, share=share)
-    by_index = {c.index: run for c, run in zip(ok, runs, strict=True)}
+    finished = False
+    try:
+        runs = submit_many(plans, max_concurrent=max_concurrent, dry_run=dry_run, wait=wait, interval=interval,
+                           skip_role_check=skip_role_check, clients=clients_for, on_event=on_event, retry=retry,
+                           priority=priority, share=share) if plans else ()
+        finished = all(run.attempts for run in runs)
+    finally:
+        if record is not None:
+            record.close(finished)
+    by_index: dict[int, Any] = {c.index: run for c, run in zip(to_run, runs, strict=True)}
+    by_index.update((i, skipped_run(name)) for i, name in earlier.items())
     # Plans that share an account (role, buckets) get the same warnings: each is said once.
     for message in dict.fromkeys(m for run in runs for s in run.submissions for m in (*s.warnings, *s.notes)):
         warn(message)
@@ -353,7 +385,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
                    "nothing was written")
     else:
         show_sweep(candidates, by_index, many_specs, "jobs")
-    return worst_exit_code(runs)
+    return worst_exit_code(runs) if runs else EXIT_OK
 
 
 def run_here(specs: Sequence[str], overrides: Sequence[str], *, tiny: bool, nproc: int, max_steps: int | None,
@@ -443,6 +475,9 @@ def _given(param: str) -> bool:
 @click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
               help="Many plans: at most N jobs running; the next starts when one ends (polled every --interval).")
 @click.option("--strict", is_flag=True, help="Many plans: submit nothing if any plan is refused.")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Many plans: skip the plans an earlier run of the same sweep started but did not see through "
+                   "(cut short, or a submit failed); --no-resume starts every plan again.")
 @click.option("--by", type=click.Choice(["time", "cost", "tokens"]), default="time", show_default=True,
               help="Many plans: start the best first by predicted time (or cost) per token trained, or by most "
                    "tokens per step.")
@@ -455,7 +490,7 @@ def _given(param: str) -> bool:
 def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max_steps: int | None, dry_run: bool,
                 wait: bool, interval: float, skip_role_check: bool, retry: str | None, max_attempts: int,
                 retry_backoff: float, queue: str | None, priority: int | None, share: str | None,
-                sweeps: tuple[str, ...], max_concurrent: int | None, strict: bool, by: str,
+                sweeps: tuple[str, ...], max_concurrent: int | None, strict: bool, resume: bool, by: str,
                 overrides: tuple[str, ...], output: str, profile: str | None, region: str | None) -> None:
     """Start SageMaker training jobs, or with --local run one job's script on this machine first.
 
@@ -492,7 +527,7 @@ def submit_jobs(specs: tuple[str, ...], local: bool, tiny: bool, nproc: int, max
         sys.exit(submit_many_plans(specs, overrides, sweeps, dry_run=dry_run, wait=wait, interval=interval,
                                    max_concurrent=max_concurrent, strict=strict, skip_role_check=skip_role_check,
                                    output=output, profile=profile, region=region, retry=policy, by=by,
-                                   priority=priority, share=share))
+                                   priority=priority, share=share, resume=resume))
     sys.exit(submit_to_sagemaker(specs[0], overrides, dry_run=dry_run, wait=wait, interval=interval,
                                  skip_role_check=skip_role_check, output=output, profile=profile, region=region,
                                  retry=policy, priority=priority, share=share))

@@ -204,13 +204,21 @@ def job_status(clients: Clients, job: str, diagnose: bool = False) -> JobStatus:
         return status_of(clients, found, diagnose)
 
 
-def stop(clients: Clients, name: str, desc: Mapping[str, Any]) -> StopResult:
+def stop(clients: Clients, name: str, desc: Mapping[str, Any], foreign: bool = False,
+         confirm: Callable[[str], bool] | None = None) -> StopResult:
     """Terminate a service job (TerminateServiceJob): one still waiting ends at once, one running has its training
-    job stopped by Batch. A job Batch is done with is left alone."""
+    job stopped by Batch. A job Batch is done with is left alone; one smp-launch did not queue is refused unless
+    `foreign` (launcher.jobs.ownership); with `confirm`, it is asked first."""
+    from launcher.jobs.ownership import require_ours_queued
+
     state = QueueState.from_description(desc)
     if state.status in DONE:
         after = status_of(clients, desc)
         return StopResult(clean(name), False, after.status, clean(f"{name} is {after.status}; nothing to stop"))
+    if not foreign:
+        require_ours_queued(name, desc)
+    if confirm is not None and not confirm(clean(f"Terminate queued job {name} (queue {state.queue})?")):
+        return StopResult(clean(name), False, status_of(clients, desc).status, "not stopped")
     try:
         _batch(clients).terminate_service_job(jobId=desc.get("jobArn") or desc["jobId"], reason=STOP_REASON)
     except Exception as exc:

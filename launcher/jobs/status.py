@@ -420,14 +420,20 @@ def list_jobs(clients: Clients, running: bool = False, name_contains: str | None
     return rows[:limit]
 
 
-def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] | None) -> StopResult:
-    """Stop a running job, asking first unless `yes`; `confirm` is None when nobody can answer."""
+def stop(clients: Clients, job: str, yes: bool, confirm: Callable[[str], bool] | None,
+         foreign: bool = False) -> StopResult:
+    """Stop a running job, asking first unless `yes`; `confirm` is None when nobody can answer. A job smp-launch
+    did not start is a NotOurs error (exit 2) unless `foreign` (launcher.jobs.ownership), before anyone is asked."""
     from botocore.exceptions import BotoCoreError, ClientError
+
+    from launcher.jobs.ownership import require_ours
 
     desc = describe(clients, job)
     status = JobState.parse(desc["TrainingJobStatus"])
     if status is not JobState.IN_PROGRESS:
         return StopResult(clean(job), False, status, clean(f"{job} is {status}; nothing to stop"))
+    if not foreign:
+        require_ours(clients, job, desc)
     if not yes:
         itype, count = instances(desc)
         question = clean(f"Stop training job {job} ({desc.get('SecondaryStatus')}, {count} x {itype})?")

@@ -28,6 +28,16 @@ def moved_on(plan: Plan, err: LauncherError, *, can_wait: bool, attempt: int) ->
     return None if following is None else (following, fallback.describe(plan, following, plan.job_name, why))
 
 
+def as_started(plan: Plan, result: Submission) -> Plan:
+    """The plan as its job was started: renamed when its name was another's by then (launcher.submission.create),
+    so what runs in its place later (a retry, the next instance type) follows the job that exists."""
+    if result.job_name == plan.job_name or result.dry_run:
+        return plan
+    from launcher.plan.naming import renamed
+
+    return renamed(plan, result.job_name)
+
+
 def announcing(submit_plan: Callable[..., Submission]) -> Callable[..., Submission]:
     """`submit_plan` that, once a plan whose spec has `notify` has a job (or a dry run), sets up the EventBridge
     rules announcing its jobs' ends (launcher.orchestrate.notify) once per spec and topic; what it did or could
@@ -90,6 +100,7 @@ def start(state: QueueState, settings: QueueSettings, i: int) -> bool | None:
         settings.emit(Event(EventKind.DRY_RUN, i, result.job_name, running=len(state.running), submission=result))
         return True
     state.update(i, attempts=attempts, state=PlanState.STARTED)
+    state.current[i] = as_started(plan, result)
     state.running[result.job_name] = i
     settings.emit(Event(EventKind.STARTED, i, result.job_name, running=len(state.running), submission=result))
     return True

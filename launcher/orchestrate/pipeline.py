@@ -96,6 +96,8 @@ class Workflow(Protocol):
 
     def upload(self, s3: Any) -> list[str]: ...
 
+    def verify(self, s3: Any) -> dict[str, tuple[str, str]]: ...
+
 
 @dataclass(frozen=True)
 class Built:
@@ -152,20 +154,23 @@ def backend_of(plans: Sequence[Plan]) -> BackendKind:
     return first.backend.kind
 
 
-def workflow(plans: Sequence[Plan], clients: Clients, role_arn: str) -> Workflow:
-    """The SDK line's workflow for the plans' backend (checked by `backend_of`)."""
+def workflow(plans: Sequence[Plan], clients: Clients, role_arn: str,
+             drivers: Mapping[str, str] | None = None) -> Workflow:
+    """The SDK line's workflow for the plans' backend (checked by `backend_of`); `drivers` moves ModelTrainer drivers
+    from their content-addressed folder to another (launcher.orchestrate.pipeline_v3)."""
     if backend_of(plans) is BackendKind.MODEL_TRAINER:
         from launcher.orchestrate import pipeline_v3
 
-        return pipeline_v3.Workflow(clients, role_arn)
+        return pipeline_v3.Workflow(clients, role_arn, drivers)
     from launcher.orchestrate import pipeline_v2
 
     return pipeline_v2.Workflow(clients, role_arn)
 
 
 def build_pipeline(plans: Sequence[Plan], name: str, role_arn: str, clients: Clients,
-                   retry: RetryPolicy | None = None) -> Built:
-    """The SDK's Pipeline object and the workflow that built it: no AWS call, nothing written.
+                   retry: RetryPolicy | None = None, drivers: Mapping[str, str] | None = None) -> Built:
+    """The SDK's Pipeline object and the workflow that built it: no AWS call, nothing written. `drivers` (a
+    ModelTrainer drivers folder -> the folder they go to instead) is what the workflow's `verify` found.
 
     Each step's arguments come from the object submit would build for its plan (the same arguments), with what a
     team changes between executions as pipeline parameters (launcher.orchestrate.pipeline_params), SageMaker's own
@@ -174,7 +179,7 @@ def build_pipeline(plans: Sequence[Plan], name: str, role_arn: str, clients: Cli
     _check(name, plans)
     names = step_names(plans)
     _check_from_steps(plans, names)
-    wf = workflow(plans, clients, role_arn)
+    wf = workflow(plans, clients, role_arn, drivers)
     params = pipeline_parameters(plans, names)
     variables = {p.name: _sdk_parameter(wf, p) for p in params}
     steps: dict[str, Any] = {}
@@ -361,7 +366,7 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
                     skip_role_check: bool, clients: Clients, calls: list[str], retry: RetryPolicy | None,
                     values: dict[str, str | int] | None) -> PipelineResult:
 
-    from launcher.render.source import upload
+    from launcher.submission import source_store
     from launcher.submission.create import check_account
 
     role = role or plans[0].role
@@ -382,15 +387,30 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
     if unretried:
         warnings.append(f"a pipeline step cannot retry {', '.join(unretried)}: SageMaker's retry policies name only "
                         "capacity, internal errors and resource limits, not exit codes (submit --retry can)")
-    built = build_pipeline(plans, name, role_arn, clients, retry)
-    body = definition(built.pipeline)
+    try:  # where each tarball and each step's drivers go: a key that holds their bytes, or a free one
+        placed = [source_store.place(clients.s3, plan) for plan in plans]
+        plans = [p.plan for p in placed]
+        warnings += [p.note for p in placed if p.note and p.note not in warnings]
+        built = build_pipeline(plans, name, role_arn, clients, retry)
+        body = definition(built.pipeline)  # the SDK stages each step's drivers as it writes the definition
+        moved = built.workflow.verify(clients.s3)
+        if moved:  # a drivers folder held other content: built again with the folders the drivers will go to
+            warnings += [note for _, note in moved.values() if note not in warnings]
+            folders = {uri: folder for uri, (folder, _) in moved.items()}
+            built = build_pipeline(plans, name, role_arn, clients, retry, drivers=folders)
+            body = definition(built.pipeline)
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, "looking for where the steps' code goes in S3") from None
     arn = execution = None
     uploaded: list[str] = []
     if not dry_run:
-        for plan in plans:
+        for put in placed:
+            uri = put.plan.source.uri
             try:
-                if upload(clients.s3, plan.source.uri, plan.source.tarball, plan.estimator.output_kms_key):
-                    uploaded.append(plan.source.uri)
+                if uri not in uploaded and source_store.upload(clients.s3, put, put.plan.estimator.output_kms_key):
+                    uploaded.append(uri)
             except Exception as exc:
                 raise explain(exc, "uploading a source tarball") from None
         try:

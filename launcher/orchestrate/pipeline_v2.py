@@ -77,3 +77,7 @@ class Workflow:
     def upload(self, s3: Any) -> list[str]:
         """What the steps need in S3 besides the source tarballs: nothing (the Estimator reads the tarball)."""
         return []
+
+    def verify(self, s3: Any) -> dict[str, tuple[str, str]]:
+        """Folders of drivers that hold other content: none (the Estimator has no drivers to upload)."""
+        return {}

@@ -30,9 +30,9 @@ from launcher.core.errors import LauncherError
 from launcher.orchestrate.pipeline_params import MAX_STEPS_ENV, channel_field
 from launcher.plan.build import Plan
 from launcher.plan.request import MT_DRIVERS_CHANNEL
-from launcher.render.source import exists, split_s3
+from launcher.render.source import split_s3
 from launcher.spec.models import FROM_STEP_CHANNEL
-from launcher.submission import model_trainer, sdk
+from launcher.submission import model_trainer, sdk, source_store
 
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
@@ -81,6 +81,7 @@ def _stage_class(base: type) -> type:
     class DriverStage(base):
         stage: dict[str, Drivers]
         code_location: str
+        moved: Mapping[str, str]  # a content-addressed folder -> the folder the drivers go to instead
 
         def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data", callback: Any = None,
                         extra_args: dict[str, Any] | None = None) -> str:
@@ -91,6 +92,7 @@ def _stage_class(base: type) -> type:
                                     "a version setup.cfg accepts")
             files = read_folder(path)
             uri = drivers_folder(self.code_location, files)
+            uri = self.moved.get(uri, uri)
             self.stage[uri] = Drivers(uri, files, {k: str(v) for k, v in (extra_args or {}).items()})
             return uri
 
@@ -101,8 +103,9 @@ def _stage_class(base: type) -> type:
 class Workflow:
     """SDK 3.x's workflow classes, and a step's arguments from the plan's ModelTrainer (no AWS call, no upload)."""
 
-    def __init__(self, clients: Clients, role_arn: str) -> None:
+    def __init__(self, clients: Clients, role_arn: str, drivers: Mapping[str, str] | None = None) -> None:
         self.api = model_trainer.import_sdk()
+        self.moved = dict(drivers or {})
 
         def load() -> tuple[Any, ...]:
             from sagemaker.core.telemetry import telemetry_logging
@@ -134,7 +137,7 @@ class Workflow:
 
     def _session(self, plan: Plan) -> Any:
         made = model_trainer.session(self.api, plan, self.clients, factory=self._session_class)
-        made.stage, made.code_location = self.stage, plan.estimator.code_location
+        made.stage, made.code_location, made.moved = self.stage, plan.estimator.code_location, self.moved
         if self.session is None:  # the Pipeline's own: the first step's (a definition over 100 KB goes to its bucket)
             self.session = made
         return made
@@ -163,16 +166,33 @@ class Workflow:
         inner = sdk.untracked(self.Pipeline, "create", self._emitter)
         return lambda *args, **kwargs: inner(pipeline, *args, **kwargs)
 
+    def verify(self, s3: Any) -> dict[str, tuple[str, str]]:
+        """Each staged folder that holds other content than its drivers (launcher.submission.source_store), with
+        the folder they go to instead and the warning that says so; reads only."""
+        moved = {}
+        for uri, drivers in self.stage.items():
+            found, _, passed = source_store.locate(
+                source_store.candidates(uri), lambda u, files=drivers.files: source_store.folder_holds(s3, u, files),
+                "step's drivers")
+            note = source_store.moved_note(passed, found, "step's drivers")
+            if note:
+                moved[uri] = (found, note)
+        return moved
+
     def upload(self, s3: Any) -> list[str]:
-        """Put each step's drivers where its definition names them; returns the folders written (a folder whose
-        last file is there already is complete: its files go up in order, and its name is their content)."""
+        """Put each step's drivers where its definition names them, unless the folder holds them already (every
+        file, byte for byte, and nothing else); returns the folders written. A folder that holds other content
+        now (it was free, or ours, when `verify` looked) stops the upload before the pipeline is written."""
         written = []
         for drivers in self.stage.values():
-            names = sorted(drivers.files)
-            if exists(s3, f"{drivers.uri}/{names[-1]}"):
+            found = source_store.folder_holds(s3, drivers.uri, drivers.files)
+            if found:
                 continue
+            if found is False:
+                raise source_store.SourceTaken(f"{drivers.uri} holds other content than this step's drivers since "
+                                               "it was looked at; nothing was written: try again")
             bucket, prefix = split_s3(drivers.uri)
-            for name in names:
+            for name in sorted(drivers.files):
                 s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=drivers.files[name], **drivers.extra)
             written.append(drivers.uri)
         return written

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,13 +25,13 @@ from launcher.core.errors import LauncherError, UsageError
 from launcher.core.names import TAG_PREFIX
 from launcher.core.sanitize import quoted
 from launcher.jobs.failures import FailureClass
+from launcher.plan.naming import ATTEMPT_TAG, MAX_NAME, attempt_name  # noqa: F401 (MAX_NAME: re-exported)
 
 if TYPE_CHECKING:
     from launcher.jobs.status import JobStatus
     from launcher.plan.build import Plan
 
 RETRY_OF_TAG = f"{TAG_PREFIX}retry-of"
-ATTEMPT_TAG = f"{TAG_PREFIX}attempt"
 ALIASES = {"spot": FailureClass.SPOT_INTERRUPTION, "oom": FailureClass.OUT_OF_MEMORY, "nccl": FailureClass.NCCL_TIMEOUT,
            "internal": FailureClass.INTERNAL_ERROR, "host_oom": FailureClass.HOST_OUT_OF_MEMORY}
 # What a new attempt can get past without a change to the spec: SageMaker's side, not the job's.
@@ -40,7 +39,6 @@ DEFAULT_CLASSES = frozenset({FailureClass.CAPACITY, FailureClass.SPOT_INTERRUPTI
                              FailureClass.HARDWARE})
 DEFAULT_WORD = "default"  # `--retry default,exit:1`: the default classes and more
 EXIT_PREFIX = "exit:"
-MAX_NAME = 63  # TrainingJobName's limit (CreateTrainingJob)
 
 
 @dataclass(frozen=True)
@@ -148,19 +146,6 @@ class RefusalWait:
         if isinstance(err, ThrottledError):
             return "throttling"
         return None
-
-
-def attempt_name(first: str, attempt: int) -> str:
-    """The name of attempt `attempt` (2, 3...) of the job first named `first`: `<first>-r<attempt>`, within
-    SageMaker's 63 characters. A first name too long for that keeps its head and ends in a hash of the whole
-    of it (`<head>-<8 hex>-r<attempt>`): cutting the tail alone would drop the milliseconds that tell two
-    first names apart, and two queues' retries would then share one name."""
-    suffix = f"-r{attempt}"
-    if len(first) + len(suffix) <= MAX_NAME:
-        return first + suffix
-    digest = hashlib.sha256(first.encode("utf-8")).hexdigest()[:8]
-    head = first[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-")
-    return f"{head}-{digest}{suffix}"
 
 
 def first_name(plan: Plan, attempt: int) -> str:

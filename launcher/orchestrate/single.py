@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from launcher.core.errors import Interrupted, LauncherError
 from launcher.orchestrate import fallback
-from launcher.orchestrate.creation import announcing, moved_on
+from launcher.orchestrate.creation import announcing, as_started, moved_on
 
 if TYPE_CHECKING:
     from launcher.core.aws import Clients
@@ -57,6 +57,7 @@ def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_che
             continue
         if dry_run or queued or not fallback.has_alternatives(plan):
             return submission  # Batch holds a queued job until there is capacity: nothing to follow here
+        plan = as_started(plan, submission)
         status = _until_provisioned(clients, submission.job_name, interval, sleep or time.sleep)
         following = fallback.chain(None)(plan, status, attempt)
         if following is None:

@@ -66,12 +66,14 @@ def _braces(text: str) -> str:
 
 def parse_sweep(expr: str, position: int) -> Sweep:
     """`KEY=V1,V2,...` -> Sweep; a malformed flag is a UsageError (exit 2) naming it."""
+    from launcher.spec.secrets import mask_credentials
+
     key, eq, raw = expr.partition("=")
     key = key.strip()
     parts = key.split(".")
     if not eq or not key or not all(parts):
         raise ArgumentError(f"{{sweeps}}:{position}:1: expected KEY.PATH=VALUE1,VALUE2,..., "
-                            f"got {_braces(clean(expr, limit=80))!r}")
+                            f"got {_braces(clean(mask_credentials(expr), limit=80))!r}")
     if parts[0] == "extends":
         raise ArgumentError(f"{{sweeps}}:{position}:1: extends cannot be swept: give the spec files instead")
     values: list[str] = []
@@ -129,7 +131,9 @@ class Expansion:
     index: int
     spec_file: str
     sets: tuple[str, ...]  # the user's --set first, then the swept keys'
-    overrides: Mapping[str, Any]  # swept key -> typed value (read-only)
+    # swept key -> typed value as it may be shown (read-only): a secret is REDACTED (launcher.spec.secrets.shown_value);
+    # the value itself reaches the plan only through `sets`
+    overrides: Mapping[str, Any]
     origins: tuple[tuple[int, int], ...] = ()  # per swept set: (sweep position, value column)
 
     def __post_init__(self) -> None:
@@ -138,6 +142,8 @@ class Expansion:
 
 def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence[Sweep] = ()) -> list[Expansion]:
     """Each spec times the cartesian product of the sweeps' values, in the order given (last key fastest)."""
+    from launcher.spec.secrets import shown_value
+
     out: list[Expansion] = []
     choices = [list(zip(s.values, s.columns, strict=True)) for s in sweeps]
     for spec_file in specs:
@@ -145,7 +151,8 @@ def expand(specs: Sequence[str], overrides: Sequence[str] = (), sweeps: Sequence
             sets = tuple(f"{s.key}={value}" for s, (value, _) in zip(sweeps, combo, strict=True))
             out.append(Expansion(
                 index=len(out), spec_file=str(spec_file), sets=(*overrides, *sets),
-                overrides={s.key: typed(value) for s, (value, _) in zip(sweeps, combo, strict=True)},
+                overrides={s.key: shown_value(tuple(s.key.split(".")), typed(value))
+                           for s, (value, _) in zip(sweeps, combo, strict=True)},
                 origins=tuple((s.position, col) for s, (_, col) in zip(sweeps, combo, strict=True))))
     return out
 

@@ -26,6 +26,7 @@ from launcher.render.templates import TemplateError, TemplateSet, py_literal, re
 from launcher.rules.decisions import Decisions
 from launcher.spec.models import JobSpec
 from launcher.spec.presets import PRESETS
+from launcher.spec.secrets import credential_kind
 
 __all__ = ["RUNTIME_MODULES", "SOURCE_TEMPLATES", "hf_config", "py_literal", "render_source", "render_template",
            "runtime_source", "template_context", "template_names", "templates_dir", "write_source_dir"]
@@ -146,10 +147,21 @@ def _compiles(name: str, text: str, templates: TemplateSet, template: str) -> No
                             ) from None
 
 
+def _no_credentials(name: str, text: str, templates: TemplateSet, template: str) -> None:
+    """A rendered file that holds a credential (by its shape, as a spec value is checked: launcher.spec.secrets)
+    would upload it in the job's source: its template is refused, naming the kind, never the value."""
+    kind = credential_kind(text)
+    if kind is not None:
+        raise TemplateError(templates[template].shown,
+                            f"the {name} it renders holds what looks like {kind}; a template must not carry "
+                            "credentials (give the job a secret through the spec's `secrets:`)")
+
+
 def render_source(templates: TemplateSet, context: Mapping[str, Any],
                   documents: Mapping[str, Any]) -> dict[str, str]:
     """The job's source dir as {file name: content}: the source templates rendered (each Python file compiled
-    to prove it), the runtime modules, and each of `documents` written as sorted JSON under its name.
+    to prove it, each file scanned for credentials), the runtime modules, and each of `documents` written as
+    sorted JSON under its name.
 
     The same inputs always give the same bytes."""
     files = {}
@@ -157,6 +169,7 @@ def render_source(templates: TemplateSet, context: Mapping[str, Any],
         files[name] = render(templates, template, dict(context))
         if name.endswith(".py"):
             _compiles(name, files[name], templates, template)
+        _no_credentials(name, files[name], templates, template)
     files.update((name, runtime_source(name)) for name in RUNTIME_MODULES)
     files.update((name, json.dumps(doc, indent=2, sort_keys=True) + "\n") for name, doc in documents.items())
     return files

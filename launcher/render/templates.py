@@ -7,6 +7,11 @@ TemplateSet, so the spec hash and the rendered files always come from the same b
 Templates are code: StrictUndefined turns a missing value into an error, and spec values reach a template
 only through the `py` filter (a Python literal) or the `json` filter (a JSON value), never as raw text. A
 template that fails to render is a TemplateError naming its file and line: one line, exit 2.
+
+They are code for the job, not for the machine that validates or plans it: they render in Jinja's immutable
+sandbox (https://jinja.palletsprojects.com/en/3.1.x/sandbox/), where reaching Python's internals
+(`__class__`, `__globals__`, ...) or changing a value is a SecurityError, and a team template that is a link
+to a file outside its folder is refused (its content would ride into the uploaded source).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
 from launcher.core.errors import EXIT_INVALID, LauncherError
 from launcher.core.sanitize import clean
@@ -178,7 +184,9 @@ def load_templates(folder: str | os.PathLike[str] | None) -> TemplateSet:
         raise TemplateError(shown, "holds no template (*.j2); a team template replaces one of: "
                                    f"{', '.join(base.names)}")
     replaced: dict[str, TemplateFile] = {}
+    inside = where.resolve()
     for path in team:
+        _within(path, inside)
         if base.get(path.name) is None:
             close = difflib.get_close_matches(path.name, base.names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
@@ -186,6 +194,18 @@ def load_templates(folder: str | os.PathLike[str] | None) -> TemplateSet:
                                                   f"replaces one of: {', '.join(base.names)})")
         replaced[path.name] = TemplateFile(path.name, _read(path, shown_path(path)), str(path.resolve()), False)
     return TemplateSet(tuple(replaced.get(f.name, f) for f in base.files))
+
+
+def _within(path: Path, folder: Path) -> None:
+    """A team template must lie in its folder: a link to a file elsewhere (a credentials file, another
+    repository's script) is refused before it is read."""
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # a dangling link, a loop: _read says what it is
+        return
+    if not target.is_relative_to(folder):
+        raise TemplateError(shown_path(path), "is a link to a file outside its templates folder; a team template "
+                                              "must lie in the folder (copy the file in, or link within it)")
 
 
 class _SetLoader(jinja2.BaseLoader):
@@ -207,7 +227,7 @@ class _SetLoader(jinja2.BaseLoader):
 
 @lru_cache(maxsize=16)
 def environment(templates: TemplateSet) -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=_SetLoader(templates),
         undefined=jinja2.StrictUndefined,
         autoescape=False,

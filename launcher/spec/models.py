@@ -528,10 +528,25 @@ ENVIRONMENT_MAX = 100
 ENVIRONMENT_VALUE_MAX = 512
 
 
+# Hyperparameters the SDK adds beside the spec's, replacing a spec value of the same name without a word: the
+# Estimator's sagemaker_* (the training toolkit reads every sagemaker_-prefixed name as its own) and both backends'
+# mp_parameters (launcher/plan/request.py).
+SDK_PREFIX = "sagemaker_"
+SDK_NAMES = frozenset({"mp_parameters"})
+
+
+def reserved_hyperparameter(key: str) -> bool:
+    """Whether the SageMaker SDK (either backend) or its training toolkit owns a hyperparameter of this name."""
+    return key.lower().startswith(SDK_PREFIX) or key.lower() in SDK_NAMES
+
+
 def _hyperparameter_key(key: str) -> str:
     if not key or len(key) > HYPERPARAMETER_KEY_MAX or _CONTROL.search(key):
         raise ValueError(f"a hyperparameter name has 1-{HYPERPARAMETER_KEY_MAX} characters and no control "
                          f"characters (CreateTrainingJob's limit); this one has {len(key)}")
+    if reserved_hyperparameter(key):
+        raise ValueError("the SageMaker SDK sets this hyperparameter itself (sagemaker_* and mp_parameters are its "
+                         "own) and would replace the spec's value: rename it")
     return key
 
 
@@ -544,8 +559,17 @@ def _hyperparameter_value(value):
     return value
 
 
+def _any_case(text: str) -> str:
+    """A JSON Schema pattern (ECMA 262: no inline flags) matching `text` in any case."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in text)
+
+
 HyperKey = Annotated[str, AfterValidator(_hyperparameter_key),
-                     WithJsonSchema({"type": "string", "minLength": 1, "maxLength": HYPERPARAMETER_KEY_MAX})]
+                     WithJsonSchema({"type": "string", "minLength": 1, "maxLength": HYPERPARAMETER_KEY_MAX,
+                                     "not": {"anyOf": [{"pattern": f"^{_any_case(SDK_PREFIX)}"}, *(
+                                         {"pattern": f"^{_any_case(n)}$"} for n in sorted(SDK_NAMES))]},
+                                     "description": "A name the entry script reads (--name value); sagemaker_* and "
+                                                    "mp_parameters are the SageMaker SDK's own."})]
 HyperValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr], AfterValidator(_hyperparameter_value)]
 
 

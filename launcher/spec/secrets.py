@@ -32,6 +32,7 @@ the value. The shapes (prefixes their issuers document):
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -79,6 +80,38 @@ def credential_kind(value: object) -> str | None:
         if any(_mixes(m.group()[3:], mixed) for m in shape.finditer(value)):
             return kind
     return None
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with each credential-shaped part (as `credential_kind` finds them) replaced by REDACTED: for echoing
+    what a user typed (a malformed flag) without what it may hold."""
+    for _kind, shape, mixed in _CREDENTIALS:
+        text = shape.sub(functools.partial(_masked, mixed=mixed), text)
+    return text
+
+
+def _masked(match: re.Match[str], mixed: str) -> str:
+    return REDACTED if _mixes(match.group()[3:], mixed) else match.group()
+
+
+def shown_value(path: tuple[str, ...], value: Any) -> Any:
+    """A value given for spec path `path` as it may be shown (a sweep's `overrides`): REDACTED where it may hold a
+    secret (a secret-looking environment name), or holds a credential's shape anywhere inside it."""
+    if may_hold_secret(path) and value not in ("", None):
+        return REDACTED
+    if path == ("environment",) and isinstance(value, Mapping):
+        value = redact_env(value)
+    return REDACTED if _holds_credential(value) else value
+
+
+def _holds_credential(value: Any) -> bool:
+    if isinstance(value, str):
+        return credential_kind(value) is not None
+    if isinstance(value, Mapping):
+        return any(_holds_credential(k) or _holds_credential(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_credential(v) for v in value)
+    return False
 
 
 def may_hold_secret(path: tuple[str, ...]) -> bool:

@@ -1,8 +1,9 @@
 """Submitting a plan: check the account, upload, start. The only writer to AWS.
 
-Everything that only reads runs first (`check_account`, and all a dry run does); the writes are an
-idempotent content-addressed upload of the plan's source tarball and one CreateTrainingJob through
-the SDK. Nothing here prints: warnings and notes are in the Submission.
+Everything that only reads runs first (`check_account`, and all a dry run does); the writes are a
+content-addressed upload of the plan's source tarball (an object already there is reused only when it holds those
+bytes: launcher.submission.source_store) and one CreateTrainingJob through the SDK. Nothing here prints: warnings
+and notes are in the Submission.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from launcher.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted,
 from launcher.core.frozen import freeze, thaw
 from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, clean
 from launcher.plan.build import Plan, blocking_errors, require_region
-from launcher.render.source import split_s3, upload
-from launcher.submission import backend
+from launcher.render.source import split_s3
+from launcher.submission import backend, source_store
 from launcher.submission.backend import Start
 from launcher.submission.channels import check_channels
 from launcher.submission.pricing import Fetched, fetch_prices
@@ -201,30 +202,83 @@ def _submit(plan: Plan, clients: Clients, calls: list[str], *, dry_run: bool, sk
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: {plan.job_name} was not started; nothing is running", plan.job_name,
                           JobExistence.ABSENT.value) from None
-    source = plan.source
     uploaded = remembered = False
     notes: list[str] = []
+    placed_note = None
+    try:  # the tarball's key, verified to hold its bytes or be free (launcher.submission.source_store)
+        if dry_run:
+            placed = source_store.place(clients.s3, plan)
+            plan, placed_note = placed.plan, placed.note
+        else:
+            plan, uploaded, placed_note = source_store.store(clients.s3, plan)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while uploading the source: {plan.job_name} was not started; nothing "
+                          "is running", plan.job_name, JobExistence.ABSENT.value) from None
+    except LauncherError:
+        raise
+    except Exception as exc:
+        raise explain(exc, "uploading the source tarball") from None
+    source = plan.source
     if not dry_run:
         try:
-            uploaded = upload(clients.s3, source.uri, source.tarball, plan.estimator.output_kms_key)
-        except KeyboardInterrupt:
-            raise Interrupted(f"interrupted while uploading the source: {plan.job_name} was not started; nothing "
-                              "is running", plan.job_name, JobExistence.ABSENT.value) from None
-        except Exception as exc:
-            raise explain(exc, "uploading the source tarball") from None
-        try:
-            lost = _start(start or backend.schedule, plan, account.role_arn, clients)
+            plan, started_notes = _start_claimed(start or backend.schedule, plan, account.role_arn, clients)
         except QuotaError as err:  # SageMaker counted another job first: a queue may wait for it
             raise from_refusal(err, plan.region or "") from None
         remembered, not_remembered = _remember(plan, clients)
-        notes += [n for n in (lost, not_remembered) if n]
+        notes += [*started_notes, *([not_remembered] if not_remembered else [])]
     region = plan.region or ""
     return Submission(job_name=plan.job_name, region=region, console_url=console_url(region, plan.job_name),
                       source_uri=source.uri, uploaded=uploaded, dry_run=dry_run, aws_calls=tuple(calls),
                       role_check=account.role_check,
-                      warnings=(*account.warnings, *([quota.note] if quota.note else []), *prices.notes),
+                      warnings=(*account.warnings, *([quota.note] if quota.note else []), *prices.notes,
+                                *([placed_note] if placed_note else [])),
                       request=plan.request_for(account.role_arn), remembered=remembered, notes=tuple(notes),
                       quota=quota, prices=prices)
+
+
+class NameTaken(AwsError):
+    """SageMaker holds a job of the plan's name that none of this submit's tries made (exit 4)."""
+
+    def __init__(self, message: str, taken: str):
+        super().__init__(message)
+        self.taken = taken
+
+
+MAX_RENAMES = 5  # new names tried after SageMaker refused a name this process made as another's
+
+
+def _start_claimed(start: Start, plan: Plan, role_arn: str, clients: Clients) -> tuple[Plan, list[str]]:
+    """`_start` under a name this process holds: the plan's own unless another process on this machine claimed it
+    (launcher.core.claims), then a new one; when SageMaker refuses a name this process made and claimed as taken
+    (another machine's job), a new name is tried, up to MAX_RENAMES times. Returns the plan as started (renamed,
+    or not) and the notes to print after its name. A plan this process submitted before keeps its name: SageMaker
+    refuses it (NameTaken), as the same job started twice."""
+    from launcher.core import claims
+    from launcher.plan.naming import fresh_name, renamed
+
+    notes: list[str] = []
+    tried: set[str] = set()
+    first = plan.job_name
+    for tries in range(MAX_RENAMES + 1):
+        held = claims.claim(plan.job_name, plan.spec_hash, clients.env)
+        while held is claims.Claim.OTHERS:
+            tried.add(plan.job_name)
+            plan = renamed(plan, fresh_name(plan, tried))
+            held = claims.claim(plan.job_name, plan.spec_hash, clients.env)
+        try:
+            lost = _start(start, plan, role_arn, clients)
+        except NameTaken as err:
+            if held is claims.Claim.OURS or tries == MAX_RENAMES:
+                raise
+            notes.append(f"{plan.job_name} was taken by a job another process made just before ({err.taken})")
+            tried.add(plan.job_name)
+            plan = renamed(plan, fresh_name(plan, tried))
+            continue
+        if plan.job_name != first:
+            notes.append(f"{first} was another process's name by the time it was submitted: started as "
+                         f"{plan.job_name}")
+        return plan, [*notes, *([lost] if lost else [])]
+    raise AssertionError("unreachable: the last try returns or raises")  # pragma: no cover
 
 
 def _start(start: Start, plan: Plan, role_arn: str, clients: Clients) -> str | None:
@@ -244,9 +298,9 @@ def _start(start: Start, plan: Plan, role_arn: str, clients: Clients) -> str | N
             error = explain(exc, "CreateTrainingJob")
             taken = _name_taken(exc)
             if taken is not None and not unanswered:
-                raise AwsError(f"{name} is taken: SageMaker already has a training job of that name ({taken}), "
-                               "which this submit did not start; nothing was started (a new plan has a new name: "
-                               "build it again, or change `name:`)") from None
+                raise NameTaken(f"{name} is taken: SageMaker already has a training job of that name ({taken}), "
+                                f"which this submit did not start; {name} was not started (a new plan has a new "
+                                "name: build it again, or change `name:`)", taken) from None
             if taken is None and not _answer_may_be_lost(exc):
                 raise error from None
             state = job_exists(clients, name)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.core.errors import LauncherError
 from launcher.core.sdk import BackendKind, installed_sdk
 from launcher.plan.build import Plan
-from launcher.plan.request import smp_parameters
+from launcher.plan.request import drivers_uri, smp_parameters
 from launcher.render.source import split_s3
 from launcher.submission import sdk
 
@@ -105,16 +105,21 @@ def session(api: TrainerApi, plan: Plan, clients: Clients, factory: Any = None) 
 
 class InThread:
     """An S3 client whose file uploads run in the calling thread: s3transfer's pool would hide the SDK's uploads
-    from the call record (`aws_calls`) and from Ctrl-C. Everything else is the client's own."""
+    from the call record (`aws_calls`) and from Ctrl-C. It keeps the keys it uploaded (`uploaded`: bucket, key).
+    Everything else is the client's own."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
+        self.uploaded: list[tuple[str, str]] = []
 
     def upload_file(self, *args: Any, **kwargs: Any) -> Any:
         from boto3.s3.transfer import TransferConfig
 
         kwargs["Config"] = TransferConfig(use_threads=False)
-        return self._client.upload_file(*args, **kwargs)
+        named = {**dict(zip(("Filename", "Bucket", "Key"), args[:3], strict=False)), **kwargs}
+        result = self._client.upload_file(*args, **kwargs)
+        self.uploaded.append((str(named.get("Bucket")), str(named.get("Key"))))
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -196,6 +201,30 @@ def build_request(plan: Plan, source_uri: str, role_arn: str, clients: Clients) 
         inputs = [api.InputData(channel_name=name, data_source=uri) for name, uri in plan.channels.items()]
         with sdk.no_sdk_defaults(), _named(api, plan.job_name):
             request = dict(trainer._create_training_job_args(input_data_config=inputs or None, boto3=True))
+    uploader = trainer.sagemaker_session.s3_resource.meta.client
+    only_ours(clients.s3, drivers_uri(plan), getattr(uploader, "uploaded", []))
     if SPOT_MISSPELT in request:
         request["EnableManagedSpotTraining"] = request.pop(SPOT_MISSPELT)
     return request
+
+
+def only_ours(s3: Any, folder: str, uploaded: list[tuple[str, str]]) -> None:
+    """The job's drivers channel reads every object under `folder`: each must be one the SDK just uploaded (the
+    folder is named after the job, so nothing else belongs there); another's object there stops the submit."""
+    from launcher.core.sanitize import PLACE_LIMIT, clean
+    from launcher.submission.source_store import SourceTaken
+
+    bucket, prefix = split_s3(folder.rstrip("/") + "/")
+    ours = {key for b, key in uploaded if b == bucket}
+    page = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)
+    others = sorted(str(o["Key"]) for o in page.get("Contents") or () if str(o["Key"]) not in ours)
+    if others:
+        raise SourceTaken(f"s3://{bucket}/{clean(others[0], PLACE_LIMIT)} lies among the SageMaker SDK's drivers for "
+                          f"{plan_name(folder)} and is not one of them: the job would read it; nothing was started "
+                          "(remove it, then submit again)")
+
+
+def plan_name(folder: str) -> str:
+    """The job name in a drivers folder (`.../<base>/<job>/input/sm_drivers`)."""
+    parts = folder.rstrip("/").split("/")
+    return parts[-3] if len(parts) >= 3 else folder
