@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Interrupted,
         LauncherError,
         Mark,
+        PreflightError,
         Problem,
         SpecError,
         UsageError,
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.batch import QueuedSubmission
+    from launcher.submission.buckets import BucketMissing
+    from launcher.submission.channels import EmptyChannel
     from launcher.submission.create import Submission
     from launcher.submission.quotas import NotOffered, OverQuota, QuotaCheck, QuotaVerdict
     from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict
@@ -106,12 +109,15 @@ _REEXPORTED = {
     "Problem": "launcher.core.errors",
     "Mark": "launcher.core.errors",
     "Interrupted": "launcher.core.errors",
+    "PreflightError": "launcher.core.errors",
     "AwsError": "launcher.core.aws",
     "QuotaError": "launcher.core.aws",
     "ThrottledError": "launcher.core.aws",
     "RoleRefused": "launcher.submission.role",
     "OverQuota": "launcher.submission.quotas",
     "NotOffered": "launcher.submission.quotas",
+    "BucketMissing": "launcher.submission.buckets",
+    "EmptyChannel": "launcher.submission.channels",
     "JobNotFound": "launcher.jobs.status",
     "NotLaunchedHere": "launcher.orchestrate.provenance",
 }
@@ -137,7 +143,8 @@ __all__ = [
     "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
-    "QuotaError", "ThrottledError", "RoleRefused", "OverQuota", "NotOffered", "JobNotFound", "NotLaunchedHere",
+    "QuotaError", "ThrottledError", "PreflightError", "RoleRefused", "OverQuota", "NotOffered", "BucketMissing",
+    "EmptyChannel", "JobNotFound", "NotLaunchedHere",
 ]
 
 

@@ -266,7 +266,7 @@ def test_region_order_flag_spec_env(moto_world, eu_bucket, monkeypatch):
 
 def test_a_us_bucket_with_region_flag_eu_is_refused_naming_eu(moto_world, run_cli):
     r = run_cli("submit", "jobs/llama7b.yaml", "--region", "eu-west-1", "--set", "role=Good", "--dry-run")
-    assert r.code == 4 and "is in us-west-2 but the job runs in eu-west-1" in r.err
+    assert r.code == 3 and "is in us-west-2 but the job runs in eu-west-1" in r.err
 
 
 # -- 4. an endpoint that never answers ----------------------------------------------------------------

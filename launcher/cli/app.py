@@ -52,9 +52,10 @@ def _is_closed_pipe(exc: BaseException) -> bool:
 def cli() -> None:
     """Plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
 
-    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a check refused
-    the job (the role check, a local run's checks); 4 AWS refused or is unreachable; 5 the job was
-    stopped; 124 `wait --timeout` ran out; 130 interrupted.
+    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 the account lacks
+    what the job needs (bucket, role or permission, quota, instance type, input data) or a local run's
+    check failed; 4 AWS refused a call or is unreachable; 5 the job was stopped; 124 `wait --timeout`
+    ran out; 130 interrupted; 143 SIGTERM while submit was creating the job.
     """
 
 

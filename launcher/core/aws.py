@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
+from launcher.core.errors import EXIT_AWS, LauncherError, PreflightError
 from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, NAME_LIMIT, PLACE_LIMIT, clean
 from launcher.core.version import VERSION
 
@@ -42,8 +42,8 @@ class AwsError(LauncherError):
     exit_code = EXIT_AWS
 
 
-class QuotaError(AwsError):
-    exit_code = EXIT_PREFLIGHT
+class QuotaError(PreflightError):
+    """An account quota stops the job: found by the quota check, or SageMaker's own ResourceLimitExceeded."""
 
 
 class ThrottledError(AwsError):

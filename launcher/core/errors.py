@@ -102,6 +102,14 @@ class UsageError(LauncherError):
     exit_code = EXIT_INVALID
 
 
+class PreflightError(LauncherError):
+    """The account lacks something the job needs (its bucket, the role or a permission, a quota, the instance
+    type, data in an input channel): found by a check before anything is created, or by a local run's checks
+    (exit 3). AWS refusing a call for any other reason is an AwsError (exit 4)."""
+
+    exit_code = EXIT_PREFLIGHT
+
+
 class ArgumentError(UsageError):
     """A bad argument, said in its caller's words: the message names arguments as `{name}`, which reads
     as the Python argument's name (`global_batch_tokens`) unless the caller words them its own way
