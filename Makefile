@@ -114,7 +114,7 @@ submit: venv
 	$(BIN)/smp-launch submit $(JOB)
 
 # Many plans from one spec: a dry run by default (every plan checked, nothing written); DRY_RUN= submits,
-# at most MAX_CONCURRENT jobs running. e.g. make sweep SWEEP='--sweep smp.tensor_parallel_degree=1,2,4'
+# at most MAX_CONCURRENT jobs running. e.g. make sweep SWEEP='--set smp.hybrid_shard_degree=0 --sweep smp.tensor_parallel_degree=1,2,4'
 SWEEP ?= --sweep training.batch_size=2,4
 DRY_RUN ?= --dry-run
 MAX_CONCURRENT ?= 2

@@ -93,7 +93,9 @@ output:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("SMP_LAUNCH_ROLE", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+    # COLUMNS too: a test worker inherits one (pytest-xdist's workers get 80), and a table that is not on a terminal
+    # folds to it; without it, to the 100 columns every run sees alike.
+    for var in ("SMP_LAUNCH_ROLE", "AWS_ENDPOINT_URL", "AWS_PROFILE", "COLUMNS", "LINES"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     monkeypatch.delenv("AWS_REGION", raising=False)

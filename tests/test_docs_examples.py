@@ -379,6 +379,7 @@ def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatc
                 assert ("--yes" in args) == (said == (0, False, True)), f"{command}\n{out}{err[-2000:]}"
                 continue
             assert code == 0, f"{command}\n{err[-2000:]}"
+            assert "[refused:" not in err, f"a sweep the pages show refuses plans:\n{command}\n{err[-2000:]}"
             if "jq" in pipe:
                 records = [json.loads(line) for line in out.splitlines()]
                 assert any(r.get("type") == "log" for r in records)

@@ -223,6 +223,21 @@ def _overrides_text(candidate: Any, many_specs: bool) -> str:
     return " ".join(parts)
 
 
+def _plan_cell(candidate: Any, many_specs: bool) -> str:
+    """A plan in the sweep's table: its swept values in the order of the keys the title names (the spec's file name
+    first when there are several specs), so the table stays narrow."""
+    parts = [str(value) for value in candidate.overrides.values()]
+    if many_specs or not parts:
+        from pathlib import Path
+
+        parts.insert(0, Path(candidate.spec_file).name)
+    return ", ".join(parts)
+
+
+def _swept_keys(candidates: Sequence[Any]) -> list[str]:
+    return list(dict.fromkeys(key for c in candidates for key in c.overrides))
+
+
 def shell_reasons(candidate: Any) -> list[str]:
     """A refused plan's reasons as a shell reads them: values from --set and --sweep marked by their flags."""
     from launcher.cli.options import shell_problem
@@ -238,13 +253,24 @@ def _short(reason: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str) -> None:
-    """The plans, ranked: what each sweeps, its memory and tokens per step, its job, or why it was refused."""
+def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str,
+               ranked: str = "time") -> None:
+    """The plans, ranked: what each sweeps, its memory and tokens per step, the figure they are ranked by (time or
+    cost per million tokens trained, beside the totals), its job, or why it was refused."""
     from launcher.cli.present import STATUS_STYLES, console, new_table, show, span, styled
 
-    t = new_table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost", "job",
-                  "reason", title=title,
-                  right=("#", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost"))
+    key = {"time": "time/Mtok", "cost": "$/Mtok"}.get(ranked)
+    keys = _swept_keys(candidates)
+    if keys:
+        title += f"; plan: {', '.join(keys)}"
+    # A dry run's job names are only the names the plans would get; a refusal's reason, only where one is refused.
+    job_column = bool(runs) and any(run.job_name for run in runs.values())
+    reason_column = any(c.reasons for c in candidates) or any(run.error for run in runs.values())
+    columns = ("#", "plan", "status", "GB/GPU", "free GB", "tok/step", "tok/s/GPU", *([key] if key else ()),
+               "time", "cost", *(["job"] if job_column else []), *(["reason"] if reason_column else []))
+    t = new_table(*columns, title=title, right=("#", "GB/GPU", "free GB", "tok/step", "tok/s/GPU",
+                                                *([key] if key else ()), "time", "cost"),
+                  fold=("reason",) if reason_column else ())
     for c in candidates:
         mem = c.plan.memory if c.plan else None
         run = runs.get(c.index)
@@ -259,11 +285,14 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
         perf = c.plan.performance if c.plan else None
         time, usd = c.time_to_train_seconds, c.usd
-        t.add_row(str(c.rank) if c.rank else "-", styled(_overrides_text(c, many_specs)), styled(state, style),
+        per = c.per_million_tokens(ranked) if key else None
+        shown_per = [] if not key else ["-" if per is None else span(per) if ranked == "time" else f"${per:,.2f}"]
+        t.add_row(str(c.rank) if c.rank else "-", styled(_plan_cell(c, many_specs)), styled(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
                   f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-",
-                  f"{perf.tokens_per_second_per_gpu:,.0f}" if perf else "-", span(time) if time is not None else "-",
-                  f"${usd:,.0f}" if usd is not None else "-", styled(job), styled(reason))
+                  f"{perf.tokens_per_second_per_gpu:,.0f}" if perf else "-", *shown_per,
+                  span(time) if time is not None else "-", f"${usd:,.0f}" if usd is not None else "-",
+                  *([styled(job)] if job_column else []), *([styled(reason)] if reason_column else []))
     show(console(), t)
 
 
@@ -298,7 +327,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             order += " (no price for every plan)"
         show_sweep(candidates, {}, many_specs,
                    f"{len(candidates)} plans: {len(ok)} {what}, {len(refused)} refused; ranked: fits, then {order}, "
-                   "then most tokens per step, then most memory headroom")
+                   "then most tokens per step, then most memory headroom", ranked_by(candidates, by))
     if blocked:
         why = "every plan was refused" if not ok else f"--strict: {len(refused)} of {len(candidates)} refused"
         if as_json:
@@ -352,7 +381,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         click.echo(f"dry run: {checked} of {len(ok)} plans passed the account checks (buckets, role); "
                    "nothing was written")
     else:
-        show_sweep(candidates, by_index, many_specs, "jobs")
+        show_sweep(candidates, by_index, many_specs, "jobs", ranked_by(candidates, by))
     return worst_exit_code(runs)
 
 

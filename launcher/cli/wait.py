@@ -40,7 +40,7 @@ def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
 
     from launcher.cli.present import STATUS_STYLES, new_table
 
-    t = new_table("job", "status", "secondary", "failure class", "remedy")
+    t = new_table("job", "status", "secondary", "failure class", "remedy", fold=("remedy",))
     for name in names:
         job = statuses.get(name)
         if job is None:
