@@ -132,7 +132,7 @@ plan: venv
 	$(BIN)/smp-launch plan $(JOB)
 
 render: venv
-	$(BIN)/smp-launch render $(JOB) -o $(OUT)
+	$(BIN)/smp-launch render $(JOB) --out $(OUT)
 
 # One golden source dir per code path of the templates (tests/goldens/variants.txt: a name, a spec and its
 # --set overrides), rendered by `smp-launch render` (run after changing templates and review the diff), less
@@ -146,7 +146,7 @@ goldens: venv
 	grep -v '^#' tests/goldens/variants.txt | while read -r name job sets; do \
 	  [ -n "$$name" ] || continue; \
 	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job $$sets \
-	    -o tests/goldens/$$name > /dev/null || exit 1; \
+	    --out tests/goldens/$$name > /dev/null || exit 1; \
 	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
 	rm -rf tests/plan_goldens tests/output_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q \

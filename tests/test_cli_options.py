@@ -187,7 +187,7 @@ NEEDS = {"calibrate": "argument 'JOB...'", "check-role": "argument 'SPEC'", "dif
          "plan": "argument 'SPEC'", "render": "argument 'SPEC'", "rerun": "argument 'JOB'", "status": "argument 'JOB'",
          "stop": "argument 'JOB'", "submit": "argument 'SPEC...'", "validate": "argument 'SPECS...'",
          "wait": "argument 'JOB...'", "advise": "option '--model'"}
-NEEDS_WITH_A_SPEC = {"pipeline": "option '--name'", "render": "option '-o' / '--out'"}
+NEEDS_WITH_A_SPEC = {"pipeline": "option '--name'", "render": "option '--out'"}
 
 
 @pytest.mark.parametrize("name", sorted(NEEDS))
@@ -217,3 +217,12 @@ def test_help_stops_at_100_columns_however_wide_the_terminal(run_cli):
     wide = run_cli("submit", "--help", env={"COLUMNS": "240"}).out
     assert wide == narrow and max(len(line) for line in wide.splitlines()) <= 100
     assert run_cli("submit", "--help", env={"COLUMNS": "90"}).out != narrow, "the terminal's width is honoured below"
+
+
+def test_a_short_flag_means_one_thing_on_every_command():
+    """No command has a short flag of its own (`render -o` was an output folder where `-o` reads as --output):
+    -h, help, is the only one, on every command."""
+    shorts = {(name, o) for name, command in cli.commands.items() for p in command.params
+              for o in (*p.opts, *p.secondary_opts) if o.startswith("-") and not o.startswith("--")}
+    assert shorts == set()
+    assert cli.context_settings["help_option_names"] == ["-h", "--help"]

@@ -121,7 +121,7 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 
 @click.command("render")
 @SPEC
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Write the source dir here (created if needed).")
 @SET
 @templates_option
