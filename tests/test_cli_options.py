@@ -226,3 +226,26 @@ def test_a_short_flag_means_one_thing_on_every_command():
               for o in (*p.opts, *p.secondary_opts) if o.startswith("-") and not o.startswith("--")}
     assert shorts == set()
     assert cli.context_settings["help_option_names"] == ["-h", "--help"]
+
+
+def test_hints_name_the_command_as_it_was_run(tmp_path, monkeypatch):
+    """`smp-launch` where PATH finds this very program, else the path typed, else `python -m launcher`."""
+    from launcher.cli import invoked
+
+    script = tmp_path / "bin" / "smp-launch"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert invoked.from_argv(".venv/bin/smp-launch") == ".venv/bin/smp-launch"
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert invoked.from_argv(str(script)) == "smp-launch"
+    assert invoked.from_argv(".venv/bin/smp-launch") == ".venv/bin/smp-launch"  # another file of that name
+    assert invoked.from_argv("/x/launcher/__main__.py", [".venv/bin/python", "-m", "launcher"]) == \
+        ".venv/bin/python -m launcher"
+    try:
+        invoked.remember(".venv/bin/smp-launch")
+        assert invoked.as_run("run `smp-launch logs JOB` again") == "run `.venv/bin/smp-launch logs JOB` again"
+    finally:
+        invoked.remember(None)
+    assert invoked.as_run("run `smp-launch logs JOB` again") == "run `smp-launch logs JOB` again"

@@ -232,7 +232,7 @@ def test_bucket_in_another_region(moto_world):
 
 
 def test_every_exit_3_error_is_a_preflight_error_and_none_is_an_aws_error():
-    """One meaning per exit code: what the account lacks is a PreflightError (3); AWS refusing a call, an AwsError (4)."""
+    """One meaning per exit code: what the account lacks is a PreflightError (3), a refused call an AwsError (4)."""
     from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
 
     errors = {name: getattr(api, name) for name in api.__all__ if isinstance(getattr(api, name), type)

@@ -94,14 +94,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
+    from launcher.cli.invoked import as_run, program_name
     from launcher.cli.options import shell_lines
     from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 
     try:
-        cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)
+        cli.main(args=argv, prog_name=program_name(argv), standalone_mode=False)
     except LauncherError as err:
         for line in shell_lines(err):
-            click.echo(line, err=True)
+            click.echo(as_run(line), err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         sys.exit(EXIT_INTERRUPTED)

@@ -189,6 +189,7 @@ def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str 
     """Stop a running job (asks first unless --yes); JOB may be `latest`."""
     from launcher.api import resolve_job, status, stop
     from launcher.cli import present
+    from launcher.cli.invoked import name as prog
 
     name, region = resolve_job(job, region)
     clients = job_clients(profile, region)
@@ -202,7 +203,7 @@ def stop_job(job: str, yes: bool, output: str, profile: str | None, region: str 
             f"; SageMaker stops {found.queue.training_job}" if found.queue.training_job else "")
     elif stopped:
         message = (f"{name} is {found.status}; SageMaker uploads what the job saved, then marks it Stopped "
-                   f"(follow with `smp-launch logs {name}`)")
+                   f"(follow with `{prog()} logs {name}`)")
     elif found.status == "InProgress":
         message = "not stopped"
     else:

@@ -2,9 +2,10 @@
 for tables, colours and the sanitising entry point.
 
 Every table is a rich Table and fits its width: the terminal's; into a pipe or a file, COLUMNS, else
-PIPE_WIDTH (100) columns. Long cells fold (nothing is cut); `--output json` is the form for machines. Colours are named here only: the log
-printer (launcher.cli.logprint) takes host_colour and `safe` from this module and stays a fast path of one
-write per page of lines, without rich. Importing this module imports neither rich nor click.
+PIPE_WIDTH (100) columns. Long cells fold (nothing is cut); `--output json` is the form for machines.
+Colours are named here only: the log printer (launcher.cli.logprint) takes host_colour and `safe` from
+this module and stays a fast path of one write per page of lines, without rich. Importing this module
+imports neither rich nor click.
 """
 from __future__ import annotations
 
@@ -109,7 +110,9 @@ def show_status(job: Any) -> None:
         rows.append(("failure reason", "\n".join(clean_lines(job.failure_reason))))  # its lines, aligned
     if job.failure is not None:
         rows.append(("failure class", job.failure.failure_class))
-        rows.append(("remedy", job.failure.remedy))
+        from launcher.cli.invoked import as_run
+
+        rows.append(("remedy", as_run(job.failure.remedy)))
     if job.model_artifacts:
         rows.append(("model artifacts", job.model_artifacts))
     if job.queue is not None:  # handed to an AWS Batch queue: where it is there, and its training job

@@ -70,19 +70,25 @@ def for_shell(err: Any, region: str | None) -> Any:
 
     if not isinstance(err, Interrupted) or not err.job_name or err.started is False:
         return err
+    from launcher.cli.invoked import name as prog
+
     name, where = err.job_name, f" --region {region}" if region else ""
     if err.started:
-        hint = (f": follow it with `smp-launch logs {name}{where}`, stop it with `smp-launch stop {name}{where}`")
+        hint = (f": follow it with `{prog()} logs {name}{where}`, stop it with `{prog()} stop {name}{where}`")
     else:
-        hint = f" (`smp-launch status {name}{where}`)"
+        hint = f" (`{prog()} status {name}{where}`)"
     return Interrupted(f"{err}{hint}", name, err.started, err.exit_code)
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    from launcher.cli.invoked import as_run
+
+    click.echo(as_run(f"warning: {message}"), err=True)
 
 
 def print_started(result: Any, dry_run: bool) -> None:
+    from launcher.cli.invoked import name as prog
+
     queue = queued_to(result)
     if queue:
         info = result.queue
@@ -93,7 +99,7 @@ def print_started(result: Any, dry_run: bool) -> None:
             click.echo(f"queued {result.job_name} in Batch queue {queue} in {result.region}")
             click.echo(f"  service job: {info['job_id']}")
             click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
-            click.echo(f"  follow:  smp-launch logs {result.job_name} (or `smp-launch wait {result.job_name}`)")
+            click.echo(f"  follow:  {prog()} logs {result.job_name} (or `{prog()} wait {result.job_name}`)")
         if info.get("retried_classes"):
             strategy = info.get("retry_strategy") or {}
             attempts = f"up to {strategy['attempts']} attempts" if strategy else "capacity only, as often as needed"
@@ -105,7 +111,7 @@ def print_started(result: Any, dry_run: bool) -> None:
         click.echo(f"started {result.job_name} in {result.region}")
         click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
         click.echo(f"  console: {result.console_url}")
-        click.echo(f"  follow:  smp-launch logs {result.job_name}")
+        click.echo(f"  follow:  {prog()} logs {result.job_name}")
     if result.role_check:
         role = result.role_check.as_dict()  # sanitised
         click.echo(f"  role:    {role['role_arn'] or role['role']}: {role['verdict']}")
@@ -118,6 +124,7 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
     """`submit --retry`'s progress, one line per event (on stderr with --output json): each job started, how
     it ended (with its failure class and remedy), and the backoff before the next attempt."""
     from launcher import EventKind
+    from launcher.cli.invoked import as_run
     from launcher.cli.present import safe
 
     def say(event: Any) -> None:
@@ -130,7 +137,7 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
         elif event.kind is EventKind.ENDED:
             failure = event.status.failure
             text = f"{event.job_name}: {event.status.status}" + (
-                f" [{failure.failure_class}] {failure.remedy}" if failure else "")
+                f" [{failure.failure_class}] {as_run(failure.remedy)}" if failure else "")
         elif event.kind is EventKind.RESUBMIT:
             text = event.message or f"retrying in {event.backoff_s:g} s"
         elif event.kind is EventKind.WAIT:

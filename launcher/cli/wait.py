@@ -31,13 +31,16 @@ def _line(job: Any) -> str:
     if job.queue is not None and job.secondary_status == job.queue.status:  # waiting in (or retried by) Batch
         text = f"{job.job_name}: {job.queue.line()}"
     if job.failure is not None:
-        text += f" [{job.failure.failure_class}] {job.failure.remedy}"
+        from launcher.cli.invoked import as_run
+
+        text += f" [{job.failure.failure_class}] {as_run(job.failure.remedy)}"
     return safe(f"{text} ({job.instance_count} x {job.instance_type})")
 
 
 def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
     from rich.text import Text
 
+    from launcher.cli.invoked import as_run
     from launcher.cli.present import STATUS_STYLES, new_table
 
     t = new_table("job", "status", "secondary", "failure class", "remedy", fold=("remedy",))
@@ -49,7 +52,7 @@ def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
         failure = job.failure
         t.add_row(Text(job.job_name), Text(job.status, style=STATUS_STYLES.get(job.status, "")),
                   Text(job.secondary_status or "-"), Text(failure.failure_class if failure else "-"),
-                  Text(failure.remedy if failure else "-"))
+                  Text(as_run(failure.remedy) if failure else "-"))
     return t
 
 
