@@ -216,14 +216,16 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
     """SMP v2 layouts for a model preset that fit, best first: by predicted time to train `tokens` (an int, or
     text such as `"1T"`: decimal; default 10**12), by predicted cost (`by="cost"`, priced in `region`), or in
     the order of AWS's SMP v2 best practices (`by="practices"`). Each carries its predicted speed, time and
-    cost; layouts predicted within the model's spread of the best are marked as ties.
+    cost; layouts predicted within the model's spread of the best are marked as ties. `region` defaults to
+    AWS_REGION, AWS_DEFAULT_REGION or the profile's, as everywhere; with none, ArgumentError (no default).
 
     Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
     (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
     preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
     import re
 
-    from launcher.core.errors import ArgumentError
+    from launcher.core.aws import resolve_region as _resolve
+    from launcher.core.errors import ArgumentError, no_region
     from launcher.core.sanitize import quoted
     from launcher.rules import advise as _advise
     from launcher.spec.models import REGION_PATTERN, parse_token_count
@@ -239,7 +241,10 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
         raise ArgumentError(f"{{precision}}: {quoted(precision)} is not bf16, fp16 or fp8")
     if region is not None and not re.fullmatch(REGION_PATTERN, region):
         raise ArgumentError(f"{{region}}: {quoted(region)} is not an AWS region such as us-west-2")
-    plan = _advise.Budget(tokens=budget, region=region or "us-west-2", env=env, by=by)
+    where = _resolve(None, env, flag=region)  # as every command decides it: there is no default region
+    if not where:
+        raise no_region()
+    plan = _advise.Budget(tokens=budget, region=where, env=env, by=by)
     return _advise.advise(model, instance_type, instances, seq_length, batch, precision, plan)
 
 
@@ -338,7 +343,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
     from launcher.catalog.prices import PriceReport, price_table
     from launcher.catalog.smp import INSTANCES
     from launcher.core.aws import resolve_region as _resolve
-    from launcher.core.errors import ArgumentError, UsageError
+    from launcher.core.errors import ArgumentError, no_region
     from launcher.core.sanitize import quoted
 
     env = os.environ if env is None else env
@@ -349,7 +354,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
                             "start with `ml.`, e.g. ml.p4d.24xlarge)")
     where = _resolve(None, env, flag=region or (clients.region if clients else None), profile=profile)
     if not where:
-        raise UsageError("no AWS region: give --region, or set AWS_REGION or a profile region")
+        raise no_region()
     notes: tuple[str, ...] = ()
     if refresh:
         from launcher.submission.pricing import fetch_prices

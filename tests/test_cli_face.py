@@ -34,16 +34,22 @@ def test_check_role_takes_region_and_prints_its_verdict_on_stdout(moto_world, ru
 
 # -- list without a region ---------------------------------------------------------------------------------
 
-def test_a_job_command_without_a_region_names_the_flag_not_a_spec_key(run_cli, monkeypatch, tmp_path):
+def test_every_command_without_a_region_gives_the_one_hint_and_exit_2(run_cli, monkeypatch, tmp_path):
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     empty = tmp_path / "config"
     empty.write_text("")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
-    for args in (["list"], ["status", "some-job"]):
+    from launcher.core.errors import NO_REGION
+
+    said = set()
+    for args in (["list"], ["status", "some-job"], ["prices"], ["submit", str(JOBS / "llama7b.yaml"), "--set",
+                 "cluster.region=null", "--set", "role=x"], ["advise", "--model", "llama2-7b", "--instances", "1"]):
         r = run_cli(*args)
-        assert r.code == 2 and "cluster.region" not in r.err, (args, r.err)
-        assert r.err.startswith("no AWS region: pass --region, set AWS_REGION"), r.err
+        assert (r.code, r.out) == (2, ""), (args, r.err)
+        said.add(r.err)
+    flag = NO_REGION.format(region="--region") + "\n"
+    assert said == {flag, flag.replace("--region", "--price-region")}  # one hint everywhere, no default region
 
 
 # -- advise: the note column says what sets each row apart ------------------------------------------------

@@ -282,7 +282,6 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
     from launcher.core.aws import QuotaError as Quota
 
     said = {
-        bx.NoRegionError(): "no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region",
         bx.ProfileNotFound(profile="ghost"): "The config profile (ghost) could not be found; check AWS_PROFILE",
         bx.ConnectTimeoutError(endpoint_url="https://sm.example"): "https://sm.example did not answer in time",
         bx.ReadTimeoutError(endpoint_url=""): "AWS did not answer in time (each try timed out)",
@@ -313,6 +312,8 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
     quota = explain(ClientError({"Error": {"Code": "ResourceLimitExceeded", "Message": ""}}, "CreateTrainingJob"))
     assert isinstance(quota, Quota) and quota.exit_code == 3
     assert str(quota).startswith("a SageMaker quota was exceeded. Request an increase in Service Quotas")
+    nowhere = explain(bx.NoRegionError(), "reading job x")  # nothing named a region: input, not AWS refusing
+    assert str(nowhere).startswith("no AWS region: pass region, set cluster.region") and nowhere.exit_code == 2
     mine = UsageError("already a sentence")
     assert explain(mine, "reading job x") is mine
 

@@ -20,7 +20,7 @@ from typing import Any
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
 from launcher.core.aws import resolve_region
-from launcher.core.errors import Mark, Problem, SpecError, UsageError
+from launcher.core.errors import Mark, Problem, SpecError, no_region
 from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.core.names import (
     CHECKPOINT_LOCAL_PATH,
@@ -495,5 +495,5 @@ def blocking_errors(plan: Plan) -> SpecError | None:
 
 def require_region(plan: Plan) -> str:
     if not plan.region:
-        raise UsageError("no AWS region: set cluster.region in the spec, or AWS_REGION, or a profile region")
+        raise no_region()
     return plan.region
