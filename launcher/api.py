@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from launcher.core.durations import POLL_S
+
 if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
@@ -123,6 +125,8 @@ _REEXPORTED = {
 }
 
 __all__ = [
+    # the seconds between two polls of a job, every follower's default
+    "POLL_S",
     # specs and plans
     "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Severity", "Topology", "SweepPlan",
@@ -366,7 +370,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
            clients: Clients | None = None, priority: int | None = None, share: str | None = None,
-           on_event: Callable[[Event], None] | None = None, interval: float = 30.0) -> Submission:
+           on_event: Callable[[Event], None] | None = None, interval: float = POLL_S) -> Submission:
     """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run): one
     call to the plan's backend (plan.backend: the PyTorch Estimator or ModelTrainer).
 
@@ -420,7 +424,7 @@ def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) 
     return job_status(clients or connect(), name, diagnose=diagnose)
 
 
-def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = POLL_S,
          clients: Clients | None = None, on_change: Callable[[JobStatus], None] | None = None) -> list[JobStatus]:
     """Poll until every job is terminal (or `timeout` seconds pass); the last status of each, in the order given.
 
@@ -461,7 +465,7 @@ def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = No
 
 
 def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = None, since: float | None = None,
-           grep: str | None = None, rate: float = 2.0, interval: float = 5.0, late_horizon: float = 300.0,
+           grep: str | None = None, rate: float = 2.0, interval: float = POLL_S, late_horizon: float = 300.0,
            drain_timeout: float | None = None, clients: Clients | None = None,
            on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
            on_status: Callable[[StatusChange], None] | None = None,
@@ -507,7 +511,7 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
 
 
 def follow_many(names: Iterable[str], *, until_end: bool = True, hosts: Iterable[int] | None = None,
-                since: float | None = None, grep: str | None = None, rate: float = 2.0, interval: float = 5.0,
+                since: float | None = None, grep: str | None = None, rate: float = 2.0, interval: float = POLL_S,
                 late_horizon: float = 300.0, drain_timeout: float | None = None, clients: Clients | None = None,
                 on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
                 on_status: Callable[[str, StatusChange], None] | None = None,
@@ -625,7 +629,7 @@ def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[s
 
 
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
-                wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
+                wait: bool = False, interval: float = POLL_S, skip_role_check: bool = False,
                 clients: Clients | Callable[[str | None], Clients] | None = None,
                 on_event: Callable[[Event], None] | None = None, retry: RetryPolicy | None = None,
                 on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None, priority: int | None = None,

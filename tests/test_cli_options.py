@@ -249,3 +249,16 @@ def test_hints_name_the_command_as_it_was_run(tmp_path, monkeypatch):
     finally:
         invoked.remember(None)
     assert invoked.as_run("run `smp-launch logs JOB` again") == "run `smp-launch logs JOB` again"
+
+
+def test_every_command_that_polls_a_job_polls_as_often_by_default():
+    """`wait`, `logs` and `submit` (--wait, a sweep's queue) share one poll interval, the API's too."""
+    import inspect
+
+    import launcher
+
+    defaults = {name: next(p.default for p in cli.commands[name].params if p.name == "interval")
+                for name in ("wait", "logs", "submit")}
+    assert set(defaults.values()) == {launcher.POLL_S}, defaults
+    for function in (launcher.wait, launcher.submit, launcher.submit_many, launcher.follow):
+        assert inspect.signature(function).parameters["interval"].default == launcher.POLL_S, function

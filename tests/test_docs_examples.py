@@ -290,8 +290,8 @@ ENDED_JOB = {"starting": 0, "downloading": 0, "training": 2.0, "uploading": 0, "
 def aws_order(commands: list[str]) -> list[str]:
     """check-role and submit first (so `latest` names a job), then the pages' order, except that `logs latest`,
     `wait JOB latest` and `calibrate latest` come right after the commands on JOB (before `rerun` starts a newer
-    `latest`): by then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s
-    for wait) and calibrate finds its job finished.
+    `latest`): by then the jobs they follow have ended, so neither waits a poll interval (5 s,
+    launcher.POLL_S) and calibrate finds its job finished.
     `stop` comes last, so that no command after it finds its job stopped."""
     def rank(c: str) -> int:
         words = shlex.split(c)

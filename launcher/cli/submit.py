@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from launcher.api import POLL_S
 from launcher.cli.options import OUTPUT, SET, aws_options, backend_option, max_cost_option, templates_option
 
 
@@ -253,31 +254,23 @@ def shell_reasons(candidate: Any) -> list[str]:
     return worded + list(candidate.reasons[len(worded):])
 
 
-def _short(reason: str, limit: int = 90) -> str:
-    """A reason without its position (the full line is on stderr), cut for a table cell."""
-    parts = reason.split(": ", 2)
-    text = parts[-1] if len(parts) == 3 else reason
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str,
                ranked: str = "time") -> None:
-    """The plans, ranked: what each sweeps, its memory and tokens per step, the figure they are ranked by (time or
-    cost per million tokens trained, beside the totals), its job, or why it was refused."""
+    """The plans, ranked: what each sweeps, its status, memory and tokens per step, the figure they are ranked by (time
+    or cost per million tokens trained, beside the totals) and its job; why a plan was refused is on stderr."""
     from launcher.cli.present import STATUS_STYLES, console, new_table, show, span, styled
 
     key = {"time": "time/Mtok", "cost": "$/Mtok"}.get(ranked)
     keys = _swept_keys(candidates)
     if keys:
         title += f"; plan: {', '.join(keys)}"
-    # A dry run's job names are only the names the plans would get; a refusal's reason, only where one is refused.
-    job_column = bool(runs) and any(run.job_name for run in runs.values())
-    reason_column = any(c.reasons for c in candidates) or any(run.error for run in runs.values())
-    columns = ("#", "plan", "status", "GB/GPU", "free GB", "tok/step", "tok/s/GPU", *([key] if key else ()),
-               "time", "cost", *(["job"] if job_column else []), *(["reason"] if reason_column else []))
-    t = new_table(*columns, title=title, right=("#", "GB/GPU", "free GB", "tok/step", "tok/s/GPU",
-                                                *([key] if key else ()), "time", "cost"),
-                  fold=("reason",) if reason_column else ())
+    # Each plan's job name (a dry run's: the name its job would get, which later messages quote). A refused plan's
+    # reasons, and a failed submit's error, are on stderr in full, one line each, not cut short in a cell here.
+    job_column = any(c.ok for c in candidates)
+    columns = ("#", "plan", "status", "GB/GPU", "free GB", "tok/step", *([key] if key else ()), "time", "cost",
+               *(["job"] if job_column else []))
+    t = new_table(*columns, title=title, right=("#", "GB/GPU", "free GB", "tok/step", *([key] if key else ()),
+                                                "time", "cost"))
     for c in candidates:
         mem = c.plan.memory if c.plan else None
         run = runs.get(c.index)
@@ -285,21 +278,15 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         state = c.status if run is None or c.status != "ok" else run.state
         if run is not None and run.status is not None:
             state = run.status.status
-        if c.reasons:
-            reason = _short(c.reasons[0]) + (f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else "")
-        else:
-            reason = _short(str(run.error)) if run is not None and run.error else ""
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
-        perf = c.plan.performance if c.plan else None
         time, usd = c.time_to_train_seconds, c.usd
         per = c.per_million_tokens(ranked) if key else None
         shown_per = [] if not key else ["-" if per is None else span(per) if ranked == "time" else f"${per:,.2f}"]
         t.add_row(str(c.rank) if c.rank else "-", styled(_plan_cell(c, many_specs)), styled(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
-                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-",
-                  f"{perf.tokens_per_second_per_gpu:,.0f}" if perf else "-", *shown_per,
+                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", *shown_per,
                   span(time) if time is not None else "-", f"${usd:,.0f}" if usd is not None else "-",
-                  *([styled(job)] if job_column else []), *([styled(reason)] if reason_column else []))
+                  *([styled(job)] if job_column else []))
     show(console(), t)
 
 
@@ -469,7 +456,7 @@ def _given(param: str) -> bool:
 @click.option("--dry-run", is_flag=True, help="Do everything that only reads, then print what would start.")
 @click.option("--wait", is_flag=True,
               help="Follow the job's logs until it ends (several plans: wait for every job); exit with its outcome.")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.05), default=POLL_S, show_default=True,
               help="With --wait or --max-concurrent: seconds between polls (as `logs --interval`).")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
 @retry_options

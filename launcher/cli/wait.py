@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from launcher.api import POLL_S
 from launcher.cli.options import OUTPUT, aws_options, job_clients
 
 
@@ -64,7 +65,7 @@ def _is_terminal() -> bool:
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @click.option("--timeout", "timeout_text", default=None, metavar="DURATION",
               help="Give up after this long: 2h, 90m, 1h30m or seconds (exit 124 if a job is still running).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=30.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.05), default=POLL_S, show_default=True,
               help="Seconds between polls.")
 @OUTPUT
 @aws_options
