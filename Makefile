@@ -10,12 +10,17 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
 .PHONY: venv venv-sdk3 test test-loaded test-unit test-e2e test-local lint bench demo emulator schema docs validate plan submit check-role render goldens
 
+# Each step says what it does before it starts (pip itself runs quietly): a first install is a minute or two of
+# downloads and builds, and a silent minute reads as a hang.
 $(STAMP): setup.cfg setup.py pyproject.toml constraints/sdk2.txt
 	@echo "make: creating $(VENV) (SageMaker SDK 2.x, with the test, local and docs extras: about a minute)"
-	$(PY) -m venv $(VENV)
-	$(PIP) install -U pip
-	$(PIP) install -e '.[test,local,docs]' -c constraints/sdk2.txt
-	touch $(STAMP)
+	@start=$$(date +%s); \
+	echo "make: [1/3] a virtual environment in $(VENV) ($(PY) -m venv)" && $(PY) -m venv $(VENV) && \
+	echo "make: [2/3] pip up to date" && $(PIP) install -U pip && \
+	echo "make: [3/3] smp-launch (editable) with torch, transformers, the SageMaker SDK 2.x, moto and mkdocs, as" \
+	  "pinned in constraints/sdk2.txt: the longest step" && \
+	$(PIP) install -e '.[test,local,docs]' -c constraints/sdk2.txt && \
+	touch $(STAMP) && echo "make: $(VENV) ready in $$(( $$(date +%s) - start )) s"
 
 venv: $(STAMP)
 
@@ -27,10 +32,13 @@ PIP3 := $(VENV3)/bin/python -m pip --disable-pip-version-check -q
 
 $(STAMP3): setup.cfg setup.py pyproject.toml constraints/sdk3.txt
 	@echo "make: creating $(VENV3) (SageMaker SDK 3.x, with the test extra: about two minutes)"
-	$(PY) -m venv $(VENV3)
-	$(PIP3) install -U pip
-	$(PIP3) install -e '.[test]' -c constraints/sdk3.txt
-	touch $(STAMP3)
+	@start=$$(date +%s); \
+	echo "make: [1/3] a virtual environment in $(VENV3) ($(PY) -m venv)" && $(PY) -m venv $(VENV3) && \
+	echo "make: [2/3] pip up to date" && $(PIP3) install -U pip && \
+	echo "make: [3/3] smp-launch (editable) with the SageMaker SDK 3.x and moto, as pinned in" \
+	  "constraints/sdk3.txt (about 1 GB: mlflow, pyarrow, scipy): the longest step" && \
+	$(PIP3) install -e '.[test]' -c constraints/sdk3.txt && \
+	touch $(STAMP3) && echo "make: $(VENV3) ready in $$(( $$(date +%s) - start )) s"
 
 venv-sdk3: $(STAMP3)
 

@@ -87,9 +87,19 @@ def warn(message: str) -> None:
     click.echo(as_run(f"warning: {message}"), err=True)
 
 
-def print_started(result: Any, dry_run: bool) -> None:
+def size_text(n: int) -> str:
+    """Bytes as people read them: 812 B, 22.6 KiB, 4.1 MiB."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def print_started(result: Any, dry_run: bool, source_bytes: int | None = None) -> None:
     from launcher.cli.invoked import name as prog
 
+    size = f"{size_text(source_bytes)}, " if source_bytes is not None else ""
+    sent = f"({size}{'uploaded' if result.uploaded else 'already uploaded'})"
     queue = queued_to(result)
     if queue:
         info = result.queue
@@ -99,7 +109,7 @@ def print_started(result: Any, dry_run: bool) -> None:
         else:
             click.echo(f"queued {result.job_name} in Batch queue {queue} in {result.region}")
             click.echo(f"  service job: {info['job_id']}")
-            click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
+            click.echo(f"  source:  {result.source_uri} {sent}")
             click.echo(f"  follow:  {prog()} logs {result.job_name} (or `{prog()} wait {result.job_name}`)")
         if info.get("retried_classes"):
             strategy = info.get("retry_strategy") or {}
@@ -107,10 +117,11 @@ def print_started(result: Any, dry_run: bool) -> None:
             click.echo(f"  retries: on AWS, {', '.join(info['retried_classes'])} ({attempts})")
     elif dry_run:
         click.echo(f"dry run: would start {result.job_name} in {result.region} "
-                   f"(source {result.source_uri}); nothing was written")
+                   f"(source {result.source_uri}{', ' + size_text(source_bytes) if source_bytes else ''}); nothing "
+                   "was written")
     else:
         click.echo(f"started {result.job_name} in {result.region}")
-        click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
+        click.echo(f"  source:  {result.source_uri} {sent}")
         click.echo(f"  console: {result.console_url}")
         click.echo(f"  follow:  {prog()} logs {result.job_name}")
     if result.role_check:
@@ -208,7 +219,7 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
         for note in result.notes:
             warn(note)
     else:
-        print_started(result, dry_run)
+        print_started(result, dry_run, len(plan.source.tarball))
     if wait:
         from launcher.api import follow
         from launcher.cli.logprint import Printer
