@@ -50,7 +50,8 @@ MAKE_NOT_RUN = {
     "bench": "minutes of measurement (docs/benchmarks.md)",
     "reliability": "minutes of fault injection; tests/test_reliability_short.py runs a short version",
     "mutation": "a 600 s mutation budget; tests/test_reliability_short.py runs a short version",
-    "emulator": "serves until Ctrl-C; tests/test_emulator.py starts `python -m emulator` and runs its hint",
+    "emulator": "serves until Ctrl-C; tests/test_demo_e2e.py starts `python -m emulator` and runs the README's "
+                "block against it",
 }
 
 
