@@ -11,7 +11,7 @@ import pytest
 
 import emulator
 from launcher.spec.loader import _display as shown
-from tests.conftest import JOBS, MINIMAL, REPO
+from tests.conftest import JOBS, MINIMAL, REPO, plan_rows
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
 
@@ -127,7 +127,7 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert errors[0].startswith(expected)
     assert errors == run_cli("validate", *args[1:]).err.strip().splitlines()
     assert "SMP001" not in r.out and "2 errors (on stderr)" in r.out
-    table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+    table = plan_rows(r.out)
     assert table["world size"] == "128 GPUs"  # a fact of the cluster
     for derived in ("data-parallel degree", "global batch", "GPU memory"):
         assert table[derived].startswith("- (the layout is invalid"), (derived, table[derived])
@@ -145,7 +145,7 @@ def test_plan_shows_a_global_batch_under_one_kibi_token_as_its_plain_count(run_c
         r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", f"model.seq_length={seq}",
                     "--set", "training.batch_size=1", "--set", "cluster.instance_count=1")
         assert r.code == 0, r.err
-        table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+        table = plan_rows(r.out)
         assert table["global batch"] == expected
 
 

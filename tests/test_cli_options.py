@@ -72,7 +72,7 @@ DEFAULTS = {
     "schema": {"--output": "json"},
     "submit": {"--nproc": "2", "--interval": "5.0", "--max-attempts": "3", "--retry-backoff": "60.0", "--by": "time",
                **OUTPUT},
-    "wait": {"--interval": "30.0", **OUTPUT},
+    "wait": {"--interval": "5.0", **OUTPUT},
 }
 # The on/off flags, each off unless given (but --follow, on unless --no-follow).
 FLAGS = {
