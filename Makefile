@@ -44,9 +44,8 @@ venv-sdk3: $(STAMP3)
 
 # Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one more than the CPUs.
 # The e2e tests wait on subprocesses and clocks part of the time, and the extra worker's tests fill those
-# gaps. Measured on 2 cores: 3 workers 2 min 40 s, 4 workers 2 min 57 s (each worker collects every test and
-# imports its own SDKs). loadgroup gives a module listed in ONE_WORKER_MODULES
-# (tests/conftest.py) to one worker.
+# gaps. loadgroup gives a module listed in ONE_WORKER_MODULES (tests/conftest.py) to one worker. The measured
+# times, and where they go, are in docs/benchmarks.md ("The test suite").
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
