@@ -10,12 +10,17 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
 .PHONY: venv venv-sdk3 test test-loaded test-unit test-e2e test-local lint bench demo emulator schema docs validate plan submit check-role render goldens
 
+# Each step says what it does before it starts (pip itself runs quietly): a first install is a minute or two of
+# downloads and builds, and a silent minute reads as a hang.
 $(STAMP): setup.cfg setup.py pyproject.toml constraints/sdk2.txt
 	@echo "make: creating $(VENV) (SageMaker SDK 2.x, with the test, local and docs extras: about a minute)"
-	$(PY) -m venv $(VENV)
-	$(PIP) install -U pip
-	$(PIP) install -e '.[test,local,docs]' -c constraints/sdk2.txt
-	touch $(STAMP)
+	@start=$$(date +%s); \
+	echo "make: [1/3] a virtual environment in $(VENV) ($(PY) -m venv)" && $(PY) -m venv $(VENV) && \
+	echo "make: [2/3] pip up to date" && $(PIP) install -U pip && \
+	echo "make: [3/3] smp-launch (editable) with torch, transformers, the SageMaker SDK 2.x, moto and mkdocs, as" \
+	  "pinned in constraints/sdk2.txt: the longest step" && \
+	$(PIP) install -e '.[test,local,docs]' -c constraints/sdk2.txt && \
+	touch $(STAMP) && echo "make: $(VENV) ready in $$(( $$(date +%s) - start )) s"
 
 venv: $(STAMP)
 
@@ -27,18 +32,20 @@ PIP3 := $(VENV3)/bin/python -m pip --disable-pip-version-check -q
 
 $(STAMP3): setup.cfg setup.py pyproject.toml constraints/sdk3.txt
 	@echo "make: creating $(VENV3) (SageMaker SDK 3.x, with the test extra: about two minutes)"
-	$(PY) -m venv $(VENV3)
-	$(PIP3) install -U pip
-	$(PIP3) install -e '.[test]' -c constraints/sdk3.txt
-	touch $(STAMP3)
+	@start=$$(date +%s); \
+	echo "make: [1/3] a virtual environment in $(VENV3) ($(PY) -m venv)" && $(PY) -m venv $(VENV3) && \
+	echo "make: [2/3] pip up to date" && $(PIP3) install -U pip && \
+	echo "make: [3/3] smp-launch (editable) with the SageMaker SDK 3.x and moto, as pinned in" \
+	  "constraints/sdk3.txt (about 1 GB: mlflow, pyarrow, scipy): the longest step" && \
+	$(PIP3) install -e '.[test]' -c constraints/sdk3.txt && \
+	touch $(STAMP3) && echo "make: $(VENV3) ready in $$(( $$(date +%s) - start )) s"
 
 venv-sdk3: $(STAMP3)
 
 # Tests run in parallel (pytest-xdist, from the test extra): TEST_WORKERS processes, one more than the CPUs.
 # The e2e tests wait on subprocesses and clocks part of the time, and the extra worker's tests fill those
-# gaps. Measured on 2 cores: 3 workers 2 min 40 s, 4 workers 2 min 57 s (each worker collects every test and
-# imports its own SDKs). loadgroup gives a module listed in ONE_WORKER_MODULES
-# (tests/conftest.py) to one worker.
+# gaps. loadgroup gives a module listed in ONE_WORKER_MODULES (tests/conftest.py) to one worker. The measured
+# times, and where they go, are in docs/benchmarks.md ("The test suite").
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
@@ -114,7 +121,7 @@ submit: venv
 	$(BIN)/smp-launch submit $(JOB)
 
 # Many plans from one spec: a dry run by default (every plan checked, nothing written); DRY_RUN= submits,
-# at most MAX_CONCURRENT jobs running. e.g. make sweep SWEEP='--sweep smp.tensor_parallel_degree=1,2,4'
+# at most MAX_CONCURRENT jobs running. e.g. make sweep SWEEP='--set smp.hybrid_shard_degree=0 --sweep smp.tensor_parallel_degree=1,2,4'
 SWEEP ?= --sweep training.batch_size=2,4
 DRY_RUN ?= --dry-run
 MAX_CONCURRENT ?= 2
@@ -132,7 +139,7 @@ plan: venv
 	$(BIN)/smp-launch plan $(JOB)
 
 render: venv
-	$(BIN)/smp-launch render $(JOB) -o $(OUT)
+	$(BIN)/smp-launch render $(JOB) --out $(OUT)
 
 # One golden source dir per code path of the templates (tests/goldens/variants.txt: a name, a spec and its
 # --set overrides), rendered by `smp-launch render` (run after changing templates and review the diff), less
@@ -146,7 +153,7 @@ goldens: venv
 	grep -v '^#' tests/goldens/variants.txt | while read -r name job sets; do \
 	  [ -n "$$name" ] || continue; \
 	  env -u SMP_LAUNCH_ROLE -u SMP_LAUNCH_BUCKET -u AWS_PROFILE $(BIN)/smp-launch render $$job $$sets \
-	    -o tests/goldens/$$name > /dev/null || exit 1; \
+	    --out tests/goldens/$$name > /dev/null || exit 1; \
 	  for f in $$runtime; do rm tests/goldens/$$name/$$f || exit 1; done; \
 	done
 	rm -rf tests/plan_goldens tests/output_goldens; SMP_WRITE_GOLDENS=1 $(BIN)/python -m pytest -q \

@@ -314,7 +314,7 @@ CASES = [
      "body read too", "tests/test_bounds.py"),
     ("the state file: a link to /dev/zero, a FIFO, a huge file, a relative XDG_STATE_HOME", "tests/test_bounds.py"),
     ("answers that are not UTF-8 (FilterLogEvents, DescribeTrainingJob): no traceback", "tests/test_bounds.py"),
-    ("`render -o DIR` replaces a planted DIR/train.py link, never writes through it", "tests/test_bounds.py"),
+    ("`render --out DIR` replaces a planted DIR/train.py link, never writes through it", "tests/test_bounds.py"),
     ("secrets by value: a value from a secret-looking variable or shaped like a credential is refused in "
      "hyperparameters, tags and plainly named environment entries; no error echoes a secret",
      "tests/test_secret_values.py"),

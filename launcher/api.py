@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from launcher.core.durations import POLL_S
+
 if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
         Interrupted,
         LauncherError,
         Mark,
+        PreflightError,
         Problem,
         SpecError,
         UsageError,
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from launcher.rules.topology import Topology
     from launcher.spec.loader import LoadedSpec
     from launcher.submission.batch import QueuedSubmission
+    from launcher.submission.buckets import BucketMissing
+    from launcher.submission.channels import EmptyChannel
     from launcher.submission.create import Submission
     from launcher.submission.quotas import NotOffered, OverQuota, QuotaCheck, QuotaVerdict
     from launcher.submission.role import RoleCheck, RoleRefused, RoleVerdict
@@ -108,17 +113,22 @@ _REEXPORTED = {
     "Problem": "launcher.core.errors",
     "Mark": "launcher.core.errors",
     "Interrupted": "launcher.core.errors",
+    "PreflightError": "launcher.core.errors",
     "AwsError": "launcher.core.aws",
     "QuotaError": "launcher.core.aws",
     "ThrottledError": "launcher.core.aws",
     "RoleRefused": "launcher.submission.role",
     "OverQuota": "launcher.submission.quotas",
     "NotOffered": "launcher.submission.quotas",
+    "BucketMissing": "launcher.submission.buckets",
+    "EmptyChannel": "launcher.submission.channels",
     "JobNotFound": "launcher.jobs.status",
     "NotLaunchedHere": "launcher.orchestrate.provenance",
 }
 
 __all__ = [
+    # the seconds between two polls of a job, every follower's default
+    "POLL_S",
     # specs and plans
     "load_spec", "build_plan", "advisor_errors", "write_source_dir", "advise", "advised_spec", "advisor_rules",
     "advisor_rules_markdown", "schema_text", "LoadedSpec", "Plan", "Advisory", "Severity", "Topology", "SweepPlan",
@@ -140,7 +150,8 @@ __all__ = [
     "calibrate", "CalibrationResult",
     # errors (each carries its exit code)
     "LauncherError", "SpecError", "UsageError", "ArgumentError", "Problem", "Mark", "Interrupted", "AwsError",
-    "QuotaError", "ThrottledError", "RoleRefused", "OverQuota", "NotOffered", "JobNotFound", "NotLaunchedHere",
+    "QuotaError", "ThrottledError", "PreflightError", "RoleRefused", "OverQuota", "NotOffered", "BucketMissing",
+    "EmptyChannel", "JobNotFound", "NotLaunchedHere",
 ]
 
 
@@ -212,14 +223,16 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
     """SMP v2 layouts for a model preset that fit, best first: by predicted time to train `tokens` (an int, or
     text such as `"1T"`: decimal; default 10**12), by predicted cost (`by="cost"`, priced in `region`), or in
     the order of AWS's SMP v2 best practices (`by="practices"`). Each carries its predicted speed, time and
-    cost; layouts predicted within the model's spread of the best are marked as ties.
+    cost; layouts predicted within the model's spread of the best are marked as ties. `region` defaults to
+    AWS_REGION, AWS_DEFAULT_REGION or the profile's, as everywhere; with none, ArgumentError (no default).
 
     Without `instances`, the smallest cluster whose largest fitting batch reaches `global_batch_tokens`
     (an int, or text such as `"4M"`: binary, 4M = 4,194,304). Raises ArgumentError for an unknown
     preset or instance type, or when neither `instances` nor `global_batch_tokens` is given."""
     import re
 
-    from launcher.core.errors import ArgumentError
+    from launcher.core.aws import resolve_region as _resolve
+    from launcher.core.errors import ArgumentError, no_region
     from launcher.core.sanitize import quoted
     from launcher.rules import advise as _advise
     from launcher.spec.models import REGION_PATTERN, parse_token_count
@@ -235,7 +248,10 @@ def advise(model: str, *, instance_type: str = "ml.p4d.24xlarge", instances: int
         raise ArgumentError(f"{{precision}}: {quoted(precision)} is not bf16, fp16 or fp8")
     if region is not None and not re.fullmatch(REGION_PATTERN, region):
         raise ArgumentError(f"{{region}}: {quoted(region)} is not an AWS region such as us-west-2")
-    plan = _advise.Budget(tokens=budget, region=region or "us-west-2", env=env, by=by)
+    where = _resolve(None, env, flag=region)  # as every command decides it: there is no default region
+    if not where:
+        raise no_region()
+    plan = _advise.Budget(tokens=budget, region=where, env=env, by=by)
     return _advise.advise(model, instance_type, instances, seq_length, batch, precision, plan)
 
 
@@ -334,7 +350,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
     from launcher.catalog.prices import PriceReport, price_table
     from launcher.catalog.smp import INSTANCES
     from launcher.core.aws import resolve_region as _resolve
-    from launcher.core.errors import ArgumentError, UsageError
+    from launcher.core.errors import ArgumentError, no_region
     from launcher.core.sanitize import quoted
 
     env = os.environ if env is None else env
@@ -345,7 +361,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
                             "start with `ml.`, e.g. ml.p4d.24xlarge)")
     where = _resolve(None, env, flag=region or (clients.region if clients else None), profile=profile)
     if not where:
-        raise UsageError("no AWS region: give --region, or set AWS_REGION or a profile region")
+        raise no_region()
     notes: tuple[str, ...] = ()
     if refresh:
         from launcher.submission.pricing import fetch_prices
@@ -357,7 +373,7 @@ def prices(instance_types: Sequence[str] = (), *, region: str | None = None, ref
 
 def submit(plan: Plan, *, dry_run: bool = False, skip_role_check: bool = False,
            clients: Clients | None = None, priority: int | None = None, share: str | None = None,
-           on_event: Callable[[Event], None] | None = None, interval: float = 30.0) -> Submission:
+           on_event: Callable[[Event], None] | None = None, interval: float = POLL_S) -> Submission:
     """Check the buckets and the role, upload the source bundle if new and start the job (not with dry_run): one
     call to the plan's backend (plan.backend: the PyTorch Estimator or ModelTrainer).
 
@@ -411,7 +427,7 @@ def status(name: str, *, clients: Clients | None = None, diagnose: bool = True) 
     return job_status(clients or connect(), name, diagnose=diagnose)
 
 
-def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+def wait(names: Iterable[str], *, timeout: float | None = None, interval: float = POLL_S,
          clients: Clients | None = None, on_change: Callable[[JobStatus], None] | None = None) -> list[JobStatus]:
     """Poll until every job is terminal (or `timeout` seconds pass); the last status of each, in the order given.
 
@@ -452,7 +468,7 @@ def logs(name: str, *, until_end: bool = False, hosts: Iterable[int] | None = No
 
 
 def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = None, since: float | None = None,
-           grep: str | None = None, rate: float = 2.0, interval: float = 5.0, late_horizon: float = 300.0,
+           grep: str | None = None, rate: float = 2.0, interval: float = POLL_S, late_horizon: float = 300.0,
            drain_timeout: float | None = None, clients: Clients | None = None,
            on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
            on_status: Callable[[StatusChange], None] | None = None,
@@ -498,7 +514,7 @@ def follow(name: str, *, until_end: bool = True, hosts: Iterable[int] | None = N
 
 
 def follow_many(names: Iterable[str], *, until_end: bool = True, hosts: Iterable[int] | None = None,
-                since: float | None = None, grep: str | None = None, rate: float = 2.0, interval: float = 5.0,
+                since: float | None = None, grep: str | None = None, rate: float = 2.0, interval: float = POLL_S,
                 late_horizon: float = 300.0, drain_timeout: float | None = None, clients: Clients | None = None,
                 on_line: Callable[[LogLine], None] | None = None, on_note: Callable[[LogNote], None] | None = None,
                 on_status: Callable[[str, StatusChange], None] | None = None,
@@ -632,7 +648,7 @@ def warm_pool_notes(plans: Sequence[Plan], max_concurrent: int | None) -> list[s
 
 
 def submit_many(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
-                wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
+                wait: bool = False, interval: float = POLL_S, skip_role_check: bool = False,
                 clients: Clients | Callable[[str | None], Clients] | None = None,
                 on_event: Callable[[Event], None] | None = None, retry: RetryPolicy | None = None,
                 on_failure: Callable[[Plan, JobStatus], Plan | None] | None = None, priority: int | None = None,

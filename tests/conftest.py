@@ -55,6 +55,23 @@ def call_main(args, capsys) -> Result:
     return Result(code, captured.out, captured.err)
 
 
+def plan_rows(text: str) -> dict[str, str]:
+    """`plan`'s table as {row: value}: a value folded onto the next lines (an empty first cell) is joined back,
+    its pieces a space apart (the table folds at spaces where it can)."""
+    rows: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line.count("│") != 3:
+            continue
+        cells = [c.strip() for c in line.split("│")[1:3]]
+        if cells[0]:
+            key = cells[0]
+            rows[key] = cells[1]
+        elif key is not None:
+            rows[key] += " " + cells[1]
+    return rows
+
+
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
     """Run `smp-launch ARGS` in-process through the real entry point (main), capturing its streams."""
@@ -93,7 +110,9 @@ output:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("SMP_LAUNCH_ROLE", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+    # COLUMNS too: a test worker inherits one (pytest-xdist's workers get 80), and a table that is not on a terminal
+    # folds to it; without it, to the 100 columns every run sees alike.
+    for var in ("SMP_LAUNCH_ROLE", "AWS_ENDPOINT_URL", "AWS_PROFILE", "COLUMNS", "LINES"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     monkeypatch.delenv("AWS_REGION", raising=False)

@@ -292,7 +292,7 @@ def test_a_relative_xdg_state_home_is_ignored(tmp_path):
     assert state.last_submitted(env)["job_name"] == "job-1"
 
 
-# -- render -o never follows a planted link ------------------------------------------------------------
+# -- render --out never follows a planted link ------------------------------------------------------------
 
 def test_render_replaces_a_planted_link_and_leaves_its_target_alone(tmp_path):
     target = tmp_path / "precious.txt"
@@ -322,6 +322,6 @@ def test_render_through_the_cli_never_writes_through_a_link(tmp_path, run_cli):
     out = tmp_path / "out"
     out.mkdir()
     (out / "train.py").symlink_to(target)
-    result = run_cli("render", str(JOBS / "llama7b.yaml"), "-o", str(out))
+    result = run_cli("render", str(JOBS / "llama7b.yaml"), "--out", str(out))
     assert result.code == 0, result
     assert target.read_text() == "keep me" and "smp" in (out / "train.py").read_text().lower()

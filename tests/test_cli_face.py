@@ -11,7 +11,7 @@ import pytest
 
 import emulator
 from launcher.spec.loader import _display as shown
-from tests.conftest import JOBS, MINIMAL, REPO
+from tests.conftest import JOBS, MINIMAL, REPO, plan_rows
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<path>\S+): (?P<msg>.+)$")
 
@@ -34,16 +34,22 @@ def test_check_role_takes_region_and_prints_its_verdict_on_stdout(moto_world, ru
 
 # -- list without a region ---------------------------------------------------------------------------------
 
-def test_a_job_command_without_a_region_names_the_flag_not_a_spec_key(run_cli, monkeypatch, tmp_path):
+def test_every_command_without_a_region_gives_the_one_hint_and_exit_2(run_cli, monkeypatch, tmp_path):
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     empty = tmp_path / "config"
     empty.write_text("")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
-    for args in (["list"], ["status", "some-job"]):
+    from launcher.core.errors import NO_REGION
+
+    said = set()
+    for args in (["list"], ["status", "some-job"], ["prices"], ["submit", str(JOBS / "llama7b.yaml"), "--set",
+                 "cluster.region=null", "--set", "role=x"], ["advise", "--model", "llama2-7b", "--instances", "1"]):
         r = run_cli(*args)
-        assert r.code == 2 and "cluster.region" not in r.err, (args, r.err)
-        assert r.err.startswith("no AWS region: pass --region, set AWS_REGION"), r.err
+        assert (r.code, r.out) == (2, ""), (args, r.err)
+        said.add(r.err)
+    flag = NO_REGION.format(region="--region") + "\n"
+    assert said == {flag, flag.replace("--region", "--price-region")}  # one hint everywhere, no default region
 
 
 # -- advise: the note column says what sets each row apart ------------------------------------------------
@@ -56,7 +62,8 @@ ADVICE_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\d+\s+(?:yes|no)\s+(?:yes|no)\s+\d+\
 
 
 def test_the_advise_note_column_is_filled(run_cli):
-    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--top", "12", "--by", "practices")
+    r = run_cli("advise", "--model", "llama2-7b", "--instances", "1", "--top", "12", "--by", "practices",
+                env={"COLUMNS": "250"})  # wide enough that no note folds onto a second line
     assert r.code == 0, r.err
     rows = [m for m in map(ADVICE_ROW.match, r.out.splitlines()) if m]
     assert len(rows) == 12
@@ -120,11 +127,11 @@ def test_plan_prints_advisor_errors_like_validate_and_no_made_up_numbers(run_cli
     assert errors[0].startswith(expected)
     assert errors == run_cli("validate", *args[1:]).err.strip().splitlines()
     assert "SMP001" not in r.out and "2 errors (on stderr)" in r.out
-    table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+    table = plan_rows(r.out)
     assert table["world size"] == "128 GPUs"  # a fact of the cluster
     for derived in ("data-parallel degree", "global batch", "GPU memory"):
         assert table[derived].startswith("- (the layout is invalid"), (derived, table[derived])
-    assert "sharding" not in table
+    assert table["sharding"].startswith("HYBRID_SHARD over 256 GPUs")  # as set: the errors say why it is wrong
     ok = run_cli(*args, "--set", "smp.hybrid_shard_degree=128")
     assert ok.code == 0 and ok.err == "" and "GB per GPU (fits)" in ok.out
     one = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", "training.batch_size=100000")
@@ -138,7 +145,7 @@ def test_plan_shows_a_global_batch_under_one_kibi_token_as_its_plain_count(run_c
         r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--set", f"model.seq_length={seq}",
                     "--set", "training.batch_size=1", "--set", "cluster.instance_count=1")
         assert r.code == 0, r.err
-        table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+        table = plan_rows(r.out)
         assert table["global batch"] == expected
 
 

@@ -72,7 +72,7 @@ DEFAULTS = {
     "schema": {"--output": "json"},
     "submit": {"--nproc": "2", "--interval": "5.0", "--max-attempts": "3", "--retry-backoff": "60.0", "--by": "time",
                "--resume": "resume", **OUTPUT},
-    "wait": {"--interval": "30.0", **OUTPUT},
+    "wait": {"--interval": "5.0", **OUTPUT},
 }
 # The on/off flags, each off unless given (but --follow and --resume, on unless --no-follow, --no-resume).
 FLAGS = {
@@ -188,7 +188,7 @@ NEEDS = {"calibrate": "argument 'JOB...'", "check-role": "argument 'SPEC'", "dif
          "plan": "argument 'SPEC'", "render": "argument 'SPEC'", "rerun": "argument 'JOB'", "status": "argument 'JOB'",
          "stop": "argument 'JOB'", "submit": "argument 'SPEC...'", "validate": "argument 'SPECS...'",
          "wait": "argument 'JOB...'", "advise": "option '--model'"}
-NEEDS_WITH_A_SPEC = {"pipeline": "option '--name'", "render": "option '-o' / '--out'"}
+NEEDS_WITH_A_SPEC = {"pipeline": "option '--name'", "render": "option '--out'"}
 
 
 @pytest.mark.parametrize("name", sorted(NEEDS))
@@ -218,3 +218,48 @@ def test_help_stops_at_100_columns_however_wide_the_terminal(run_cli):
     wide = run_cli("submit", "--help", env={"COLUMNS": "240"}).out
     assert wide == narrow and max(len(line) for line in wide.splitlines()) <= 100
     assert run_cli("submit", "--help", env={"COLUMNS": "90"}).out != narrow, "the terminal's width is honoured below"
+
+
+def test_a_short_flag_means_one_thing_on_every_command():
+    """No command has a short flag of its own (`render -o` was an output folder where `-o` reads as --output):
+    -h, help, is the only one, on every command."""
+    shorts = {(name, o) for name, command in cli.commands.items() for p in command.params
+              for o in (*p.opts, *p.secondary_opts) if o.startswith("-") and not o.startswith("--")}
+    assert shorts == set()
+    assert cli.context_settings["help_option_names"] == ["-h", "--help"]
+
+
+def test_hints_name_the_command_as_it_was_run(tmp_path, monkeypatch):
+    """`smp-launch` where PATH finds this very program, else the path typed, else `python -m launcher`."""
+    from launcher.cli import invoked
+
+    script = tmp_path / "bin" / "smp-launch"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert invoked.from_argv(".venv/bin/smp-launch") == ".venv/bin/smp-launch"
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert invoked.from_argv(str(script)) == "smp-launch"
+    assert invoked.from_argv(".venv/bin/smp-launch") == ".venv/bin/smp-launch"  # another file of that name
+    assert invoked.from_argv("/x/launcher/__main__.py", [".venv/bin/python", "-m", "launcher"]) == \
+        ".venv/bin/python -m launcher"
+    try:
+        invoked.remember(".venv/bin/smp-launch")
+        assert invoked.as_run("run `smp-launch logs JOB` again") == "run `.venv/bin/smp-launch logs JOB` again"
+    finally:
+        invoked.remember(None)
+    assert invoked.as_run("run `smp-launch logs JOB` again") == "run `smp-launch logs JOB` again"
+
+
+def test_every_command_that_polls_a_job_polls_as_often_by_default():
+    """`wait`, `logs` and `submit` (--wait, a sweep's queue) share one poll interval, the API's too."""
+    import inspect
+
+    import launcher
+
+    defaults = {name: next(p.default for p in cli.commands[name].params if p.name == "interval")
+                for name in ("wait", "logs", "submit")}
+    assert set(defaults.values()) == {launcher.POLL_S}, defaults
+    for function in (launcher.wait, launcher.submit, launcher.submit_many, launcher.follow):
+        assert inspect.signature(function).parameters["interval"].default == launcher.POLL_S, function

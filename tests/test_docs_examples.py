@@ -29,11 +29,11 @@ import boto3
 import pytest
 
 import emulator
-from tests.aws_setup import REGION, TRUST_SAGEMAKER, job_policy
+from emulator import account
+from tests.aws_setup import TRUST_SAGEMAKER
 from tests.batch_world import create_queues
 from tests.conftest import REPO, call_main
 from tests.doc_blocks import Block, all_blocks, shell_lines
-from tests.test_pipeline import PIPELINE_ROLE, pipeline_world
 
 BLOCKS = all_blocks()
 LANGS = {"sh", "python", "yaml", "text", "json"}  # sh, python and yaml blocks are run; text and json are output
@@ -50,7 +50,8 @@ MAKE_NOT_RUN = {
     "bench": "minutes of measurement (docs/benchmarks.md)",
     "reliability": "minutes of fault injection; tests/test_reliability_short.py runs a short version",
     "mutation": "a 600 s mutation budget; tests/test_reliability_short.py runs a short version",
-    "emulator": "serves until Ctrl-C; tests/test_emulator.py starts `python -m emulator` and runs its hint",
+    "emulator": "serves until Ctrl-C; tests/test_demo_e2e.py starts `python -m emulator` and runs the README's "
+                "block against it",
 }
 
 
@@ -108,12 +109,12 @@ def verb(command: str) -> str:
 
 
 def exported() -> dict[str, str]:
-    """The pages' `export NAME=VALUE` lines; a name exported twice must have one value."""
+    """The pages' `export NAME=VALUE ...` lines; a name exported twice must have one value."""
     values: dict[str, str] = {}
     for line in EXPORTS:
-        (assignment,) = shlex.split(line)[1:]
-        name, _, value = assignment.partition("=")
-        assert values.setdefault(name, value) == value, f"{name} is exported as {values[name]!r} and {value!r}"
+        for assignment in shlex.split(line)[1:]:
+            name, _, value = assignment.partition("=")
+            assert values.setdefault(name, value) == value, f"{name} is exported as {values[name]!r} and {value!r}"
     return values
 
 
@@ -261,8 +262,14 @@ def test_the_site_builds_strictly_and_offline(sandbox):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     site = sandbox / "build" / "site"
-    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
-    assert len(pages) == len(list((REPO / "docs").glob("*.md"))), pages  # every page built
+    pages = sorted(p.relative_to(site).as_posix() for p in site.glob("*.html") if p.name != "404.html")
+    assert pages == sorted(f"{p.stem}.html" for p in (REPO / "docs").glob("*.md")), pages  # every page built, a file
+    broken = []  # the site opens from the file system: every local link names a file that is there
+    for page in (site / name for name in pages):  # 404.html is for a web server, whose root it links from
+        for href in re.findall(r'<a [^>]*href="([^"#:?]+)(?:#[^"]*)?"', page.read_text()):
+            if not (page.parent / href).is_file():
+                broken.append((page.name, href))
+    assert not broken, broken[:10]
     remote = [(p, m) for p in site.rglob("*.html")
               for m in re.findall(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//[^"]*"', p.read_text())]
     assert not remote, remote[:5]  # nothing loaded from the network
@@ -290,8 +297,8 @@ ENDED_JOB = {"starting": 0, "downloading": 0, "training": 2.0, "uploading": 0, "
 def aws_order(commands: list[str]) -> list[str]:
     """check-role and submit first (so `latest` names a job), then the pages' order, except that `logs latest`,
     `wait JOB latest` and `calibrate latest` come right after the commands on JOB (before `rerun` starts a newer
-    `latest`): by then the jobs they follow have ended, so neither waits a poll interval (5 s for logs, 30 s
-    for wait) and calibrate finds its job finished.
+    `latest`): by then the jobs they follow have ended, so neither waits a poll interval (5 s,
+    launcher.POLL_S) and calibrate finds its job finished.
     `stop` comes last, so that no command after it finds its job stopped."""
     def rank(c: str) -> int:
         words = shlex.split(c)
@@ -328,23 +335,30 @@ def readme_policies() -> tuple[dict, dict]:
 
 
 def docs_world(session, bucket: str, role: str) -> None:
-    """pipeline_world (tests/test_pipeline.py), the bucket the pages export, and the job role they export, made
-    with the README's own policies: the role check passes on what the README tells a user to create."""
-    pipeline_world(session)
+    """The demo account `python -m emulator` serves (emulator/account.py: the bucket and the job role the pages
+    export, made with the README's own policies, the pipeline role docs/commands.md shows, a caller who may pass
+    them), and the AWS Batch queues docs/batch.md submits to: the role check passes on what the pages tell a
+    user to create."""
+    assert (bucket, role) == (account.BUCKET, account.ROLE)  # the pages export the demo account's
+    account.seed(session)
     create_queues(session)  # the AWS Batch queue docs/batch.md submits to, and the caller's right to
-    session.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
-    trust, permissions = readme_policies()
-    iam = session.client("iam")
-    iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(trust))
-    iam.put_role_policy(RoleName=role, PolicyName="job", PolicyDocument=json.dumps(permissions))
-    iam.put_role_policy(RoleName=PIPELINE_ROLE, PolicyName="docs-bucket",
-                        PolicyDocument=json.dumps(job_policy(bucket)))
 
 
 def test_the_readme_role_is_trusted_by_sagemaker_and_names_the_exported_bucket():
     trust, permissions = readme_policies()
     assert trust == TRUST_SAGEMAKER
     assert f"arn:aws:s3:::{exported()['SMP_LAUNCH_BUCKET']}/*" in json.dumps(permissions)
+
+
+def test_the_demo_account_holds_exactly_the_policies_the_pages_show():
+    """`python -m emulator` makes its job role with the README's two policies and its pipeline role with the one
+    docs/commands.md shows, and exports the bucket and the role the pages export."""
+    assert readme_policies() == (account.TRUST, account.permissions())
+    shown = [json.loads(b.text) for b in BLOCKS if b.file == "docs/commands.md" and b.lang == "json"
+             and "sagemaker:CreateTrainingJob" in b.text]
+    assert shown == [account.pipeline_permissions()]
+    demo = account.exports("http://127.0.0.1:5055")
+    assert {k: v for k, v in exported().items() if k in demo} == demo
 
 
 def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatch, capsys):
@@ -355,7 +369,7 @@ def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatc
                AWS_EC2_METADATA_DISABLED="true")
     for k, v in emulator.server_env(endpoint).items():
         monkeypatch.setenv(k, v)
-    session = boto3.Session(region_name=REGION)
+    session = boto3.Session(region_name=account.REGION)
     docs_world(session, env["SMP_LAUNCH_BUCKET"], env["SMP_LAUNCH_ROLE"])
     job = emulator.add_job(emulator.EmulatedJob("llama-readme-1", hosts=4, starting=0.3, downloading=0.2,
                                                 training=2, uploading=0.2, line_interval=0.25),
@@ -372,6 +386,7 @@ def test_the_aws_commands_run_against_the_emulator(endpoint, sandbox, monkeypatc
                 assert ("--yes" in args) == (said == (0, False, True)), f"{command}\n{out}{err[-2000:]}"
                 continue
             assert code == 0, f"{command}\n{err[-2000:]}"
+            assert "[refused:" not in err, f"a sweep the pages show refuses plans:\n{command}\n{err[-2000:]}"
             if "jq" in pipe:
                 records = [json.loads(line) for line in out.splitlines()]
                 assert any(r.get("type") == "log" for r in records)

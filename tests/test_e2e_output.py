@@ -183,7 +183,7 @@ def test_a_sweep_says_a_shared_role_warning_once(plain_server_env):
 
 def test_render_as_a_fresh_process_writes_the_source_dir_it_reports(tmp_path):
     """The README's `render` runs in-process in tests/test_readme_commands.py; here as the installed CLI."""
-    out = subprocess.run([SMP, "render", "jobs/llama7b.yaml", "-o", str(tmp_path / "src"), "--output", "json"],
+    out = subprocess.run([SMP, "render", "jobs/llama7b.yaml", "--out", str(tmp_path / "src"), "--output", "json"],
                          cwd=REPO, env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     report = json.loads(out.stdout)

@@ -198,7 +198,7 @@ def test_an_account_check_that_fails_for_one_plan_starts_none(moto_world, run_cl
 
     r = run_cli("submit", SPEC, "--set", "role=Good", "--sweep",
                 f"output.path=s3://{BUCKET}/a,s3://no-such-bucket-13a/b", "--output", "json")
-    assert r.code == 4 and "bucket no-such-bucket-13a does not exist" in r.err
+    assert r.code == 3 and "bucket no-such-bucket-13a does not exist" in r.err
     data = json.loads(r.out)
     assert [d["state"] for d in data] == ["not_started", "error"] and not any(d["started"] for d in data)
     assert moto_world.session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []

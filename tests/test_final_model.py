@@ -8,7 +8,7 @@ import pytest
 from launcher.core.errors import SpecError
 from launcher.plan.build import build_plan
 from launcher.spec import load_spec
-from tests.conftest import JOBS, MINIMAL
+from tests.conftest import JOBS, MINIMAL, plan_rows
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_the_plan_shows_host_memory_beside_gpu_memory(run_cli, no_aws_config):
     args = ("plan", str(JOBS / "llama7b.yaml"), "--set", "model.preset=gpt-neox-20b", "--set",
             "model.seq_length=2048", "--set", "smp.delayed_param_init=false")
     r = run_cli(*args)
-    table = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in r.out.splitlines() if ln.count("│") == 3}
+    table = plan_rows(r.out)
     assert table["host memory"].startswith("1,225.1 of 1,152 GiB per instance")
     assert "DOES NOT FIT" in table["host memory"] and "model build" in table["host memory"]
     host = json.loads(run_cli(*args, "--output", "json").out)["memory"]["host"]

@@ -14,7 +14,7 @@ from launcher.predict.published import POINTS, SOURCES
 from launcher.predict.speed import predict
 from launcher.spec import load_spec
 from launcher.spec.presets import PRESETS
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, plan_rows
 
 LLAMA70 = PRESETS["llama2-70b"].architecture
 
@@ -273,7 +273,7 @@ def test_max_cost_refuses_a_plan_predicted_above_it(run_cli, write_spec):
 def test_the_plan_table_shows_speed_time_and_cost_lines(run_cli, write_spec):
     r = run_cli("plan", str(write_spec(MINIMAL)))
     assert r.code == 0
-    lines = {line.split("│")[1].strip(): line for line in r.out.splitlines() if line.count("│") >= 3}
+    lines = plan_rows(r.out)
     assert "tokens/s per GPU (band" in lines["speed"] and "calibration: published" in lines["speed"]
     assert "1,000 steps (training.max_steps)" in lines["time to train"]
     assert lines["cost"].count("$") >= 2 and "us-east-1's figure (us-west-2 has none" in lines["cost"]

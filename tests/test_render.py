@@ -252,13 +252,13 @@ def test_hostile_strings_in_every_free_text_field_stay_string_constants(write_sp
 
 def test_render_command_writes_the_source_dir(run_cli, tmp_path):
     out = tmp_path / "src"
-    r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(out), "--output", "json")
+    r = run_cli("render", str(JOBS / "llama70b.yaml"), "--out", str(out), "--output", "json")
     assert r.code == 0, r.err
     assert set(json.loads(r.out)["files"]) == EXPECTED_FILES
     assert {p.name for p in out.iterdir()} == EXPECTED_FILES
     assert (out / "train.py").read_text() == (GOLDENS / "delayed-init" / "train.py").read_text()
     assert json.loads(r.out)["templates"] == dict.fromkeys(shipped().names, "shipped")
-    r = run_cli("render", str(JOBS / "llama70b.yaml"), "-o", str(tmp_path / "t"), "--set", "smp.bogus=1")
+    r = run_cli("render", str(JOBS / "llama70b.yaml"), "--out", str(tmp_path / "t"), "--set", "smp.bogus=1")
     assert r.code == 2 and "bogus" in r.err
 
 
@@ -781,10 +781,10 @@ def test_plan_and_render_say_which_templates_they_used(tmp_path, run_cli):
     r = run_cli("plan", str(JOBS / "llama7b.yaml"), "--templates", str(team))
     assert r.code == 0 and "templates" in r.out and "requirements.txt.j2 from" in r.out
     assert "the others shipped" in r.out
-    r = run_cli("render", str(JOBS / "llama7b.yaml"), "--templates", str(team), "-o", str(tmp_path / "out"))
+    r = run_cli("render", str(JOBS / "llama7b.yaml"), "--templates", str(team), "--out", str(tmp_path / "out"))
     assert r.code == 0 and "templates: requirements.txt.j2 from" in r.out
     assert (tmp_path / "out" / "requirements.txt").read_text().endswith("einops>=0.7\n")
-    r = run_cli("render", str(JOBS / "llama7b.yaml"), "-o", str(tmp_path / "out2"), "--output", "json")
+    r = run_cli("render", str(JOBS / "llama7b.yaml"), "--out", str(tmp_path / "out2"), "--output", "json")
     assert json.loads(r.out)["templates"] == dict.fromkeys(shipped().names, "shipped")
     r = run_cli("plan", str(JOBS / "llama7b.yaml"))
     assert "templates" in r.out and "shipped" in r.out

@@ -216,18 +216,31 @@ def test_no_role_is_a_usage_error(moto_world, monkeypatch):
     assert submit(loaded, Clients(region="us-west-2"), now=NOW, dry_run=True).role_check.verdict == RoleVerdict.PASS
 
 
-def test_missing_bucket(moto_world):
-    with pytest.raises(AwsError) as err:
+def test_a_missing_bucket_is_something_the_account_lacks_exit_3_not_an_aws_refusal(moto_world):
+    with pytest.raises(api.BucketMissing) as err:
         run(spec("output.path=s3://no-such-bucket-here/x"))
-    assert "no-such-bucket-here does not exist" in str(err.value) and err.value.exit_code == 4
+    assert "no-such-bucket-here does not exist" in str(err.value) and err.value.exit_code == 3
+    assert isinstance(err.value, api.PreflightError) and not isinstance(err.value, AwsError)
 
 
 def test_bucket_in_another_region(moto_world):
     moto_world.session.client("s3", region_name="eu-west-1").create_bucket(
         Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-    with pytest.raises(AwsError) as err:
+    with pytest.raises(api.BucketMissing) as err:
         run(spec("output.path=s3://eu-bucket/x"))
-    assert "is in eu-west-1 but the job runs in us-west-2" in str(err.value)
+    assert "is in eu-west-1 but the job runs in us-west-2" in str(err.value) and err.value.exit_code == 3
+
+
+def test_every_exit_3_error_is_a_preflight_error_and_none_is_an_aws_error():
+    """One meaning per exit code: what the account lacks is a PreflightError (3), a refused call an AwsError (4)."""
+    from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
+
+    errors = {name: getattr(api, name) for name in api.__all__ if isinstance(getattr(api, name), type)
+              and issubclass(getattr(api, name), LauncherError)}
+    three = {name for name, cls in errors.items() if cls.exit_code == EXIT_PREFLIGHT}
+    assert three == {name for name, cls in errors.items() if issubclass(cls, api.PreflightError)}
+    assert {"BucketMissing", "RoleRefused", "QuotaError", "OverQuota", "NotOffered", "EmptyChannel"} <= three
+    assert all(cls.exit_code == EXIT_AWS for name, cls in errors.items() if issubclass(cls, AwsError))
 
 
 def failing_start(code, message):
@@ -269,7 +282,6 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
     from launcher.core.aws import QuotaError as Quota
 
     said = {
-        bx.NoRegionError(): "no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region",
         bx.ProfileNotFound(profile="ghost"): "The config profile (ghost) could not be found; check AWS_PROFILE",
         bx.ConnectTimeoutError(endpoint_url="https://sm.example"): "https://sm.example did not answer in time",
         bx.ReadTimeoutError(endpoint_url=""): "AWS did not answer in time (each try timed out)",
@@ -300,6 +312,8 @@ def test_every_kind_of_aws_failure_is_its_own_sentence_after_the_action():
     quota = explain(ClientError({"Error": {"Code": "ResourceLimitExceeded", "Message": ""}}, "CreateTrainingJob"))
     assert isinstance(quota, Quota) and quota.exit_code == 3
     assert str(quota).startswith("a SageMaker quota was exceeded. Request an increase in Service Quotas")
+    nowhere = explain(bx.NoRegionError(), "reading job x")  # nothing named a region: input, not AWS refusing
+    assert str(nowhere).startswith("no AWS region: pass region, set cluster.region") and nowhere.exit_code == 2
     mine = UsageError("already a sentence")
     assert explain(mine, "reading job x") is mine
 

@@ -14,7 +14,7 @@ import emulator
 from launcher import api
 from launcher.cli.submit import for_shell
 from launcher.core.aws import AwsError, Clients
-from launcher.core.errors import EXIT_INTERRUPTED, Interrupted
+from launcher.core.errors import EXIT_INTERRUPTED, NO_REGION, Interrupted, LauncherError
 from launcher.core.state import last_submitted
 from launcher.jobs import status as jobs
 from launcher.plan.build import build_plan
@@ -266,7 +266,7 @@ def test_region_order_flag_spec_env(moto_world, eu_bucket, monkeypatch):
 
 def test_a_us_bucket_with_region_flag_eu_is_refused_naming_eu(moto_world, run_cli):
     r = run_cli("submit", "jobs/llama7b.yaml", "--region", "eu-west-1", "--set", "role=Good", "--dry-run")
-    assert r.code == 4 and "is in us-west-2 but the job runs in eu-west-1" in r.err
+    assert r.code == 3 and "is in us-west-2 but the job runs in eu-west-1" in r.err
 
 
 # -- 4. an endpoint that never answers ----------------------------------------------------------------
@@ -509,10 +509,9 @@ def test_a_client_with_no_region_anywhere_is_one_line_saying_where_to_set_one(tm
     empty.write_text("")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
     monkeypatch.delenv("AWS_DEFAULT_REGION")
-    with pytest.raises(AwsError) as err:
+    with pytest.raises(LauncherError) as err:
         Clients().sagemaker  # noqa: B018
-    assert str(err.value) == "no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region"
-    assert err.value.exit_code == 4
+    assert str(err.value) == NO_REGION.format(region="region") and err.value.exit_code == 2  # input, not AWS
 
 def test_a_service_the_factory_does_not_make_is_no_attribute():
     clients = Clients(region="us-west-2")

@@ -52,9 +52,10 @@ def _is_closed_pipe(exc: BaseException) -> bool:
 def cli() -> None:
     """Plan, check and launch SageMaker model parallelism v2 (SMP v2) training jobs.
 
-    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 a check refused
-    the job (the role check, a local run's checks); 4 AWS refused or is unreachable; 5 the job was
-    stopped; 124 `wait --timeout` ran out; 130 interrupted.
+    Exit codes: 0 ok; 1 the job failed or a command failed; 2 invalid input; 3 the account lacks
+    what the job needs (bucket, role or permission, quota, instance type, input data) or a local run's
+    check failed; 4 AWS refused a call or is unreachable; 5 the job was stopped; 124 `wait --timeout`
+    ran out; 130 interrupted; 143 SIGTERM while submit was creating the job.
     """
 
 
@@ -93,14 +94,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
+    from launcher.cli.invoked import as_run, program_name
     from launcher.cli.options import shell_lines
     from launcher.core.errors import EXIT_INTERRUPTED, LauncherError
 
     try:
-        cli.main(args=argv, prog_name="smp-launch", standalone_mode=False)
+        cli.main(args=argv, prog_name=program_name(argv), standalone_mode=False)
     except LauncherError as err:
         for line in shell_lines(err):
-            click.echo(line, err=True)
+            click.echo(as_run(line), err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         sys.exit(EXIT_INTERRUPTED)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from launcher.api import POLL_S
 from launcher.cli.options import JOB, OUTPUT, aws_options, job_clients
 
 MAX_HOST = 4096  # far above any training job's instance count; a typo like 1-100000000 is refused, not expanded
@@ -60,7 +61,7 @@ def require_hosts(clients, job: str, hosts: list[int]) -> None:
 @click.option("--grep", default=None, metavar="REGEX", help="Only lines matching this Python regular expression.")
 @click.option("--rate", type=click.FloatRange(min=0.1, max=25.0), default=2.0, show_default=True,
               help="At most this many CloudWatch Logs reads a second (the quota is shared by the account).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.05), default=POLL_S, show_default=True,
               help="Seconds between polls.")
 @click.option("--late-horizon", default="5m", show_default=True, metavar="DURATION",
               help="Print lines that reach CloudWatch up to this long after their timestamps (later ones are "
@@ -191,6 +192,7 @@ def stop_job(job: str, yes: bool, foreign: bool, output: str, profile: str | Non
     """Stop a running job (asks first unless --yes); JOB may be `latest`."""
     from launcher.api import resolve_job, status, stop
     from launcher.cli import present
+    from launcher.cli.invoked import name as prog
 
     name, region = resolve_job(job, region)
     clients = job_clients(profile, region)
@@ -205,7 +207,7 @@ def stop_job(job: str, yes: bool, foreign: bool, output: str, profile: str | Non
             f"; SageMaker stops {found.queue.training_job}" if found.queue.training_job else "")
     elif stopped:
         message = (f"{name} is {found.status}; SageMaker uploads what the job saved, then marks it Stopped "
-                   f"(follow with `smp-launch logs {name}`)")
+                   f"(follow with `{prog()} logs {name}`)")
     elif found.status == "InProgress":
         message = "not stopped"
     else:

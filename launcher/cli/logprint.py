@@ -50,10 +50,12 @@ class Hooks(TypedDict):
 
 def worded(note: LogNote | str) -> str:
     """The note as the CLI says it."""
+    from launcher.cli.invoked import as_run
+
     if isinstance(note, str):
-        return note
+        return as_run(note)
     template = CLI_WORDS.get(note.kind.value)
-    return template.format(**note.args) if template else note.message
+    return as_run(template.format(**note.args) if template else note.message)
 
 
 def job_of(line: LogLine) -> str:

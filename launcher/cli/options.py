@@ -92,12 +92,11 @@ def job_clients(profile: str | None, region: str | None) -> Any:
     """Clients for a command about jobs already launched: the region from --region, AWS_REGION /
     AWS_DEFAULT_REGION or the profile; there is no spec to take it from, so a missing one says so."""
     from launcher.api import connect, resolve_region
-    from launcher.core.errors import UsageError
+    from launcher.core.errors import no_region
 
     resolved = resolve_region(region, profile=profile)
     if not resolved:
-        raise UsageError("no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), "
-                         "or give your profile a region (`aws configure set region REGION`)")
+        raise no_region()
     return connect(profile=profile, region=resolved)
 
 

@@ -85,7 +85,9 @@ def pipeline(specs: tuple[str, ...], name: str, role: str | None, dry_run: bool,
             given = ", ".join(f"{k}={v}" for k, v in result.values.items()) or "the defaults"
             click.echo(f"  started: {result.execution_arn} ({given})")
         else:
-            click.echo(f"  start:   smp-launch pipeline ... --name {result.name} --start [--param NAME=VALUE]")
+            from launcher.cli.invoked import name as prog
+
+            click.echo(f"  start:   {prog()} pipeline ... --name {result.name} --start [--param NAME=VALUE]")
     sys.exit(EXIT_OK)
 
 

@@ -1,10 +1,11 @@
 """How results reach people (rich tables on a terminal) and pipelines (`--output json`): the one place
 for tables, colours and the sanitising entry point.
 
-Every table is a rich Table. On a terminal long cells fold (nothing is cut); into a pipe or a file
-the console is wide, so a row stays on one line for grep. Colours are named here only: the log
-printer (launcher.cli.logprint) takes host_colour and `safe` from this module and stays a fast path of one
-write per page of lines, without rich. Importing this module imports neither rich nor click.
+Every table is a rich Table and fits its width: the terminal's; into a pipe or a file, COLUMNS, else
+PIPE_WIDTH (100) columns. Long cells fold (nothing is cut); `--output json` is the form for machines.
+Colours are named here only: the log printer (launcher.cli.logprint) takes host_colour and `safe` from
+this module and stays a fast path of one write per page of lines, without rich. Importing this module
+imports neither rich nor click.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ HOST_COLOURS = (36, 33, 32, 35, 34, 31)  # SGR codes by host number (algo-N): cy
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STATUS_STYLES = {"Completed": "green", "Failed": "bold red", "Stopped": "yellow", "Stopping": "yellow",
                  "InProgress": "cyan"}
-PIPE_WIDTH = 100_000  # not a terminal: never wrap a row
+PIPE_WIDTH = 100  # not a terminal and no COLUMNS: the width tables fold to
 
 
 def host_colour(host: int) -> int:
@@ -47,8 +48,16 @@ def console(stderr: bool = False):
             raise BrokenPipeError
 
     stream = sys.stderr if stderr else sys.stdout
-    width = None if getattr(stream, "isatty", lambda: False)() else PIPE_WIDTH
+    width = None if getattr(stream, "isatty", lambda: False)() else pipe_width()
     return _Console(file=stream, highlight=False, soft_wrap=True, width=width)
+
+
+def pipe_width() -> int:
+    """The width of output that is not a terminal: COLUMNS when it is a number of at least 40, else PIPE_WIDTH."""
+    import os
+
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and int(text) >= 40 else PIPE_WIDTH
 
 
 def show(out, *renderables) -> None:
@@ -61,14 +70,22 @@ def show(out, *renderables) -> None:
     out.file.flush()
 
 
-def new_table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()):
-    """A borderless table (aligned columns, easy to read and to grep) with a bold header."""
+FOLD_MIN_WIDTH = 16  # a folding column is never narrower: its text would stand a word to a line
+
+
+def new_table(*columns: str, title: str | None = None, right: tuple[str, ...] = (), fold: tuple[str, ...] = ()):
+    """A borderless table (aligned columns, one space apart, easy to read and to grep) with a bold header.
+
+    Only the columns named in `fold` (default: the last, where the long text goes) fold their cells to fit the
+    width; the others (figures, names, states) keep each cell on one line, so a row reads across."""
     from rich.table import Table
 
     t = Table(box=None, title=title, title_justify="left", title_style="bold", header_style="bold",
-              show_header=bool(columns), pad_edge=False)
+              show_header=bool(columns), pad_edge=False, collapse_padding=True, padding=(0, 1, 0, 0))
+    folding = set(fold or columns[-1:])
     for col in columns:
-        t.add_column(col, justify="right" if col in right else "left", overflow="fold")
+        t.add_column(col, justify="right" if col in right else "left", overflow="fold", no_wrap=col not in folding,
+                     min_width=FOLD_MIN_WIDTH if col in fold else None)
     return t
 
 
@@ -93,7 +110,9 @@ def show_status(job: Any) -> None:
         rows.append(("failure reason", "\n".join(clean_lines(job.failure_reason))))  # its lines, aligned
     if job.failure is not None:
         rows.append(("failure class", job.failure.failure_class))
-        rows.append(("remedy", job.failure.remedy))
+        from launcher.cli.invoked import as_run
+
+        rows.append(("remedy", as_run(job.failure.remedy)))
     if job.model_artifacts:
         rows.append(("model artifacts", job.model_artifacts))
     if job.queue is not None:  # handed to an AWS Batch queue: where it is there, and its training job
@@ -110,7 +129,7 @@ def show_status(job: Any) -> None:
     if not job.transitions:
         show(out, grid)
         return
-    t = new_table("transition", "start (UTC)", "end (UTC)", "message")
+    t = new_table("transition", "start (UTC)", "end (UTC)", "message", fold=("message",))
     for x in job.transitions:
         t.add_row(styled(x.status), clock_time(x.start), clock_time(x.end), styled(x.message))
     show(out, grid, "", t)
@@ -118,7 +137,8 @@ def show_status(job: Any) -> None:
 
 def show_jobs(rows: list[Any]) -> None:
     """launcher.jobs.status.JobSummary rows, newest first."""
-    t = new_table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",))
+    t = new_table("job", "status", "secondary", "instances", "created (UTC)", "billable s", right=("billable s",),
+                  fold=("job", "secondary"))
     for r in rows:
         t.add_row(styled(r.job_name), styled(r.status or "-", STATUS_STYLES.get(r.status or "", "")),
                   styled((r.secondary_status or "-") + (f" (queue {r.queue})" if r.queue else "")),
@@ -213,6 +233,21 @@ def describe_templates(used: dict[str, str]) -> str:
 BACKEND_NAMES = {"estimator": "the PyTorch Estimator", "model-trainer": "ModelTrainer"}
 
 
+def host_memory_line(host: dict[str, Any], decisions: dict[str, Any]) -> str:
+    """The plan's host-memory row: the busiest instance's peak and the step it is in; a step that is off, or holds
+    nothing on the host, is never named."""
+    if host.get("peak_phase") is None:
+        why = "delayed parameter init builds it on the GPUs" if decisions.get("delayed_param_init") else \
+            "no step holds it there"
+        return (f"none of the model's copies on the host ({why}; no final export): 0 of "
+                f"{host['capacity_gib']:,} GiB per instance")
+    fits = "fits" if host["fits"] else "DOES NOT FIT"
+    peak = host["per_instance_gib"]
+    shown = "under 0.1" if peak < 0.05 else f"{peak:,.1f}"
+    return (f"{shown} of {host['capacity_gib']:,} GiB per instance for the model's copies ({fits}), peak in the "
+            f"{host['peak_phase']}")
+
+
 def show_plan(plan: dict[str, Any]) -> None:
     """The plan in `plan --output json`'s shape. Errors are not here: the CLI prints them on stderr like
     `validate`; with an invalid layout (no memory estimate) the numbers derived from it are not shown."""
@@ -240,7 +275,7 @@ def show_plan(plan: dict[str, Any]) -> None:
     if reqs:
         rows.append(("requirements", ", ".join(f"{name}{spec}" for name, spec in reqs.items())))
     decisions = plan.get("decisions") or {}
-    if decisions.get("shard_reason") and valid_layout:
+    if decisions.get("shard_reason"):  # as set, also where the layout is invalid (the errors say why)
         rows.append(("sharding", f"{decisions['sharding_strategy']} over {decisions['hybrid_shard_degree']} GPUs: "
                                  f"{decisions['shard_reason']}"))
     if "transform" in decisions:
@@ -265,9 +300,7 @@ def show_plan(plan: dict[str, Any]) -> None:
                                    f"peak in the {mem.get('peak_phase', 'forward/backward')}"))
         host = mem.get("host")
         if host:
-            fits = "fits" if host["fits"] else "DOES NOT FIT"
-            rows.append(("host memory", f"{host['per_instance_gib']:,.1f} of {host['capacity_gib']:,} GiB per "
-                                        f"instance for the model's copies ({fits}), peak in the {host['peak_phase']}"))
+            rows.append(("host memory", host_memory_line(host, decisions)))
     else:
         rows.append(("GPU memory", INVALID_LAYOUT))
     rows += prediction_rows(plan)
@@ -332,13 +365,13 @@ def show_advice(model: str, instance_type: str, seq_length: int, ranked: list, t
     best = ranked[0]
     order = {"time": "sorted by time, shortest first", "cost": "sorted by cost, cheapest first",
              "practices": "in the order of AWS's best practices"}[by]
-    t = new_table("#", "shard", "tp", "ckpt", "offload", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU",
+    t = new_table("#", "shard", "tp", "ckpt", "offl", "batch", "GB/GPU", "free", "tok/step", "tok/s/GPU",
                   "MFU", "bound", "time", "cost", "note",
                   title=f"{model} on {best.instances} x {instance_type}, sequence {seq_length}: "
                         f"{len(ranked)} feasible, {order}, those with under {1 - best.HEADROOM:.0%} of GPU memory free "
                         f"last (time and cost to train {budget} tokens)",
-                  right=("#", "shard", "tp", "batch", "GB/GPU", "free GB", "tokens/step", "tok/s/GPU", "MFU", "time",
-                         "cost"))
+                  right=("#", "shard", "tp", "batch", "GB/GPU", "free", "tok/step", "tok/s/GPU", "MFU", "time",
+                         "cost"), fold=("note",))
     for i, c in enumerate(ranked[:top], start=1):
         p = c.performance
         note = advice_note(c, best)

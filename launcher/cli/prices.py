@@ -31,7 +31,8 @@ def prices_command(instance_types: tuple[str, ...], refresh: bool, output: str, 
     rows = {(r.instance_type, r.spot): r for r in report.rows}
     region_name = report.rows[0].region if report.rows else region
     t = present.new_table("instance type", "on-demand $/h", "spot $/h", "source", "date",
-                          title=f"SageMaker training prices in {region_name}", right=("on-demand $/h", "spot $/h"))
+                          title=f"SageMaker training prices in {region_name}", right=("on-demand $/h", "spot $/h"),
+                          fold=("source",))
     for itype in dict.fromkeys(r.instance_type for r in report.rows):
         on_demand, spot = rows[(itype, False)].price, rows[(itype, True)].price
         sources = dict.fromkeys(p.source for p in (on_demand, spot) if p)

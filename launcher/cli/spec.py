@@ -122,7 +122,7 @@ def show_plan(spec: str, overrides: tuple[str, ...], output: str) -> None:
 
 @click.command("render")
 @SPEC
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Write the source dir here (created if needed).")
 @SET
 @templates_option
@@ -193,8 +193,8 @@ def print_schema(write_to: str | None, force: bool, output: str) -> None:
 @click.option("--by", type=click.Choice(["time", "cost", "practices"]), default="time", show_default=True,
               help="Rank by predicted time to train, by predicted cost, or in the order of AWS's best practices.")
 @click.option("--price-region", "region", default=None, metavar="REGION",
-              help="The region whose prices the costs use (default: AWS_REGION, AWS_DEFAULT_REGION, the "
-                   "profile's, else us-west-2). No AWS call: the price cache or the shipped snapshot.")
+              help="The region whose prices the costs use (default: AWS_REGION, AWS_DEFAULT_REGION or the "
+                   "profile's; there is no default region). No AWS call: the price cache or the shipped snapshot.")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), default=None,
               help="Write a ready job spec for the best configuration (a new file unless --force).")
 @FORCE

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from launcher.api import POLL_S
 from launcher.cli.options import OUTPUT, SET, aws_options, backend_option, max_cost_option, templates_option
 
 
@@ -70,19 +71,35 @@ def for_shell(err: Any, region: str | None) -> Any:
 
     if not isinstance(err, Interrupted) or not err.job_name or err.started is False:
         return err
+    from launcher.cli.invoked import name as prog
+
     name, where = err.job_name, f" --region {region}" if region else ""
     if err.started:
-        hint = (f": follow it with `smp-launch logs {name}{where}`, stop it with `smp-launch stop {name}{where}`")
+        hint = (f": follow it with `{prog()} logs {name}{where}`, stop it with `{prog()} stop {name}{where}`")
     else:
-        hint = f" (`smp-launch status {name}{where}`)"
+        hint = f" (`{prog()} status {name}{where}`)"
     return Interrupted(f"{err}{hint}", name, err.started, err.exit_code)
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    from launcher.cli.invoked import as_run
+
+    click.echo(as_run(f"warning: {message}"), err=True)
 
 
-def print_started(result: Any, dry_run: bool) -> None:
+def size_text(n: int) -> str:
+    """Bytes as people read them: 812 B, 22.6 KiB, 4.1 MiB."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def print_started(result: Any, dry_run: bool, source_bytes: int | None = None) -> None:
+    from launcher.cli.invoked import name as prog
+
+    size = f"{size_text(source_bytes)}, " if source_bytes is not None else ""
+    sent = f"({size}{'uploaded' if result.uploaded else 'already uploaded'})"
     queue = queued_to(result)
     if queue:
         info = result.queue
@@ -92,20 +109,21 @@ def print_started(result: Any, dry_run: bool) -> None:
         else:
             click.echo(f"queued {result.job_name} in Batch queue {queue} in {result.region}")
             click.echo(f"  service job: {info['job_id']}")
-            click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
-            click.echo(f"  follow:  smp-launch logs {result.job_name} (or `smp-launch wait {result.job_name}`)")
+            click.echo(f"  source:  {result.source_uri} {sent}")
+            click.echo(f"  follow:  {prog()} logs {result.job_name} (or `{prog()} wait {result.job_name}`)")
         if info.get("retried_classes"):
             strategy = info.get("retry_strategy") or {}
             attempts = f"up to {strategy['attempts']} attempts" if strategy else "capacity only, as often as needed"
             click.echo(f"  retries: on AWS, {', '.join(info['retried_classes'])} ({attempts})")
     elif dry_run:
         click.echo(f"dry run: would start {result.job_name} in {result.region} "
-                   f"(source {result.source_uri}); nothing was written")
+                   f"(source {result.source_uri}{', ' + size_text(source_bytes) if source_bytes else ''}); nothing "
+                   "was written")
     else:
         click.echo(f"started {result.job_name} in {result.region}")
-        click.echo(f"  source:  {result.source_uri} ({'uploaded' if result.uploaded else 'already uploaded'})")
+        click.echo(f"  source:  {result.source_uri} {sent}")
         click.echo(f"  console: {result.console_url}")
-        click.echo(f"  follow:  smp-launch logs {result.job_name}")
+        click.echo(f"  follow:  {prog()} logs {result.job_name}")
     if result.role_check:
         role = result.role_check.as_dict()  # sanitised
         click.echo(f"  role:    {role['role_arn'] or role['role']}: {role['verdict']}")
@@ -118,6 +136,7 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
     """`submit --retry`'s progress, one line per event (on stderr with --output json): each job started, how
     it ended (with its failure class and remedy), and the backoff before the next attempt."""
     from launcher import EventKind
+    from launcher.cli.invoked import as_run
     from launcher.cli.present import safe
 
     def say(event: Any) -> None:
@@ -130,7 +149,7 @@ def attempt_printer(as_json: bool) -> Callable[[Any], None]:
         elif event.kind is EventKind.ENDED:
             failure = event.status.failure
             text = f"{event.job_name}: {event.status.status}" + (
-                f" [{failure.failure_class}] {failure.remedy}" if failure else "")
+                f" [{failure.failure_class}] {as_run(failure.remedy)}" if failure else "")
         elif event.kind is EventKind.RESUBMIT:
             text = event.message or f"retrying in {event.backoff_s:g} s"
         elif event.kind is EventKind.WAIT:
@@ -200,7 +219,7 @@ def submit_to_sagemaker(spec_file: str, overrides: Sequence[str], *, dry_run: bo
         for note in result.notes:
             warn(note)
     else:
-        print_started(result, dry_run)
+        print_started(result, dry_run, len(plan.source.tarball))
     if wait:
         from launcher.api import follow
         from launcher.cli.logprint import Printer
@@ -223,6 +242,21 @@ def _overrides_text(candidate: Any, many_specs: bool) -> str:
     return " ".join(parts)
 
 
+def _plan_cell(candidate: Any, many_specs: bool) -> str:
+    """A plan in the sweep's table: its swept values in the order of the keys the title names (the spec's file name
+    first when there are several specs), so the table stays narrow."""
+    parts = [str(value) for value in candidate.overrides.values()]
+    if many_specs or not parts:
+        from pathlib import Path
+
+        parts.insert(0, Path(candidate.spec_file).name)
+    return ", ".join(parts)
+
+
+def _swept_keys(candidates: Sequence[Any]) -> list[str]:
+    return list(dict.fromkeys(key for c in candidates for key in c.overrides))
+
+
 def shell_reasons(candidate: Any) -> list[str]:
     """A refused plan's reasons as a shell reads them: values from --set and --sweep marked by their flags."""
     from launcher.cli.options import shell_problem
@@ -231,20 +265,23 @@ def shell_reasons(candidate: Any) -> list[str]:
     return worded + list(candidate.reasons[len(worded):])
 
 
-def _short(reason: str, limit: int = 90) -> str:
-    """A reason without its position (the full line is on stderr), cut for a table cell."""
-    parts = reason.split(": ", 2)
-    text = parts[-1] if len(parts) == 3 else reason
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str) -> None:
-    """The plans, ranked: what each sweeps, its memory and tokens per step, its job, or why it was refused."""
+def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool, title: str,
+               ranked: str = "time") -> None:
+    """The plans, ranked: what each sweeps, its status, memory and tokens per step, the figure they are ranked by (time
+    or cost per million tokens trained, beside the totals) and its job; why a plan was refused is on stderr."""
     from launcher.cli.present import STATUS_STYLES, console, new_table, show, span, styled
 
-    t = new_table("#", "plan", "status", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost", "job",
-                  "reason", title=title,
-                  right=("#", "GB/GPU", "headroom GB", "tokens/step", "tok/s/GPU", "time", "cost"))
+    key = {"time": "time/Mtok", "cost": "$/Mtok"}.get(ranked)
+    keys = _swept_keys(candidates)
+    if keys:
+        title += f"; plan: {', '.join(keys)}"
+    # Each plan's job name (a dry run's: the name its job would get, which later messages quote). A refused plan's
+    # reasons, and a failed submit's error, are on stderr in full, one line each, not cut short in a cell here.
+    job_column = any(c.ok for c in candidates)
+    columns = ("#", "plan", "status", "GB/GPU", "free GB", "tok/step", *([key] if key else ()), "time", "cost",
+               *(["job"] if job_column else []))
+    t = new_table(*columns, title=title, right=("#", "GB/GPU", "free GB", "tok/step", *([key] if key else ()),
+                                                "time", "cost"))
     for c in candidates:
         mem = c.plan.memory if c.plan else None
         run = runs.get(c.index)
@@ -252,18 +289,15 @@ def show_sweep(candidates: Sequence[Any], runs: dict[int, Any], many_specs: bool
         state = c.status if run is None or c.status != "ok" else run.state
         if run is not None and run.status is not None:
             state = run.status.status
-        if c.reasons:
-            reason = _short(c.reasons[0]) + (f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else "")
-        else:
-            reason = _short(str(run.error)) if run is not None and run.error else ""
         style = "bold red" if not c.ok else STATUS_STYLES.get(state, "")
-        perf = c.plan.performance if c.plan else None
         time, usd = c.time_to_train_seconds, c.usd
-        t.add_row(str(c.rank) if c.rank else "-", styled(_overrides_text(c, many_specs)), styled(state, style),
+        per = c.per_million_tokens(ranked) if key else None
+        shown_per = [] if not key else ["-" if per is None else span(per) if ranked == "time" else f"${per:,.2f}"]
+        t.add_row(str(c.rank) if c.rank else "-", styled(_plan_cell(c, many_specs)), styled(state, style),
                   f"{mem.per_gpu_gb:.1f}" if mem else "-", f"{c.headroom_gb:.1f}" if c.headroom_gb is not None else "-",
-                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-",
-                  f"{perf.tokens_per_second_per_gpu:,.0f}" if perf else "-", span(time) if time is not None else "-",
-                  f"${usd:,.0f}" if usd is not None else "-", styled(job), styled(reason))
+                  f"{c.global_batch_tokens:,}" if c.global_batch_tokens else "-", *shown_per,
+                  span(time) if time is not None else "-", f"${usd:,.0f}" if usd is not None else "-",
+                  *([styled(job)] if job_column else []))
     show(console(), t)
 
 
@@ -312,7 +346,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
             order += " (no price for every plan)"
         show_sweep(candidates, {}, many_specs,
                    f"{len(candidates)} plans: {len(ok)} {what}, {len(refused)} refused; ranked: fits, then {order}, "
-                   "then most tokens per step, then most memory headroom")
+                   "then most tokens per step, then most memory headroom", ranked_by(candidates, by))
     if blocked:
         why = "every plan was refused" if not ok else f"--strict: {len(refused)} of {len(candidates)} refused"
         if as_json:
@@ -384,7 +418,7 @@ def submit_many_plans(specs: Sequence[str], overrides: Sequence[str], sweeps: Se
         click.echo(f"dry run: {checked} of {len(ok)} plans passed the account checks (buckets, role); "
                    "nothing was written")
     else:
-        show_sweep(candidates, by_index, many_specs, "jobs")
+        show_sweep(candidates, by_index, many_specs, "jobs", ranked_by(candidates, by))
     return worst_exit_code(runs) if runs else EXIT_OK
 
 
@@ -465,7 +499,7 @@ def _given(param: str) -> bool:
 @click.option("--dry-run", is_flag=True, help="Do everything that only reads, then print what would start.")
 @click.option("--wait", is_flag=True,
               help="Follow the job's logs until it ends (several plans: wait for every job); exit with its outcome.")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.05), default=POLL_S, show_default=True,
               help="With --wait or --max-concurrent: seconds between polls (as `logs --interval`).")
 @click.option("--skip-role-check", is_flag=True, help="Do not simulate the role's permissions first.")
 @retry_options

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from launcher.api import POLL_S
 from launcher.cli.options import OUTPUT, aws_options, job_clients
 
 
@@ -31,16 +32,19 @@ def _line(job: Any) -> str:
     if job.queue is not None and job.secondary_status == job.queue.status:  # waiting in (or retried by) Batch
         text = f"{job.job_name}: {job.queue.line()}"
     if job.failure is not None:
-        text += f" [{job.failure.failure_class}] {job.failure.remedy}"
+        from launcher.cli.invoked import as_run
+
+        text += f" [{job.failure.failure_class}] {as_run(job.failure.remedy)}"
     return safe(f"{text} ({job.instance_count} x {job.instance_type})")
 
 
 def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
     from rich.text import Text
 
+    from launcher.cli.invoked import as_run
     from launcher.cli.present import STATUS_STYLES, new_table
 
-    t = new_table("job", "status", "secondary", "failure class", "remedy")
+    t = new_table("job", "status", "secondary", "failure class", "remedy", fold=("remedy",))
     for name in names:
         job = statuses.get(name)
         if job is None:
@@ -49,7 +53,7 @@ def _status_table(statuses: dict[str, Any], names: list[str]) -> Any:
         failure = job.failure
         t.add_row(Text(job.job_name), Text(job.status, style=STATUS_STYLES.get(job.status, "")),
                   Text(job.secondary_status or "-"), Text(failure.failure_class if failure else "-"),
-                  Text(failure.remedy if failure else "-"))
+                  Text(as_run(failure.remedy) if failure else "-"))
     return t
 
 
@@ -61,7 +65,7 @@ def _is_terminal() -> bool:
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @click.option("--timeout", "timeout_text", default=None, metavar="DURATION",
               help="Give up after this long: 2h, 90m, 1h30m or seconds (exit 124 if a job is still running).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=30.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.05), default=POLL_S, show_default=True,
               help="Seconds between polls.")
 @OUTPUT
 @aws_options

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.errors import EXIT_AWS, EXIT_PREFLIGHT, LauncherError
+from launcher.core.errors import EXIT_AWS, LauncherError, PreflightError, no_region
 from launcher.core.sanitize import DETAIL_LIMIT, MESSAGE_LIMIT, NAME_LIMIT, PLACE_LIMIT, clean
 from launcher.core.version import VERSION
 
@@ -42,8 +42,8 @@ class AwsError(LauncherError):
     exit_code = EXIT_AWS
 
 
-class QuotaError(AwsError):
-    exit_code = EXIT_PREFLIGHT
+class QuotaError(PreflightError):
+    """An account quota stops the job: found by the quota check, or SageMaker's own ResourceLimitExceeded."""
 
 
 class ThrottledError(AwsError):
@@ -401,7 +401,7 @@ def explain(exc: BaseException, action: str = "") -> LauncherError:
         return AwsError(f"{where}no AWS credentials found; set AWS_PROFILE, run `aws configure`, "
                         "or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
     if isinstance(exc, bx.NoRegionError):
-        return AwsError(f"{where}no AWS region; set cluster.region in the spec, AWS_REGION, or a profile region")
+        return no_region()  # not AWS refusing: nothing named a region (exit 2, the hint every command gives)
     if isinstance(exc, bx.ProfileNotFound):
         return AwsError(f"{where}{exc}; check AWS_PROFILE and ~/.aws/config")
     if isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError)):

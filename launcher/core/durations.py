@@ -13,6 +13,10 @@ _NUMBER = r"\d+(?:\.\d+)?"
 _PART = re.compile(rf"({_NUMBER})([dhms])")
 _WHOLE = re.compile(rf"^(?:{_NUMBER}[dhms])+$")
 FORMS = "use e.g. 1d, 12h, 90m, 1h30m or a number of seconds"
+# Seconds between two polls of a job's status or log, for every command and API that follows a job (`wait`,
+# `logs`, `submit --wait`, a sweep's queue) unless told otherwise: one default, so no command waits six times
+# longer than another to see the same end. A poll is one Search per 100 jobs (`wait`), or one log read.
+POLL_S = 5.0
 
 
 def seconds(value: int | float | str) -> float:

@@ -102,6 +102,25 @@ class UsageError(LauncherError):
     exit_code = EXIT_INVALID
 
 
+# The one hint every command gives when nothing names a region: there is no default, since a region chosen silently
+# can send a job, or a price, to the wrong place. `{region}` is the argument that names one (a shell's --region).
+NO_REGION = ("no AWS region: pass {region}, set cluster.region in the spec, AWS_REGION or AWS_DEFAULT_REGION, or a "
+             "region in the profile (`aws configure set region REGION`); there is no default region")
+
+
+def no_region() -> ArgumentError:
+    """The error of a command that needs a region and finds none (exit 2), worded alike everywhere."""
+    return ArgumentError(NO_REGION)
+
+
+class PreflightError(LauncherError):
+    """The account lacks something the job needs (its bucket, the role or a permission, a quota, the instance
+    type, data in an input channel): found by a check before anything is created, or by a local run's checks
+    (exit 3). AWS refusing a call for any other reason is an AwsError (exit 4)."""
+
+    exit_code = EXIT_PREFLIGHT
+
+
 class ArgumentError(UsageError):
     """A bad argument, said in its caller's words: the message names arguments as `{name}`, which reads
     as the Python argument's name (`global_batch_tokens`) unless the caller words them its own way

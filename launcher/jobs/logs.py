@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.core.aws import Clients
+from launcher.core.durations import POLL_S
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_OK
 from launcher.core.names import TERMINAL
 from launcher.core.timeutil import epoch
@@ -49,7 +50,7 @@ class Polling:
     (tests and the bench drive a virtual one)."""
 
     rate: float = 2.0  # Logs calls a second, shared by every read (the account's quota is shared too)
-    interval: float = 5.0  # seconds between polls
+    interval: float = POLL_S  # seconds between polls
     status_interval: float | None = None  # seconds between DescribeTrainingJob reads (default: interval)
     settle: float | None = None  # seconds after the job's end before the last read (default: min(5, 4 polls))
     overlap: float = 2.0  # seconds each read goes back below the previous one's end

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.aws import AwsError, Clients, explain, pages
+from launcher.core.durations import POLL_S
 from launcher.core.errors import EXIT_INTERRUPTED, EXIT_OK
 from launcher.core.sanitize import clean
 from launcher.jobs import status as plain
@@ -262,7 +263,7 @@ class Attempts:
 
     clients: Clients
     name: str
-    interval: float = 5.0
+    interval: float = POLL_S
     sleep: Callable[[float], None] = time.sleep
 
     def training_jobs(self, on_note: Callable[[str], None], follow: bool) -> Iterator[str | QueueState]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.core.aws import Clients, explain, pages
+from launcher.core.durations import POLL_S
 from launcher.core.enums import StrEnum
 from launcher.core.errors import (
     EXIT_INVALID,
@@ -329,7 +330,7 @@ def from_record(clients: Clients, record: Mapping[str, Any], diagnose: bool) -> 
     return JobStatus.from_description(record)
 
 
-def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = 30.0,
+def wait(clients: Clients, names: Iterable[str], *, timeout: float | None = None, interval: float = POLL_S,
          sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
          on_change: Callable[[JobStatus], None] | None = None, diagnose: bool = True,
          lookup: Callable[[Clients, str, bool], JobStatus] | None = None, use_search: bool = True) -> list[JobStatus]:

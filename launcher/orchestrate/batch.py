@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from launcher.core.durations import POLL_S
 from launcher.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def queue_options(retry: RetryPolicy | None, priority: int | None, share: str | 
 
 def submit_queued(plans: Sequence[Plan], *, priority: int | None = None, share: str | None = None,
                   retry: RetryPolicy | None = None, max_concurrent: int | None = None, dry_run: bool,
-                  wait: bool, interval: float = 30.0, skip_role_check: bool,
+                  wait: bool, interval: float = POLL_S, skip_role_check: bool,
                   clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
                   sleep: Callable[[float], None] | None = None) -> tuple[PlanRun, ...]:
     """Submit every plan in order, those naming a Batch queue into it; one PlanRun per plan. With `wait`, return

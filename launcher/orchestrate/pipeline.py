@@ -383,7 +383,7 @@ def _upsert_checked(plans: Sequence[Plan], name: str, region: str, role: str | N
         checks.append(account.role_check)
     if not skip_role_check:
         checks.append(_check_pipeline_role(role_arn, region, clients, warnings))
-    unretried = unretried_classes(retry)
+    unretried = unretried_classes(retry) if retry is not None else []  # said only of classes the caller asked for
     if unretried:
         warnings.append(f"a pipeline step cannot retry {', '.join(unretried)}: SageMaker's retry policies name only "
                         "capacity, internal errors and resource limits, not exit codes (submit --retry can)")

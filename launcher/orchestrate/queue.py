@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from launcher.core.durations import POLL_S
 from launcher.core.errors import Interrupted, LauncherError, UsageError
 from launcher.orchestrate.runs import Attempt, ClientsFor, Event, EventKind, OnFailure, PlanRun, PlanState
 
@@ -56,7 +57,7 @@ def _clients_for(clients: ClientsFor) -> tuple[Callable[[str | None], Clients], 
 
 
 def run_queue(plans: Sequence[Plan], *, max_concurrent: int | None = None, dry_run: bool = False,
-              wait: bool = False, interval: float = 30.0, skip_role_check: bool = False,
+              wait: bool = False, interval: float = POLL_S, skip_role_check: bool = False,
               clients: ClientsFor = None, on_event: Callable[[Event], None] | None = None,
               retry: RetryPolicy | None = None, on_failure: OnFailure | None = None,
               submit: Callable[..., Submission] | None = None, check: Callable[..., AccountCheck | None] | None = None,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from launcher.core.durations import POLL_S
 from launcher.core.errors import Interrupted, LauncherError
 from launcher.orchestrate import fallback
 from launcher.orchestrate.creation import announcing, as_started, moved_on
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 def submit(plan: Plan, clients: Clients, *, dry_run: bool = False, skip_role_check: bool = False,
            options: QueueOptions | None = None, on_event: Callable[[Event], None] | None = None,
-           interval: float = 30.0, sleep: Callable[[float], None] | None = None) -> Submission:
+           interval: float = POLL_S, sleep: Callable[[float], None] | None = None) -> Submission:
     """Submit `plan`: its Submission (the job on the instance type that had capacity, after a fallback), or the
     error that stopped it. `options` go with a plan that names a Batch queue."""
     from launcher.orchestrate.runs import Event, EventKind

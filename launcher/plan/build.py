@@ -20,7 +20,7 @@ from typing import Any
 from launcher.catalog.architecture import Architecture
 from launcher.catalog.smp import FRAMEWORKS, INSTANCES, requirements, smp_image_uri
 from launcher.core.aws import resolve_region
-from launcher.core.errors import Mark, Problem, SpecError, UsageError
+from launcher.core.errors import Mark, Problem, SpecError, no_region
 from launcher.core.frozen import FrozenDict, freeze, thaw
 from launcher.core.names import (
     CHECKPOINT_LOCAL_PATH,
@@ -344,9 +344,10 @@ class Plan:
             "base_job_name": self.base_job_name, "region": self.region, "role": self.role,
             "instance_type": self.instance_type, "instance_count": self.instance_count,
             "gpus_per_instance": self.gpus_per_instance, "world_size": self.world_size,
-            "data_parallel_degree": self.data_parallel_degree,
-            "global_batch_sequences": self.global_batch_sequences,
-            "global_batch_tokens": self.global_batch_tokens, "model": self.model.to_dict(),
+            # figures of a layout that does not divide the world mean nothing: null, as `plan` shows "-"
+            "data_parallel_degree": self.data_parallel_degree if self.memory else None,
+            "global_batch_sequences": self.global_batch_sequences if self.memory else None,
+            "global_batch_tokens": self.global_batch_tokens if self.memory else None, "model": self.model.to_dict(),
             "framework": self.framework.to_dict(), "distribution": self.distribution,
             "estimator": estimator, "secrets": self.secrets, "channels": self.channels,
             "decisions": self.decisions.to_dict(), "advisories": [a.to_dict() for a in self.advisories],
@@ -494,5 +495,5 @@ def blocking_errors(plan: Plan) -> SpecError | None:
 
 def require_region(plan: Plan) -> str:
     if not plan.region:
-        raise UsageError("no AWS region: set cluster.region in the spec, or AWS_REGION, or a profile region")
+        raise no_region()
     return plan.region

@@ -215,6 +215,12 @@ class SweepPlan:
         tokens = self.tokens_trained
         return total / tokens if total is not None and tokens else float("inf")
 
+    def per_million_tokens(self, by: str) -> float | None:
+        """per_token for a million tokens, rounded as shown (None where there is no prediction): what the ranking
+        by time or cost compares, in the sweep's table and JSON alike."""
+        value = self.per_token(by) * 1e6
+        return None if value == float("inf") else round(value, 2 if by == "cost" else 1)
+
     def to_dict(self) -> dict[str, Any]:
         """`submit --dry-run --output json`'s object for this plan: for `ok`, the plan's own keys as well."""
         time, usd = self.time_to_train_seconds, self.usd
@@ -222,7 +228,9 @@ class SweepPlan:
                 "overrides": thaw(self.overrides), "status": self.status, "reasons": list(self.reasons),
                 "tokens_per_step": self.global_batch_tokens, "headroom_gb": self.headroom_gb,
                 "time_to_train_seconds": None if time is None else round(time, 1),
-                "usd": None if usd is None else round(usd, 2)}
+                "usd": None if usd is None else round(usd, 2),
+                "seconds_per_million_tokens": self.per_million_tokens("time"),
+                "usd_per_million_tokens": self.per_million_tokens("cost")}
         if self.ok and self.plan is not None:
             return {**self.plan.to_dict(), **head}
         return head

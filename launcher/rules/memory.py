@@ -111,12 +111,13 @@ class ParallelLayout:
 
 @dataclass(frozen=True)
 class HostMemoryEstimate:
-    """Peak host (CPU) memory of the busiest instance, GiB, and which moment it is in."""
+    """Peak host (CPU) memory of the busiest instance, GiB, and which moment it is in (None: no moment holds any
+    of the model there, as with delayed parameter init and no final export)."""
 
     per_instance_gib: float
     capacity_gib: float
     breakdown: Mapping[str, float]
-    peak_phase: str = "model build"
+    peak_phase: str | None = "model build"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "breakdown", freeze(self.breakdown))
@@ -287,7 +288,9 @@ def host_export_bytes(arch: Architecture, lay: ParallelLayout) -> float:
 def host_estimate(arch: Architecture, lay: ParallelLayout) -> HostMemoryEstimate:
     """Peak host memory of the busiest instance: model build or final export, whichever is larger."""
     parts = {"model_build": host_build_bytes(arch, lay) / GIB, "final_export": host_export_bytes(arch, lay) / GIB}
-    phase = "model build" if parts["model_build"] >= parts["final_export"] else "final export"
+    phase: str | None = "model build" if parts["model_build"] >= parts["final_export"] else "final export"
+    if not any(parts.values()):
+        phase = None  # a step that is off (the export) or holds nothing there (delayed init) is never named
     return HostMemoryEstimate(per_instance_gib=max(parts.values()),
                               capacity_gib=INSTANCES[lay.instance_type].host_memory_gib,
                               breakdown=parts, peak_phase=phase)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.core.aws import explain
-from launcher.core.errors import EXIT_PREFLIGHT, LauncherError
+from launcher.core.errors import PreflightError
 from launcher.core.sanitize import clean
 from launcher.render.source import split_s3
 
@@ -21,10 +21,8 @@ URI_LIMIT = 300  # characters of a channel's URI in a message
 _FIELDS = {"train": "data.train", "validation": "data.validation"}
 
 
-class EmptyChannel(LauncherError):
+class EmptyChannel(PreflightError):
     """An input channel whose S3 prefix holds no object: SageMaker would refuse the job (exit 3)."""
-
-    exit_code = EXIT_PREFLIGHT
 
 
 def spec_field(name: str) -> str:

@@ -24,6 +24,7 @@ from launcher.plan.build import Plan, blocking_errors, require_region
 from launcher.render.source import split_s3
 from launcher.submission import backend, source_store
 from launcher.submission.backend import Start
+from launcher.submission.buckets import check_bucket
 from launcher.submission.channels import check_channels
 from launcher.submission.pricing import Fetched, fetch_prices
 from launcher.submission.quotas import QuotaCheck, check_quota, from_refusal, require
@@ -94,25 +95,6 @@ def console_url(region: str, job: str) -> str:
     return f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}"
 
 
-def _check_bucket(s3: Any, uri: str, region: str, what: str) -> None:
-    from botocore.exceptions import ClientError
-
-    bucket, _ = split_s3(uri)
-    try:
-        location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint") or "us-east-1"
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code == "NoSuchBucket":
-            raise AwsError(f"{what} bucket {bucket} does not exist; create it in {region} "
-                           f"(`aws s3 mb s3://{bucket} --region {region}`) or change the spec") from None
-        raise explain(exc, f"checking bucket {bucket}") from None
-    if location == "EU":
-        location = "eu-west-1"
-    if location != region:
-        raise AwsError(f"{what} bucket {bucket} is in {location} but the job runs in {region}; SageMaker "
-                       f"needs them in one region: use a bucket in {region} or set cluster.region: {location}")
-
-
 def _role_arn(plan: Plan, clients: Clients) -> str:
     role = plan.role or ""  # check_account refuses a plan without one before asking
     if role.startswith("arn:"):
@@ -156,7 +138,7 @@ def check_account(plan: Plan, clients: Clients, *, skip_role_check: bool = False
         for what, uri in buckets.items():
             if split_s3(uri)[0] not in seen:
                 seen.add(split_s3(uri)[0])
-                _check_bucket(clients.s3, uri, region, what)
+                check_bucket(clients.s3, uri, region, what)
         warnings += check_channels(plan.channels, clients.s3, refuse_empty=refuse_empty_channels)
         if skip_role_check:
             role_arn = _role_arn(plan, clients)

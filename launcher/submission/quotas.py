@@ -17,7 +17,7 @@ from typing import Any
 
 from launcher.core.aws import Clients, QuotaError, pages
 from launcher.core.enums import StrEnum
-from launcher.core.errors import EXIT_PREFLIGHT, LauncherError
+from launcher.core.errors import LauncherError, PreflightError
 from launcher.core.sanitize import clean
 
 SERVICE_CODE = "sagemaker"
@@ -41,10 +41,8 @@ class OverQuota(QuotaError):
         self.check = check
 
 
-class NotOffered(LauncherError):
+class NotOffered(PreflightError):
     """SageMaker does not offer the instance type for training in the region (exit 3)."""
-
-    exit_code = EXIT_PREFLIGHT
 
 
 def quota_name(instance_type: str, *, spot: bool) -> str:

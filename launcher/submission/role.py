@@ -14,7 +14,7 @@ from typing import Any
 
 from launcher.catalog.smp import SMP_IMAGE_ACCOUNT, SMP_IMAGE_REPOSITORY
 from launcher.core.enums import StrEnum
-from launcher.core.errors import EXIT_PREFLIGHT, LauncherError, UsageError
+from launcher.core.errors import PreflightError, UsageError
 from launcher.core.frozen import freeze, thaw
 from launcher.core.names import LOG_GROUP
 from launcher.plan.build import Plan
@@ -26,8 +26,8 @@ VPC_ACTIONS = ("ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermissi
                "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups")
 
 
-class RoleRefused(LauncherError):
-    exit_code = EXIT_PREFLIGHT
+class RoleRefused(PreflightError):
+    """The role check's definite no: the role is missing, not trusted by SageMaker, or lacks a permission."""
 
 
 class RoleVerdict(StrEnum):
